@@ -1,0 +1,31 @@
+"""interp: does a sequence model carry a coherent world model, which layers help or hurt it?
+
+The public API is re-exported here lazily (``import interp`` stays fast; torch and
+transformer_lens load on first use).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "World": "interp.worlds", "Vocab": "interp.worlds", "parse_world": "interp.worlds",
+    "world_from_spec": "interp.worlds",
+    "ModelConfig": "interp.models", "build_gpt2": "interp.models", "save_checkpoint": "interp.models",
+    "load_checkpoint": "interp.models", "load_bridge": "interp.models",
+    "TrainConfig": "interp.train", "train": "interp.train", "encode_sequences": "interp.train",
+    "next_token_test": "interp.metrics",
+    "ExperimentConfig": "interp.experiment", "run_experiment": "interp.experiment",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'interp' has no attribute {name!r}")
+
+
+__all__ = sorted(_EXPORTS)

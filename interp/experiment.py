@@ -1,0 +1,145 @@
+"""Train a GPT-2 on a world and run the next-token test: the pipeline behind ``interp train``.
+
+A run folder ``<runs_dir>/<name>/`` holds everything a run made::
+
+    config.json          the resolved config (with the seed)
+    world.json           the world's spec (a checkpoint carries it too)
+    data/train.txt, data/test.txt   the generated sequences (one per line)
+    best/, last/         HF checkpoints (best held-out loss; latest, resumable)
+    train_log.csv        loss, lr, tokens/s, eval loss per logged step
+    next_token.csv/json  the next-token test of ``best`` on the held-out sequences
+    results.json         every number of the run
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from interp.config import ConfigError, load_toml, to_dict
+from interp.models.gpt2 import ModelConfig
+from interp.results import write_json
+from interp.train.trainer import TrainConfig
+from interp.worlds import World, parse_world
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    #: sequences drawn from the world before the train/test split
+    n_sequences: int = 12000
+    test_fraction: float = 0.1
+    seed: int = 0
+    #: a folder written by ``interp data`` to use instead of drawing (train.txt, test.txt)
+    dir: str | None = None
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """The embedded default is the demo: random walks on the default synthetic city."""
+
+    name: str = "demo"
+    #: a world argument as on the CLI (``streets``, ``streets:city.toml``, ``dfa:x.json`` …);
+    #: relative paths are resolved against the config file's folder
+    world: str = "streets"
+    runs_dir: str = "runs"
+    #: held-out sequences scored by the next-token test (0: all)
+    eval_sequences: int = 1000
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=1500, eval_every=250))
+
+
+def load_experiment(path: str | Path | None) -> tuple[ExperimentConfig, Path]:
+    """The config at ``path`` (or the embedded default) and the folder relative paths start from."""
+    if path is None:
+        return ExperimentConfig(), Path.cwd()
+    cfg = load_toml(ExperimentConfig, path)
+    return cfg, Path(path).resolve().parent
+
+
+def resolve_world_arg(arg: str, base: Path) -> str:
+    kind, sep, rest = arg.partition(":")
+    if sep and rest and not Path(rest).is_absolute() and "=" not in rest:
+        candidate = base / rest
+        if candidate.exists():
+            return f"{kind}:{candidate}"
+    return arg
+
+
+def make_data(world: World, cfg: DataConfig, base: Path) -> tuple[list[list[str]], list[list[str]]]:
+    """(train, test) sequences: read from ``cfg.dir`` or drawn with ``cfg.seed`` and split by key."""
+    from interp.worlds.io import read_sequences
+    from interp.worlds.split import split_sequences
+
+    if cfg.dir is not None:
+        folder = Path(cfg.dir) if Path(cfg.dir).is_absolute() else base / cfg.dir
+        return read_sequences(folder / "train.txt", world), read_sequences(folder / "test.txt", world)
+    rng = np.random.default_rng(cfg.seed)
+    sequences = world.generate(cfg.n_sequences, rng)
+    return split_sequences(world, sequences, cfg.test_fraction, cfg.seed)
+
+
+def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool = False,
+                   progress: bool = True, log=print) -> dict[str, Any]:
+    """Generate data, train, run the next-token test; write and return ``results.json``."""
+    from interp.metrics.next_token import next_token_test
+    from interp.models.checkpoint import load_checkpoint
+    from interp.models.gpt2 import build_gpt2, count_parameters
+    from interp.train.data import encode_sequences
+    from interp.train.trainer import train
+    from interp.worlds.io import write_sequences
+
+    run_dir = Path(cfg.runs_dir) / cfg.name
+    if not run_dir.is_absolute():
+        run_dir = Path.cwd() / run_dir
+    if fresh and run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    world = parse_world(resolve_world_arg(cfg.world, base))
+    log(f"world: {world.describe()}")
+    train_seqs, test_seqs = make_data(world, cfg.data, base)
+    if not train_seqs or not test_seqs:
+        raise ConfigError(f"the split left {len(train_seqs)} train and {len(test_seqs)} test sequences; "
+                          "raise data.n_sequences or change data.test_fraction")
+    write_sequences(run_dir / "data" / "train.txt", train_seqs)
+    write_sequences(run_dir / "data" / "test.txt", test_seqs)
+    write_json(run_dir / "config.json", to_dict(cfg))
+    write_json(run_dir / "world.json", world.spec())
+    vocab = world.vocab
+    train_ids = encode_sequences(train_seqs, vocab, cfg.model.n_ctx)
+    test_ids = encode_sequences(test_seqs, vocab, cfg.model.n_ctx)
+    log(f"data: {len(train_seqs)} train / {len(test_seqs)} test sequences, "
+        f"{int((train_ids != vocab.pad_id).sum())} train tokens")
+
+    model = build_gpt2(vocab, cfg.model)
+    log(f"model: GPT-2 {cfg.model.n_layer} layers × {cfg.model.d_model} wide, "
+        f"{count_parameters(model):,} parameters, vocabulary {len(vocab)}")
+    result = train(model, train_ids, test_ids, cfg.train, run_dir, pad_id=vocab.pad_id,
+                   save_model_fn=partial(_save, world=world), progress=progress,
+                   run_info={"name": cfg.name})
+    log(f"trained {result.steps} steps: train loss {result.final_train_loss:.4f}, best held-out loss "
+        f"{result.best_eval_loss:.4f} at step {result.best_step}, {result.tokens_per_second:,.0f} tokens/s")
+
+    ckpt = load_checkpoint(run_dir / "best")
+    scored = test_seqs if cfg.eval_sequences == 0 else test_seqs[: cfg.eval_sequences]
+    nt = next_token_test(ckpt.bridge, world, scored, progress=progress)
+    nt.save(run_dir)
+    log(str(nt))
+    results = {"config": to_dict(cfg), "world": world.describe(),
+               "data": {"train": len(train_seqs), "test": len(test_seqs)},
+               "train": result.to_dict(), "next_token": nt.summary()}
+    write_json(run_dir / "results.json", results)
+    results["run_dir"] = str(run_dir)
+    return results
+
+
+def _save(model, path: Path, world: World) -> None:
+    from interp.models.checkpoint import save_checkpoint
+
+    save_checkpoint(model, world, path)

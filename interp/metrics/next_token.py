@@ -1,0 +1,115 @@
+"""The next-token test (Vafa et al. 2024, §2.2 and Table 1, "next-token").
+
+For every position of a held-out sequence the model's top-1 prediction over the *full* vocabulary
+is checked against the world's legal next tokens at the state the prefix reaches. We report
+
+- ``position_share``: the share of positions whose top-1 token is legal (what the issue asks), with
+  a cluster-robust standard error (sequences are the independent units), and
+- ``sequence_share``: the share of sequences whose top-1 token is legal at *every* position — the
+  paper's stricter form ("valid at every position") — with a binomial standard error.
+
+Every position is scored, the one after the last token included (the state there is defined and
+the model's guess of what may follow must be legal too), except positions whose state has no legal
+continuation (after a terminal ``end``, or a finished game); their count is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from interp.results import Estimate, mean_se, ratio_se, write_json
+from interp.train.data import encode_sequences
+from interp.train.trainer import logits_of
+from interp.worlds.base import World
+
+
+@dataclass
+class NextTokenResult:
+    position_share: Estimate
+    sequence_share: Estimate
+    positions: int
+    unscored_positions: int
+    per_position: pd.DataFrame = field(repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "next_token_position": self.position_share.mean,
+            "next_token_position_se": self.position_share.se,
+            "next_token_sequence": self.sequence_share.mean,
+            "next_token_sequence_se": self.sequence_share.se,
+            "sequences": self.sequence_share.n,
+            "positions": self.positions,
+            "unscored_positions": self.unscored_positions,
+        }
+
+    def __str__(self) -> str:
+        return (f"next-token test: {self.position_share.mean:.4f} ± {self.position_share.se:.4f} of "
+                f"{self.positions} positions legal; {self.sequence_share.mean:.4f} ± "
+                f"{self.sequence_share.se:.4f} of {self.sequence_share.n} sequences legal at every position")
+
+    def save(self, folder: str | Path, stem: str = "next_token") -> None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.per_position.to_csv(folder / f"{stem}.csv", index=False)
+        write_json(folder / f"{stem}.json", self.summary())
+
+
+@torch.no_grad()
+def next_token_test(
+    model: torch.nn.Module,
+    world: World,
+    sequences: Sequence[Sequence[str]],
+    batch_size: int = 128,
+    progress: bool = False,
+) -> NextTokenResult:
+    """Run the next-token test of ``model`` (HF causal LM or TransformerBridge) on ``sequences``."""
+    from tqdm.auto import tqdm
+
+    vocab = world.vocab
+    legal_ids_cache: dict[Any, np.ndarray] = {}
+    rows: list[tuple[int, int, str, bool]] = []
+    per_seq_ok: list[int] = []
+    per_seq_n: list[int] = []
+    unscored = 0
+    was_training = model.training
+    model.eval()
+    try:
+        for start in tqdm(range(0, len(sequences), batch_size), disable=not progress, desc="next-token"):
+            chunk = sequences[start : start + batch_size]
+            ids = encode_sequences(chunk, vocab)
+            top1 = logits_of(model, ids).argmax(dim=-1).numpy()
+            for j, seq in enumerate(chunk):
+                states = world.states_along(seq)
+                ok = n = 0
+                for pos, q in enumerate(states):
+                    if q not in legal_ids_cache:
+                        legal_ids_cache[q] = np.array([vocab.id(t) for t in world.legal(q)], dtype=int)
+                    legal = legal_ids_cache[q]
+                    if legal.size == 0:
+                        unscored += 1
+                        continue
+                    hit = bool(np.isin(top1[j, pos], legal))
+                    rows.append((start + j, pos, vocab.tokens[top1[j, pos]], hit))
+                    ok += hit
+                    n += 1
+                per_seq_ok.append(ok)
+                per_seq_n.append(n)
+    finally:
+        model.train(was_training)
+    df = pd.DataFrame(rows, columns=["sequence", "position", "top1", "legal"])
+    n_arr = np.array(per_seq_n)
+    scored = n_arr > 0
+    return NextTokenResult(
+        position_share=ratio_se(np.array(per_seq_ok)[scored], n_arr[scored]),
+        sequence_share=mean_se((np.array(per_seq_ok) == n_arr)[scored]),
+        positions=int(n_arr.sum()),
+        unscored_positions=unscored,
+        per_position=df,
+    )

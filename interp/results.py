@@ -1,0 +1,75 @@
+"""Shared pieces of result objects: an estimate with its uncertainty, and CSV/JSON writing."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with its standard error over ``n`` independent units."""
+
+    mean: float
+    se: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.mean:.3f} ± {self.se:.3f} (n={self.n})"
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def mean_se(values: Any) -> Estimate:
+    """Sample mean and its standard error (ddof = 1; se = nan for n < 2)."""
+    x = np.asarray(values, dtype=float)
+    n = int(x.size)
+    if n == 0:
+        return Estimate(math.nan, math.nan, 0)
+    se = float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    return Estimate(float(x.mean()), se, n)
+
+
+def ratio_se(numerators: Any, denominators: Any) -> Estimate:
+    """Σ num / Σ den with a cluster-robust (linearised) standard error.
+
+    Used for per-position shares where positions are clustered in sequences: each sequence is one
+    independent unit contributing ``num_i`` successes out of ``den_i`` positions, so the SE does
+    not pretend positions of one sequence are independent.
+    """
+    a = np.asarray(numerators, dtype=float)
+    b = np.asarray(denominators, dtype=float)
+    m = int(a.size)
+    if m == 0 or b.sum() == 0:
+        return Estimate(math.nan, math.nan, m)
+    r = a.sum() / b.sum()
+    if m < 2:
+        return Estimate(float(r), math.nan, m)
+    resid = (a - r * b) / b.mean()
+    se = math.sqrt((resid**2).sum() / (m * (m - 1)))
+    return Estimate(float(r), float(se), m)
+
+
+def write_json(path: str | Path, data: dict[str, Any]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
+    return path
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    raise TypeError(f"cannot serialise {type(o).__name__} to JSON")

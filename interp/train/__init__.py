@@ -1,0 +1,17 @@
+"""Training: one loop for pre-training and fine-tuning (see :mod:`interp.train.trainer`)."""
+
+from interp.train.data import Batch, encode_sequences, make_batch
+from interp.train.trainer import (
+    LossTerm,
+    TrainConfig,
+    TrainingInterrupted,
+    TrainResult,
+    evaluate_loss,
+    learning_rate,
+    train,
+)
+
+__all__ = [
+    "Batch", "LossTerm", "TrainConfig", "TrainResult", "TrainingInterrupted", "encode_sequences",
+    "evaluate_loss", "learning_rate", "make_batch", "train",
+]
