@@ -81,6 +81,102 @@ def _cmd_next_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_probe(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from interp.metrics.probes import probe_layers
+    from interp.models.checkpoint import load_checkpoint
+    from interp.worlds import parse_world
+    from interp.worlds.io import read_sequences
+    from interp.worlds.split import split_sequences
+
+    if args.train_sequences < 1 or args.test_sequences < 1:
+        raise ValueError("--train-sequences and --test-sequences must be ≥ 1")
+    ckpt = load_checkpoint(args.model, world=parse_world(args.world) if args.world else None)
+    world = ckpt.world
+    data = Path(args.data) if args.data else Path(args.model).resolve().parent / "data"
+    if (data / "train.txt").exists() and (data / "test.txt").exists():
+        train = read_sequences(data / "train.txt", world)[: args.train_sequences]
+        test = read_sequences(data / "test.txt", world)[: args.test_sequences]
+        source = f"{data}/train.txt and test.txt"
+    else:
+        n = args.train_sequences + args.test_sequences
+        drawn = world.generate(n, np.random.default_rng(args.seed))
+        train, test = split_sequences(world, drawn, args.test_sequences / n, args.seed)
+        source = f"{n} fresh sequences (seed {args.seed}), split by {world.kind} split key"
+        print(f"note: no train.txt/test.txt in {data}; probing on {source}", file=sys.stderr)
+    result = probe_layers(ckpt.bridge, world, train, test, layers=args.layers, l2=args.l2,
+                          max_iter=args.max_iter, progress=not args.json)
+    print(f"model {args.model}: current-state probes on {source}")
+    print(result)
+    if args.out:
+        result.save(args.out)
+    if args.json:
+        print(json.dumps(result.summary()))
+    return 0
+
+
+def _cmd_navigate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from interp.metrics.navigation import (
+        decode_routes,
+        detour_test,
+        pairs_from_sequences,
+        reconstruct_map,
+        sample_pairs,
+    )
+    from interp.models.lm import lm_from_arg
+    from interp.results import write_json
+    from interp.worlds import parse_world
+    from interp.worlds.io import read_sequences
+
+    if args.pairs < 1:
+        raise ValueError("--pairs must be >= 1")
+    kinds = [k.strip() for k in args.detours.split(",") if k.strip()] if args.detours else []
+    try:
+        probs = [float(x) for x in args.p.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--p must be comma-separated probabilities, got {args.p!r}") from None
+    lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None)
+    data = Path(args.model).resolve().parent / "data" / "test.txt"
+    if Path(args.model).is_dir() and data.exists():
+        pairs = pairs_from_sequences(read_sequences(data, world))[: args.pairs]
+        source = f"{len(pairs)} held-out (origin, destination) pairs from {data}"
+    else:
+        pairs = sample_pairs(world, args.pairs, np.random.default_rng(args.seed))
+        source = f"{len(pairs)} random (origin, destination) pairs (seed {args.seed})"
+    out = Path(args.out) if args.out else None
+    print(f"model {args.model} ({lm.describe()}) on {world.describe()}; {source}")
+    greedy = decode_routes(lm, world, pairs, seed=args.seed)
+    print(greedy)
+    summary: dict = {"model": args.model, "pairs": source, "routes": greedy.summary()}
+    if out:
+        greedy.save(out, "routes")
+    if kinds:
+        det = detour_test(lm, world, pairs, kinds, probs, seed=args.seed, progress=not args.json)
+        print(det)
+        summary["detours"] = det.summary()["detours"]
+        if out:
+            det.save(out, "detours")
+    if args.reconstruct:
+        from interp.viz.maps import draw_reconstruction
+
+        routes = greedy if args.map_from == "greedy" else decode_routes(
+            lm, world, pairs, sample=True, seed=args.seed)
+        rec = reconstruct_map(world.graph, routes.routes)
+        print(f"from {args.map_from} routes: {rec}")
+        summary["map"] = {"from": args.map_from, **rec.summary()}
+        if out:
+            rec.save(out, "map")
+            print(f"wrote {draw_reconstruction(rec, out / 'map.png')}")
+    if out:
+        write_json(out / "navigate.json", summary)
+    if args.json:
+        print(json.dumps(summary, default=str))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="interp",
@@ -118,11 +214,52 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     s.set_defaults(fn=_cmd_next_token)
+
+    s = sub.add_parser("probe", help="current-state linear probes at every layer of a checkpoint")
+    s.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
+    s.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
+    s.add_argument("--data", help="folder with train.txt/test.txt (default: the run's data/; "
+                                   "else fresh sequences)")
+    s.add_argument("--train-sequences", type=int, default=1000, help="at most this many to fit on (default 1000)")
+    s.add_argument("--test-sequences", type=int, default=500, help="at most this many to score on (default 500)")
+    s.add_argument("--layers", type=int, nargs="+", help="layer indices to probe: -1 (embeddings) … n_layers-1 "
+                                                         "(default: all)")
+    s.add_argument("--l2", type=float, default=1e-4, help="L2 weight on the probe weights (default 1e-4)")
+    s.add_argument("--max-iter", type=int, default=500, help="L-BFGS iteration cap per layer (default 500)")
+    s.add_argument("--seed", type=int, default=0, help="seed of fresh sequences (default 0)")
+    s.add_argument("--out", help="also write probe_layers.csv, probe_components.csv, probe.json here")
+    s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+    s.set_defaults(fn=_cmd_probe)
+
+    s = sub.add_parser("navigate", help="streets: greedy routes, detours (Table 2), map reconstruction (App. B)")
+    s.add_argument("--model", required=True, help="checkpoint folder, or oracle | uniform (with --world)")
+    s.add_argument("--world", help="the streets world (default: the checkpoint's)")
+    s.add_argument("--pairs", type=int, default=200, help="(origin, destination) pairs: the run's held-out "
+                                                          "pairs if any, else random (default 200)")
+    s.add_argument("--detours", help="comma-separated detour kinds: random,adversarial,second (default: none)")
+    s.add_argument("--p", default="0,0.01,0.1,0.5,0.75", help="detour probabilities (default 0,0.01,0.1,0.5,0.75)")
+    s.add_argument("--reconstruct", action="store_true", help="reconstruct the map the model's routes imply")
+    s.add_argument("--map-from", choices=("sample", "greedy"), default="sample",
+                   help="routes to reconstruct from: sampled at temperature 1 as in App. B (default), or greedy")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", help="write routes.csv, detours.csv, map_*.csv, map.png, navigate.json here")
+    s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+    s.set_defaults(fn=_cmd_navigate)
     return p
+
+
+def _quiet_hf() -> None:
+    """No hub access, no per-file progress bars, no advisory warnings (users may override)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _quiet_hf()
     from interp.config import ConfigError
     from interp.worlds.base import WorldError
 

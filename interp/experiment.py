@@ -31,7 +31,7 @@ from interp.worlds import World, parse_world
 @dataclass(frozen=True)
 class DataConfig:
     #: sequences drawn from the world before the train/test split
-    n_sequences: int = 12000
+    n_sequences: int = 8000
     test_fraction: float = 0.1
     seed: int = 0
     #: a folder written by ``interp data`` to use instead of drawing (train.txt, test.txt)
@@ -51,7 +51,8 @@ class ExperimentConfig:
     eval_sequences: int = 1000
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=1500, eval_every=250))
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(
+        steps=800, batch_size=32, lr=2e-3, min_lr=2e-4, warmup_steps=50, eval_every=200))
 
 
 def load_experiment(path: str | Path | None) -> tuple[ExperimentConfig, Path]:

@@ -62,3 +62,11 @@ def test_share_counts_by_hand(tiny_city, sequences):
     assert r.position_share.mean == pytest.approx(even / sum(len(s) for s in sequences))
     assert r.sequence_share.mean == pytest.approx(0.5)
     assert 0 < r.position_share.se < 0.5
+
+
+def test_lm_objects_are_accepted(tiny_city, sequences):
+    from interp.models.lm import UniformLM, WorldLM
+
+    assert next_token_test(WorldLM(tiny_city), tiny_city, sequences[:10]).position_share.mean == 1.0
+    uniform = next_token_test(UniformLM(tiny_city), tiny_city, sequences[:10])
+    assert uniform.position_share.mean < 0.5  # argmax of a flat row is the first node token

@@ -61,15 +61,41 @@ class NextTokenResult:
         write_json(folder / f"{stem}.json", self.summary())
 
 
+def _top1_fn(model: Any, vocab) -> Any:
+    """ids → top-1 ids: one forward for networks; prefix by prefix for DFA-backed LMs."""
+    from interp.models.lm import LM, BridgeLM
+
+    if isinstance(model, BridgeLM):
+        model = model.bridge
+    if isinstance(model, torch.nn.Module):
+        def top1(ids):
+            return logits_of(model, ids).argmax(dim=-1).numpy()
+        return top1
+    if isinstance(model, LM):
+        def top1(ids):
+            out = np.zeros(ids.shape, dtype=int)
+            for b, row in enumerate(ids.tolist()):
+                tokens = [t for t in vocab.decode(row[1:]) if t != vocab.tokens[vocab.pad_id]]
+                lp = model.start([tokens[:p] for p in range(len(tokens) + 1)]).logprobs
+                out[b, : len(tokens) + 1] = lp.argmax(dim=-1).numpy()
+            return out
+        return top1
+    raise TypeError(f"next_token_test needs a torch module or an interp LM, got {type(model).__name__}")
+
+
 @torch.no_grad()
 def next_token_test(
-    model: torch.nn.Module,
+    model: Any,
     world: World,
     sequences: Sequence[Sequence[str]],
     batch_size: int = 128,
     progress: bool = False,
 ) -> NextTokenResult:
-    """Run the next-token test of ``model`` (HF causal LM or TransformerBridge) on ``sequences``."""
+    """Run the next-token test of ``model`` on ``sequences``.
+
+    ``model``: an HF causal LM, a TransformerBridge, or any :class:`interp.models.lm.LM` (the
+    world oracle scores 1.0 by construction, a useful reference row).
+    """
     from tqdm.auto import tqdm
 
     vocab = world.vocab
@@ -78,13 +104,16 @@ def next_token_test(
     per_seq_ok: list[int] = []
     per_seq_n: list[int] = []
     unscored = 0
-    was_training = model.training
-    model.eval()
+    module = model if isinstance(model, torch.nn.Module) else getattr(model, "bridge", None)
+    was_training = module.training if module is not None else False
+    if module is not None:
+        module.eval()
+    top1_of = _top1_fn(model, vocab)
     try:
         for start in tqdm(range(0, len(sequences), batch_size), disable=not progress, desc="next-token"):
             chunk = sequences[start : start + batch_size]
             ids = encode_sequences(chunk, vocab)
-            top1 = logits_of(model, ids).argmax(dim=-1).numpy()
+            top1 = top1_of(ids)
             for j, seq in enumerate(chunk):
                 states = world.states_along(seq)
                 ok = n = 0
@@ -102,7 +131,8 @@ def next_token_test(
                 per_seq_ok.append(ok)
                 per_seq_n.append(n)
     finally:
-        model.train(was_training)
+        if module is not None:
+            module.train(was_training)
     df = pd.DataFrame(rows, columns=["sequence", "position", "top1", "legal"])
     n_arr = np.array(per_seq_n)
     scored = n_arr > 0

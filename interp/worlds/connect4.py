@@ -14,6 +14,7 @@ CLI: ``connect4`` or ``connect4:n=4,min_len=1,max_len=20``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -67,14 +68,12 @@ class Connect4World(World):
         return (0,) * COLUMNS
 
     def _check_state(self, state: State) -> Heights:
-        """Heights as a tuple of ints in ``0..n`` (lists from JSON are accepted)."""
-        try:
-            heights = tuple(int(h) for h in state)  # type: ignore[union-attr]
-        except (TypeError, ValueError):
-            raise WorldError(f"connect4: a state is a tuple of {COLUMNS} heights, got {state!r}") from None
-        if len(heights) != COLUMNS or not all(0 <= h <= self.n for h in heights):
-            raise WorldError(f"connect4: a state is {COLUMNS} heights in 0..{self.n}, got {state!r}")
-        return heights
+        """The state as a tuple of 7 ints in ``0..n``; anything else raises :class:`WorldError`."""
+        if (not isinstance(state, (tuple, list)) or len(state) != COLUMNS
+                or not all(isinstance(h, Integral) and not isinstance(h, bool) and 0 <= h <= self.n
+                           for h in state)):
+            raise WorldError(f"connect4: a state is {COLUMNS} integer heights in 0..{self.n}, got {state!r:.80}")
+        return tuple(int(h) for h in state)
 
     def legal(self, state: State) -> tuple[str, ...]:
         heights = self._check_state(state)

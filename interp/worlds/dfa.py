@@ -197,8 +197,9 @@ class DFAWorld(World):
 
     kind = "dfa"
 
-    def __init__(self, definition: Mapping[str, Any], source: str = "<dict>"):
-        """Validate ``definition`` (the JSON object of the module docstring); see :meth:`from_dict`."""
+    def __init__(self, definition: Any, source: str = "<dict>"):
+        """Validate ``definition`` (any parsed JSON value; it must be the object of the module
+        docstring, else :class:`DFAFormatError`); see :meth:`from_dict`."""
         self._defn = _parse(definition, source)
         self.source = source
         d = self._defn
@@ -291,7 +292,7 @@ class DFAWorld(World):
         return self._defn.start
 
     def _check_state(self, state: State) -> str:
-        if state not in self._arcs:
+        if not isinstance(state, str) or state not in self._arcs:
             raise WorldError(f"{self.source}: unknown state {state!r}")
         return state  # type: ignore[return-value]
 

@@ -15,12 +15,12 @@ the game is over and ``legal`` is empty. Every state accepts (the language is pr
 
 Internally a position is two 64-bit bitboards (bit ``i`` = square ``i``) so that random games are
 fast: legal moves come from eight shift-and-fill scans, flips from precomputed rays.
-CLI: ``othello`` or ``othello:max_nodes=200000`` (the search budget of :meth:`sample_prefix`).
+CLI: ``othello`` or ``othello:max_nodes=50000`` (the search budget of :meth:`sample_prefix`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -41,7 +41,7 @@ _LEGAL_SQUARES = frozenset(SQUARE_OF.values())
 INITIAL_BLACK = (1 << 28) | (1 << 35)  # e4, d5
 INITIAL_WHITE = (1 << 27) | (1 << 36)  # d4, e5
 _OPTIONS = ("max_nodes",)
-DEFAULT_MAX_NODES = 200_000
+DEFAULT_MAX_NODES = 50_000
 
 Board = tuple[int, ...]
 OthelloState = tuple[Board, int]
@@ -65,12 +65,12 @@ def _ray(sq: int, dr: int, dc: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+#: the 8 rays from each square, in ``_DELTAS`` order (direction d and d + 4 are opposite)
+_RAYS8: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
+    tuple(_ray(sq, dr, dc) for dr, dc in _DELTAS) for sq in range(64))
+#: the rays along which a placed disk can flip something (at least 2 squares long)
 _RAYS: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
-    tuple(ray for ray in (_ray(sq, dr, dc) for dr, dc in _DELTAS) if len(ray) >= 2) for sq in range(64)
-)
-#: every square on a line (row, column, diagonal) through each square, itself excluded
-_LINES: tuple[int, ...] = tuple(sum(b for ray in (_ray(sq, dr, dc) for dr, dc in _DELTAS) for b in ray)
-                                for sq in range(64))
+    tuple(ray for ray in rays if len(ray) >= 2) for rays in _RAYS8)
 
 
 def _moves(own: int, opp: int) -> int:
@@ -136,7 +136,6 @@ def _play(black: int, white: int, side: int, sq: int) -> tuple[int, int, int] | 
     else:
         nxt = GAME_OVER
     return (own, opp, nxt) if side == BLACK else (opp, own, nxt)
-
 
 
 @lru_cache(maxsize=1 << 16)
@@ -205,15 +204,15 @@ class OthelloWorld(World):
 
     @staticmethod
     def _bits(state: State) -> tuple[int, int, int]:
-        """(black, white, side) of a state; lists (from JSON) are accepted."""
+        """(black, white, side) of a state; the board may be a list (as read back from JSON)."""
         try:
             board, side = state  # type: ignore[misc]
             board = tuple(board)
         except (TypeError, ValueError):
             raise WorldError(f"othello: a state is (board, side), got {state!r:.120}") from None
-        if side not in (GAME_OVER, BLACK, WHITE):
+        if isinstance(side, bool) or side not in (GAME_OVER, BLACK, WHITE):
             raise WorldError(f"othello: side must be 0 (game over), 1 (black) or 2 (white), got {side!r}")
-        return (*_unpack(board), side)
+        return (*_unpack(board), int(side))
 
     def legal(self, state: State) -> tuple[str, ...]:
         return _legal_tokens(*self._bits(state))
@@ -265,29 +264,55 @@ class OthelloWorld(World):
 
         Every move adds one disk and disks are never removed, so the moves are exactly the occupied
         non-centre squares of the target; only their order is unknown. We search the orders
-        depth-first, trying the legal moves onto still-empty target squares in random order. A
-        branch is cut when a disk has the wrong colour and no empty target square remains on any
-        line through it (it can never flip again), and positions already refuted are remembered
-        (different orders often reach the same position). The search visits at most
-        ``max_nodes`` positions; if it finds no sequence within that budget it raises a
-        :class:`WorldError` (the position may be unreachable, or merely hard: raise ``max_nodes``).
-        If the search space is exhausted, the state is unreachable and the error says so.
+        depth-first: at each position only legal moves onto still-empty target squares are tried,
+        in random order except that moves placing the square's final colour go first. A branch is
+        cut when a disk has the wrong colour and no remaining move can ever flip it (see
+        :func:`_fixers`), and refuted positions are remembered (different orders often meet).
+
+        The search visits at most ``max_nodes`` positions, then raises a :class:`WorldError` (the
+        state may be unreachable or merely hard; raise ``max_nodes``); an exhausted search means
+        the state is unreachable and says so. The problem is hard in general: random-game states
+        up to about 20 plies are found within milliseconds, deeper ones often exhaust the default
+        budget. For deep states reached by a known sequence use :meth:`resample_prefix`.
+        Prefixes are random but not uniform over all orders reaching ``state``.
         """
-        target = self._bits(state)
-        tb, tw, _ = target
+        tb, tw, side = self._bits(state)
         centre = sum(1 << i for i in CENTRE)
         if (tb | tw) & centre != centre:
             raise WorldError("othello: the four centre squares are always occupied; this state is unreachable")
+        return self._search((INITIAL_BLACK, INITIAL_WHITE, BLACK), (tb, tw, side), rng, state)
+
+    def resample_prefix(self, prefix: Sequence[str], rng: np.random.Generator,
+                        max_tail: int = 8) -> list[str]:
+        """Another move order reaching the same state as the legal ``prefix``, by reordering a tail.
+
+        Keeps the first ``len(prefix) - m`` moves, ``m ~ U{1..min(max_tail, len(prefix))}``, and
+        searches the orders of the last ``m`` moves as :meth:`sample_prefix` does. The original
+        tail is itself a solution, so a short tail succeeds quickly (8 moves: a few hundred nodes); the result may equal
+        ``prefix`` when the tail has only one order. Use it for deep states, where
+        :meth:`sample_prefix` from scratch may exceed its budget.
+        """
+        if not prefix:
+            return []
+        target = self._bits(self.run(prefix))
+        m = int(rng.integers(1, min(max_tail, len(prefix)) + 1))
+        head = list(prefix[: len(prefix) - m])
+        tail = self._search(self._bits(self.run(head)), target, rng, self.run(prefix))
+        return head + tail
+
+    def _search(self, origin: tuple[int, int, int], target: tuple[int, int, int],
+                rng: np.random.Generator, state: State) -> list[str]:
+        """Moves leading from ``origin`` to ``target`` (bitboards and side), or a WorldError."""
         search = _PrefixSearch(target, rng, self.max_nodes)
         try:
-            found = search.run(INITIAL_BLACK, INITIAL_WHITE, BLACK)
+            found = search.run(*origin)
         except _BudgetExhausted:
             raise WorldError(f"othello: no move sequence reaching this state found within "
-                             f"max_nodes={self.max_nodes} search nodes (it may be unreachable; "
-                             f"raise max_nodes to search longer)\n{self.render(state)}") from None
+                             f"max_nodes={self.max_nodes} search nodes (it may be unreachable, "
+                             f"or just hard: raise max_nodes)\n{self.render(state)}") from None
         if not found:
-            raise WorldError(f"othello: this state is unreachable from the opening (exhaustive "
-                             f"search over move orders)\n{self.render(state)}")
+            raise WorldError(f"othello: this state is unreachable (exhaustive search over move "
+                             f"orders)\n{self.render(state)}")
         return [SQUARE_NAMES[sq] for sq in search.path]
 
     def describe(self) -> str:
@@ -299,15 +324,29 @@ class _PrefixSearch:
 
     def __init__(self, target: tuple[int, int, int], rng: np.random.Generator, max_nodes: int):
         self.tb, self.tw, self.tside = target
-        self.targets = (self.tb | self.tw) & MOVE_MASK
+        occupied = self.tb | self.tw
+        self.targets = occupied & MOVE_MASK
+        self.fixers = _fixers(occupied)
         self.rng, self.nodes_left = rng, max_nodes
         self.refuted: set[tuple[int, int, int]] = set()
         self.path: list[int] = []
 
     def _hopeless(self, black: int, white: int, remaining: int) -> bool:
-        """A disk of the wrong colour with no empty target square on its lines stays wrong."""
+        """Some disk has the wrong colour and no remaining move can ever flip it."""
         wrong = (black & self.tw) | (white & self.tb)
-        return any(not _LINES[sq] & remaining for sq in _squares(wrong))
+        fixers = self.fixers
+        while wrong:
+            low = wrong & -wrong
+            if not fixers[low.bit_length() - 1] & remaining:
+                return True
+            wrong ^= low
+        return False
+
+    def _order(self, options: list[int], side: int) -> list[int]:
+        """Random order, moves that place the square's target colour first (the usual case)."""
+        target_colour = self.tb if side == BLACK else self.tw
+        shuffled = [options[i] for i in self.rng.permutation(len(options))]
+        return sorted(shuffled, key=lambda sq: not target_colour >> sq & 1)
 
     def run(self, black: int, white: int, side: int) -> bool:
         """True (with ``self.path`` filled) when the moves from here can reach the target."""
@@ -322,12 +361,33 @@ class _PrefixSearch:
             raise _BudgetExhausted
         if not self._hopeless(black, white, remaining):
             own, opp = (black, white) if side == BLACK else (white, black)
-            options = _squares(_moves(own, opp) & remaining)
-            for i in self.rng.permutation(len(options)):
-                sq = options[i]
+            for sq in self._order(_squares(_moves(own, opp) & remaining), side):
                 self.path.append(sq)
                 if self.run(*_play(black, white, side, sq)):  # type: ignore[misc]
                     return True
                 self.path.pop()
         self.refuted.add(key)
         return False
+
+
+def _fixers(occupied: int) -> tuple[int, ...]:
+    """Per square x: the squares from which a future move could flip a disk on x.
+
+    A move at r flips x only if x lies between r and an anchor disk on one line, with every square
+    from r to the anchor occupied. Given the final occupancy ``occupied``, r must therefore lie in
+    the occupied run leading away from x on one side of a line whose other side starts with an
+    occupied square. Corners get no fixers: they never flip.
+    """
+    out = []
+    for x in range(64):
+        mask = 0
+        for d in range(8):
+            anchor_side, mover_side = _RAYS8[x][d], _RAYS8[x][(d + 4) % 8]
+            if not anchor_side or not occupied & anchor_side[0]:
+                continue
+            for bit in mover_side:
+                if not occupied & bit:
+                    break
+                mask |= bit
+        out.append(mask)
+    return tuple(out)

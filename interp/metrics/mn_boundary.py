@@ -1,0 +1,511 @@
+"""Myhill–Nerode boundaries of many prefix pairs at once: the exact and the sampled estimator.
+
+Definitions (Vafa et al. 2024, Def. 2.4–2.6). For prefixes ``s1, s2`` reaching states ``q1, q2``:
+
+- true boundary ``MNB^W(q1, q2)``: the non-empty suffixes ``x = a1..aj`` (``j <= depth``) with
+  ``x ∈ L^W(q1) \\ L^W(q2)`` whose every non-empty proper prefix lies in the interior
+  ``L^W(q1) ∩ L^W(q2)``. Membership uses ``world.accepts``, so the definition holds for any DFA;
+  in a prefix-closed world it reduces to "the last token is legal on the q1-path, not on the
+  q2-path". (The empty suffix is never a boundary element: a model's language always contains it.)
+- model boundary ``MNB^m(s1, s2)``: the same with the model's languages ``L^m(s)`` (a sequence is
+  accepted when every token passes the acceptance rule, :mod:`interp.metrics.acceptance`).
+  ``L^m`` is prefix-closed, so ``x = y·a`` is in it iff ``y ∈ L^m(s1) ∩ L^m(s2)``, ``a`` passes
+  after ``s1·y`` and fails after ``s2·y``. It is taken over the model's full vocabulary.
+- boundary precision ``|MNB^m ∩ (L^W(q1) \\ L^W(q2))| / |MNB^m|`` (1 for an empty model boundary)
+  and recall ``|MNB^W ∩ (L^m(s1) \\ L^m(s2))| / |MNB^W|`` (undefined for an empty true boundary).
+
+**Exact estimator.** Both boundaries are enumerated to ``depth`` by expanding, breadth first, the
+union of the two interiors: the model interior (every ``y`` with all tokens accepted after both
+prefixes) and the true interior. A tree node ``y`` needs the model's next-token distribution after
+``s1·y`` (when ``y ∈ L^m(s1)``) and after ``s2·y`` (when ``y ∈ L^m(s1) ∩ L^m(s2)``); nothing
+below a node the model already rejects after ``s1`` can be recalled, so such true-interior nodes
+are enumerated in the world alone. All rows of all pairs of a group are one LM cursor per level
+(``lm.extend`` with parent indices), so a level is a few large forwards, and the result carries no
+Monte-Carlo noise.
+
+**Sampled estimator** (the paper's procedure, App. E and the reference code): ``samples``
+continuations of ``depth`` tokens are drawn after ``s1`` at temperature 1 from the model's
+distribution restricted to accepted tokens; each is checked token by token after ``s2`` and cut at
+the first token rejected there. The distinct cut-offs are the sampled model boundary (precision
+as above; for a compression pair the score is 1 iff no continuation is cut). Recall uses the true
+boundary, enumerated exhaustively as in the reference, with the model rows along it. The
+continuations of all pairs of a group are sampled as one batch; each pair draws from its own
+generator seeded by ``(seed, pair index)``, so results do not depend on batching.
+
+Frontier bound: a pair whose tree would hold more than ``max_nodes`` nodes at one level is skipped
+with the reason ``frontier too large`` (never truncated). Forwards hold at most ``max_rows`` rows
+(the LM's ``batch_size``); a level that outgrows a cursor is continued from fresh cursors over the
+full prefixes (counted in :attr:`EngineStats.restarted_rows`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from interp.metrics.acceptance import AcceptanceRule
+from interp.models.lm import LM, Cursor
+from interp.worlds.base import SPECIAL_TOKENS, IllegalTokenError, State, World
+
+#: the world state of a sequence with an undefined transition
+DEAD: Any = type("Dead", (), {"__repr__": lambda self: "DEAD"})()
+_N_SPECIAL = len(SPECIAL_TOKENS)
+#: log-prob elements one level may hold per forward (rows × vocab), bounding memory for big vocabularies
+ROW_ELEMENT_BUDGET = 1 << 24
+
+# skip reasons (keys of the summary's pairs_skipped)
+FRONTIER = "frontier too large"
+CONTEXT = "context too long"
+
+
+@dataclass(frozen=True)
+class PairJob:
+    """One prefix pair: ``prefix1`` reaches ``state1``, ``prefix2`` reaches ``state2``.
+
+    ``recall``: enumerate the true boundary too (distinction pairs); compression pairs have an
+    empty true boundary by definition and skip it.
+    """
+
+    prefix1: tuple[str, ...]
+    prefix2: tuple[str, ...]
+    state1: State
+    state2: State
+    recall: bool = True
+
+
+@dataclass
+class PairOutcome:
+    """Boundary counts of one prefix pair (or why it was skipped)."""
+
+    model_boundary: int = 0
+    model_boundary_true: int = 0
+    true_boundary: int | None = None
+    true_boundary_recalled: int | None = None
+    #: tree nodes evaluated (exact: model ∪ true interior; sampled: true interior)
+    nodes: int = 0
+    #: sampled estimator: continuations drawn, cut (before de-duplication), stalled (the model
+    #: accepted no token after s1 before ``depth`` tokens)
+    continuations: int = 0
+    cutoffs: int = 0
+    stalled: int = 0
+    skipped: str | None = None
+    detail: str = ""
+    #: with ``keep_boundaries``: suffix → in L^W(q1)\\L^W(q2) (model) / recalled (true)
+    model_set: dict[tuple[str, ...], bool] | None = field(default=None, repr=False)
+    true_set: dict[tuple[str, ...], bool] | None = field(default=None, repr=False)
+
+    @property
+    def precision(self) -> float:
+        if self.skipped:
+            return math.nan
+        return 1.0 if self.model_boundary == 0 else self.model_boundary_true / self.model_boundary
+
+    @property
+    def recall(self) -> float:
+        if self.skipped or not self.true_boundary:
+            return math.nan
+        return self.true_boundary_recalled / self.true_boundary  # type: ignore[operator]
+
+
+@dataclass
+class EngineStats:
+    forwards: int = 0
+    rows: int = 0
+    restarted_rows: int = 0
+    groups: int = 0
+
+
+# ---- LM rows across cursor segments -------------------------------------------------------------
+
+
+class _Level:
+    """The LM rows of one tree level: cursor segments and their concatenated log-probs."""
+
+    def __init__(self, segments: list[Cursor]):
+        self.segments = segments
+        sizes = np.array([len(c) for c in segments], dtype=np.int64)
+        self.ends = np.cumsum(sizes)
+        self.starts = self.ends - sizes
+        self.logprobs = torch.cat([c.logprobs for c in segments]) if segments else None
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+
+def _start(lm: LM, prefixes: Sequence[Sequence[str]], max_rows: int, stats: EngineStats) -> _Level:
+    segments = []
+    for i in range(0, len(prefixes), max_rows):
+        chunk = prefixes[i:i + max_rows]
+        segments.append(lm.start(chunk))
+        stats.forwards += 1
+        stats.rows += len(chunk)
+    return _Level(segments)
+
+
+def _advance(lm: LM, level: _Level, parents: np.ndarray, tokens: np.ndarray,
+             prefix_of: Callable[[int], list[str]], max_rows: int,
+             stats: EngineStats) -> tuple[_Level, np.ndarray]:
+    """Rows ``parents[i]`` + ``tokens[i]``; returns the new level and each request's row in it."""
+    n = len(parents)
+    row_of = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return _Level([]), row_of
+    seg_of = np.searchsorted(level.ends, parents, side="right")
+    order = np.argsort(seg_of, kind="stable")
+    bounds = np.flatnonzero(np.diff(seg_of[order])) + 1
+    segments: list[Cursor] = []
+    next_row = 0
+    for idxs in np.split(order, bounds):
+        seg = int(seg_of[idxs[0]])
+        head, rest = idxs[:max_rows], idxs[max_rows:]
+        local = torch.as_tensor(parents[head] - level.starts[seg])
+        segments.append(lm.extend(level.segments[seg], local, torch.as_tensor(tokens[head])))
+        stats.forwards += 1
+        stats.rows += len(head)
+        row_of[head] = np.arange(next_row, next_row + len(head))
+        next_row += len(head)
+        for j in range(0, len(rest), max_rows):  # the cursor is consumed: read the rest afresh
+            chunk = rest[j:j + max_rows]
+            segments.append(lm.start([prefix_of(int(i)) for i in chunk]))
+            stats.forwards += 1
+            stats.rows += len(chunk)
+            stats.restarted_rows += len(chunk)
+            row_of[chunk] = np.arange(next_row, next_row + len(chunk))
+            next_row += len(chunk)
+    return _Level(segments), row_of
+
+
+# ---- the engine ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    """A suffix ``path`` (token ids) of one pair's tree; rows are -1 when not evaluated."""
+
+    job: int
+    path: tuple[int, ...]
+    w1: Any
+    w2: Any
+    m1: bool   # path ∈ L^m(s1)
+    m12: bool  # path ∈ L^m(s1) ∩ L^m(s2)
+    ti: bool   # path in the true interior (expanded for recall)
+    r1: int = -1
+    r2: int = -1
+
+
+@dataclass
+class _Cont:
+    """A sampled continuation after s1, checked after s2."""
+
+    job: int
+    path: tuple[int, ...]
+    r1: int
+    r2: int
+
+
+class _Group:
+    """Evaluate the jobs of one group level by level (see the module docstring)."""
+
+    def __init__(self, world: World, lm: LM, rule: AcceptanceRule, jobs: list[PairJob],
+                 job_ids: list[int], outcomes: list[PairOutcome], *, depth: int, exact: bool,
+                 samples: int, max_nodes: int, seed: int, keep: bool, max_rows: int,
+                 stats: EngineStats):
+        self.world, self.lm, self.rule, self.jobs = world, lm, rule, jobs
+        self.job_ids, self.out = job_ids, outcomes
+        self.depth, self.exact, self.samples, self.max_nodes = depth, exact, samples, max_nodes
+        self.keep, self.max_rows, self.stats = keep, max_rows, stats
+        self.tokens = lm.vocab.tokens
+        self.rngs = [np.random.default_rng([seed, j]) for j in job_ids] if not exact else []
+        self.cutoffs: list[set[tuple[int, ...]]] = [set() for _ in jobs]
+        self.peak_rows = 0
+
+    # -- world helpers --
+
+    def _step(self, q: Any, tok: int) -> Any:
+        if q is DEAD or tok < _N_SPECIAL:
+            return DEAD
+        try:
+            return self.world.step(q, self.tokens[tok])
+        except IllegalTokenError:
+            return DEAD
+
+    def _in_language(self, q: Any) -> bool:
+        return q is not DEAD and self.world.accepts(q)
+
+    def _suffix(self, path: tuple[int, ...]) -> tuple[str, ...]:
+        return tuple(self.tokens[t] for t in path)
+
+    def _skip(self, j: int, reason: str, detail: str) -> None:
+        o = self.out[j]
+        o.skipped, o.detail = reason, detail
+
+    # -- main loop --
+
+    def run(self) -> None:
+        jobs, out = self.jobs, self.out
+        for j, job in enumerate(jobs):
+            o = out[j]
+            if job.recall:
+                o.true_boundary, o.true_boundary_recalled = 0, 0
+            if self.keep:
+                o.model_set, o.true_set = {}, ({} if job.recall else None)
+        level = _start(self.lm, [p for job in jobs for p in (job.prefix1, job.prefix2)],
+                       self.max_rows, self.stats)
+        self.peak_rows = len(level)
+        nodes: list[_Node] = []
+        conts: list[_Cont] = []
+        for j, job in enumerate(jobs):
+            if self.exact or job.recall:
+                nodes.append(_Node(j, (), job.state1, job.state2, True, True, job.recall, 2 * j, 2 * j + 1))
+            if not self.exact:
+                conts.extend(_Cont(j, (), 2 * j, 2 * j + 1) for _ in range(self.samples))
+                out[j].continuations = self.samples
+        n_vocab = len(self.lm.vocab)
+        for d in range(self.depth):
+            if not nodes and not conts:
+                break
+            acc = (self.rule.accept(level.logprobs).numpy() if len(level)
+                   else np.zeros((0, n_vocab), dtype=bool))
+            last = d + 1 == self.depth
+            children = self._expand(nodes, acc, last)
+            new_conts = self._sample(conts, level.logprobs, acc, last) if conts else []
+            if last:
+                break
+            children = self._bound_frontier(children, d + 1)
+            children = [c for c in children if out[c[0].job].skipped is None]
+            new_conts = [c for c in new_conts if out[c[0].job].skipped is None]
+            level, nodes, conts = self._next_level(level, children, new_conts)
+            self.peak_rows = max(self.peak_rows, len(level))
+        if not self.exact:
+            self._score_cutoffs()
+
+    def _expand(self, nodes: list[_Node], acc: np.ndarray, last: bool) -> list[tuple[_Node, int, bool, bool, bool, Any, Any]]:
+        """Record the boundary elements below ``nodes``; return the children to expand."""
+        out, keep, exact = self.out, self.keep, self.exact
+        world = self.world
+        # model boundary and model-interior children of nodes in L^m(s1) ∩ L^m(s2), vectorised
+        both_of: dict[int, np.ndarray] = {}
+        if exact:
+            idx = [i for i, n in enumerate(nodes) if n.m12 and out[n.job].skipped is None]
+            if idx:
+                a1 = acc[[nodes[i].r1 for i in idx]]
+                a2 = acc[[nodes[i].r2 for i in idx]]
+                for k, tok in zip(*np.nonzero(a1 & ~a2)):
+                    n = nodes[idx[k]]
+                    o = out[n.job]
+                    good = self._in_language(self._step(n.w1, int(tok))) and not \
+                        self._in_language(self._step(n.w2, int(tok)))
+                    o.model_boundary += 1
+                    o.model_boundary_true += good
+                    if keep:
+                        o.model_set[self._suffix(n.path + (int(tok),))] = good  # type: ignore[index]
+                if not last:
+                    rows, toks = np.nonzero(a1 & a2)  # row-major: rows ascending
+                    cuts = np.flatnonzero(np.diff(rows)) + 1
+                    for part_rows, part_toks in zip(np.split(rows, cuts), np.split(toks, cuts)):
+                        if len(part_rows):
+                            both_of[idx[int(part_rows[0])]] = part_toks
+        children = []
+        for i, n in enumerate(nodes):
+            o = out[n.job]
+            if o.skipped is not None:
+                continue
+            o.nodes += 1
+            ti_next: dict[int, tuple[Any, Any]] = {}
+            if n.ti:
+                a1row = acc[n.r1] if n.r1 >= 0 else None
+                a2row = acc[n.r2] if n.r2 >= 0 else None
+                vocab_id = self.lm.vocab.id
+                for tok_s in world.legal(n.w1):
+                    n1 = world.step(n.w1, tok_s)
+                    if not world.accepts(n1):
+                        continue  # y·a ∉ L^W(q1): neither boundary nor interior
+                    tok = vocab_id(tok_s)
+                    n2 = self._step(n.w2, tok)
+                    if self._in_language(n2):
+                        ti_next[tok] = (n1, n2)
+                        continue
+                    hit = bool(a1row is not None and a1row[tok]) and not bool(a2row is not None and a2row[tok])
+                    o.true_boundary += 1  # type: ignore[operator]
+                    o.true_boundary_recalled += hit  # type: ignore[operator]
+                    if keep:
+                        o.true_set[self._suffix(n.path + (tok,))] = hit  # type: ignore[index]
+            if last:
+                continue
+            toks = set(ti_next)
+            if i in both_of:
+                toks.update(int(t) for t in both_of[i])
+            for tok in sorted(toks):
+                a1 = n.r1 >= 0 and bool(acc[n.r1, tok])
+                a2 = n.r2 >= 0 and bool(acc[n.r2, tok])
+                m1, m12 = n.m1 and a1, n.m12 and a1 and a2
+                ti = tok in ti_next
+                w1, w2 = ti_next[tok] if ti else (self._step(n.w1, tok), self._step(n.w2, tok))
+                children.append((n, tok, m1, m12, ti, w1, w2))
+        return children
+
+    def _bound_frontier(self, children: list, depth: int) -> list:
+        counts = np.bincount([c[0].job for c in children], minlength=len(self.jobs))
+        for j in np.flatnonzero(counts > self.max_nodes):
+            self._skip(int(j), FRONTIER, f"{int(counts[j])} tree nodes at depth {depth} > "
+                                         f"max_nodes={self.max_nodes}")
+        return children
+
+    def _sample(self, conts: list[_Cont], logprobs: torch.Tensor, acc: np.ndarray, last: bool) -> list[_Cont]:
+        """Draw one token per live continuation after s1; cut it where s2 rejects the token."""
+        conts = [c for c in conts if self.out[c.job].skipped is None]
+        if not conts:
+            return []
+        r1 = np.array([c.r1 for c in conts])
+        lp = logprobs[torch.as_tensor(r1)].double()
+        allowed = torch.as_tensor(acc[r1])
+        probs = lp.exp().masked_fill(~allowed, 0.0)
+        cum = probs.cumsum(dim=-1)
+        total = cum[:, -1].numpy()
+        u = np.empty(len(conts))
+        by_job: dict[int, list[int]] = {}
+        for k, c in enumerate(conts):
+            by_job.setdefault(c.job, []).append(k)
+        for j, ks in by_job.items():  # each pair's own generator, continuations in a fixed order
+            u[ks] = self.rngs[j].random(len(ks))
+        picks = torch.searchsorted(cum, torch.as_tensor(u * total)[:, None], right=True)[:, 0].numpy()
+        picks = np.minimum(picks, cum.shape[1] - 1)
+        alive = []
+        for k, c in enumerate(conts):
+            o = self.out[c.job]
+            if total[k] <= 0.0:
+                o.stalled += 1  # the model accepts no token here: nothing more to cut
+                continue
+            tok = int(picks[k])
+            if not acc[c.r1, tok]:  # round-off at the top of the cumulative sum: last allowed token
+                tok = int(np.flatnonzero(acc[c.r1])[-1])
+            if not acc[c.r2, tok]:
+                o.cutoffs += 1
+                self.cutoffs[c.job].add(c.path + (tok,))
+            elif not last:
+                alive.append((c, tok))
+        return alive  # type: ignore[return-value]
+
+    def _next_level(self, level: _Level, children: list, conts: list) -> tuple[_Level, list[_Node], list[_Cont]]:
+        parents: list[int] = []
+        toks: list[int] = []
+        meta: list[tuple[int, tuple[int, ...], int]] = []  # (job, path, side) for restarts
+        nodes: list[_Node] = []
+        for n, tok, m1, m12, ti, w1, w2 in children:
+            path = n.path + (tok,)
+            node = _Node(n.job, path, w1, w2, m1, m12, ti)
+            if m1:
+                node.r1 = len(parents)
+                parents.append(n.r1)
+                toks.append(tok)
+                meta.append((n.job, path, 1))
+            if m12:
+                node.r2 = len(parents)
+                parents.append(n.r2)
+                toks.append(tok)
+                meta.append((n.job, path, 2))
+            nodes.append(node)
+        new_conts: list[_Cont] = []
+        for c, tok in conts:
+            path = c.path + (tok,)
+            nc = _Cont(c.job, path, len(parents), len(parents) + 1)
+            parents += [c.r1, c.r2]
+            toks += [tok, tok]
+            meta += [(c.job, path, 1), (c.job, path, 2)]
+            new_conts.append(nc)
+
+        def prefix_of(i: int) -> list[str]:
+            j, path, side = meta[i]
+            job = self.jobs[j]
+            return [*(job.prefix1 if side == 1 else job.prefix2), *self._suffix(path)]
+
+        new_level, row_of = _advance(self.lm, level, np.asarray(parents, dtype=np.int64),
+                                     np.asarray(toks, dtype=np.int64), prefix_of, self.max_rows, self.stats)
+        for node in nodes:
+            if node.r1 >= 0:
+                node.r1 = int(row_of[node.r1])
+            if node.r2 >= 0:
+                node.r2 = int(row_of[node.r2])
+        for c in new_conts:
+            c.r1, c.r2 = int(row_of[c.r1]), int(row_of[c.r2])
+        return new_level, nodes, new_conts
+
+    def _score_cutoffs(self) -> None:
+        """Sampled estimator: the distinct cut-offs are the model boundary; check each in the world."""
+        for j, cuts in enumerate(self.cutoffs):
+            o = self.out[j]
+            if o.skipped is not None:
+                continue
+            job = self.jobs[j]
+            for path in cuts:
+                w1, w2 = job.state1, job.state2
+                for tok in path:
+                    w1, w2 = self._step(w1, tok), self._step(w2, tok)
+                good = self._in_language(w1) and not self._in_language(w2)
+                o.model_boundary += 1
+                o.model_boundary_true += good
+                if self.keep:
+                    o.model_set[self._suffix(path)] = good  # type: ignore[index]
+
+
+def max_rows_for(lm: LM, row_element_budget: int = ROW_ELEMENT_BUDGET) -> int:
+    """Rows per forward: the LM's ``batch_size`` if it has one, and rows × vocab within budget."""
+    budget = max(2, row_element_budget // max(1, len(lm.vocab)))
+    bs = getattr(lm, "batch_size", None)
+    return max(2, min(budget, int(bs))) if bs else budget
+
+
+def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: AcceptanceRule, *,
+                   depth: int = 5, estimator: str = "exact", samples: int = 30,
+                   max_nodes: int = 16384, seed: int = 0, keep_boundaries: bool = False,
+                   max_rows: int | None = None, on_progress: Callable[[int], None] | None = None,
+                   stats: EngineStats | None = None) -> list[PairOutcome]:
+    """Boundary counts of every job (same order), with the exact or the sampled estimator.
+
+    Jobs are evaluated in groups whose rows fill the LM's forwards (the group size adapts to the
+    widest level seen so far). ``on_progress(n)`` is called after each group with the number of
+    jobs it finished.
+    """
+    if estimator not in ("exact", "sampled"):
+        raise ValueError(f"estimator must be 'exact' or 'sampled', got {estimator!r}")
+    if not (isinstance(depth, int) and depth >= 1):
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    if estimator == "sampled" and samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    if max_nodes < 1:
+        raise ValueError(f"max_nodes must be >= 1, got {max_nodes}")
+    stats = stats if stats is not None else EngineStats()
+    rows_cap = max_rows or max_rows_for(lm)
+    outcomes = [PairOutcome() for _ in jobs]
+    n_ctx = int(getattr(lm, "n_ctx", 0) or 0)
+    todo = []
+    for i, job in enumerate(jobs):
+        longest = max(len(job.prefix1), len(job.prefix2))
+        if n_ctx and longest + depth > n_ctx:
+            outcomes[i].skipped = CONTEXT
+            outcomes[i].detail = (f"<bos> + {longest}-token prefix + {depth - 1} suffix tokens exceed "
+                                  f"the model's n_ctx={n_ctx}")
+        else:
+            todo.append(i)
+    if on_progress and len(todo) < len(jobs):
+        on_progress(len(jobs) - len(todo))
+    per_job = 2.0  # rows per job at the widest level, learnt as groups run
+    pos = 0
+    while pos < len(todo):
+        size = max(1, min(rows_cap // 2, int(rows_cap / (1.25 * per_job))))
+        ids = todo[pos:pos + size]
+        pos += len(ids)
+        group = _Group(world, lm, rule, [jobs[i] for i in ids], ids, [outcomes[i] for i in ids],
+                       depth=depth, exact=estimator == "exact", samples=samples, max_nodes=max_nodes,
+                       seed=seed, keep=keep_boundaries, max_rows=rows_cap, stats=stats)
+        group.run()
+        stats.groups += 1
+        per_job = max(per_job, group.peak_rows / len(ids))
+        if on_progress:
+            on_progress(len(ids))
+    return outcomes

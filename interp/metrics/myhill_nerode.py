@@ -1,0 +1,364 @@
+"""The Myhill–Nerode world-model metrics: sequence compression and sequence distinction.
+
+Vafa et al. (NeurIPS 2024, §2.3–2.4, App. E) evaluate the world model implicit in a generative
+model by comparing Myhill–Nerode boundaries (see :mod:`interp.metrics.mn_boundary` for the
+definitions and the two estimators):
+
+- **Compression** (Def. 2.6, "sequence compression metric"): a state ``q`` and two *different*
+  prefixes reaching it. The true boundary ``MNB^W(q, q)`` is empty, so only precision exists: the
+  pair scores 1 iff the model boundary ``MNB^m(s1, s2)`` is empty ("we say a generative model's
+  precision is 1 if its boundary is correctly empty"), else ``|MNB^m ∩ ∅| / |MNB^m| = 0``. As in
+  the paper, the model boundary is the directed one (accepted after ``s1``, rejected after
+  ``s2``); the pair's two prefixes are drawn independently, so the direction is random.
+- **Distinction**: two different states, one prefix each; boundary precision and boundary recall.
+  Recall is undefined (and counted, never scored) for a pair whose true boundary is empty to the
+  depth examined; precision is defined for every pair.
+
+Averaging (§3.2): over the prefix pairs of a state (compression) or state pair (distinction),
+then over states, with a standard error over states (the independent units).
+
+States: ``pairs=N`` samples N states (N state pairs) with a fixed seed — the world's own
+``sample_state`` when it has one (streets: uniform reachable (intersection, destination) pairs),
+else states visited by the world's traversals (:mod:`interp.metrics.states`); ``pairs="all"``
+takes every reachable state (every ordered pair of distinct reachable states) of a small world.
+
+Nothing is dropped silently: every prefix pair that could not be scored is a row of the per-pair
+table with its reason (prefix sampling failed, identical prefixes, frontier too large, context too
+long, …), and the summary counts them by reason.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from interp.metrics.acceptance import AcceptanceRule, Epsilon
+from interp.metrics.mn_boundary import EngineStats, PairJob, PairOutcome, evaluate_pairs
+from interp.metrics.states import all_ordered_pairs, reachable_states, sample_state, sample_state_pair
+from interp.models.lm import LM
+from interp.results import Estimate, mean_se, write_json
+from interp.worlds.base import IllegalTokenError, State, World, WorldError
+
+METRICS = ("compression", "distinction")
+
+# skip reasons decided before the LM runs (the engine adds "frontier too large", "context too long")
+STATE_FAILED = "state sampling failed"
+PREFIX_FAILED = "prefix sampling failed"
+IDENTICAL = "identical prefixes"
+WRONG_STATE = "prefix does not reach the state"
+
+
+@dataclass
+class MyhillNerodeResult:
+    """Compression precision, distinction precision and recall, with the per-pair table."""
+
+    compression_precision: Estimate
+    distinction_precision: Estimate
+    distinction_recall: Estimate
+    #: one row per prefix pair (skipped ones included, with ``status`` = the reason)
+    per_pair: pd.DataFrame = field(repr=False)
+    settings: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def _used(self, metric: str) -> pd.DataFrame:
+        df = self.per_pair
+        return df[(df.metric == metric) & (df.status == "ok")]
+
+    def skipped(self) -> dict[str, dict[str, int]]:
+        """Skipped prefix pairs: metric → reason → count."""
+        df = self.per_pair
+        bad = df[df.status != "ok"]
+        return {m: {str(k): int(v) for k, v in bad[bad.metric == m].status.value_counts().items()}
+                for m in self.settings.get("metrics", METRICS)}
+
+    def summary(self) -> dict[str, Any]:
+        skipped = self.skipped()
+        comp, dist = self._used("compression"), self._used("distinction")
+        out: dict[str, Any] = {
+            "compression_precision": self.compression_precision.mean,
+            "compression_precision_se": self.compression_precision.se,
+            "distinction_precision": self.distinction_precision.mean,
+            "distinction_precision_se": self.distinction_precision.se,
+            "distinction_recall": self.distinction_recall.mean,
+            "distinction_recall_se": self.distinction_recall.se,
+            "compression_states": self.compression_precision.n,
+            "distinction_state_pairs": self.distinction_precision.n,
+            "recall_state_pairs": self.distinction_recall.n,
+            "pairs_used": int(len(comp) + len(dist)),
+            "compression_pairs_used": int(len(comp)),
+            "distinction_pairs_used": int(len(dist)),
+            "pairs_skipped_total": int(sum(sum(v.values()) for v in skipped.values())),
+            "pairs_skipped": skipped,
+            "recall_undefined": int(dist.recall.isna().sum()),
+        }
+        out.update(self.settings)
+        out.update(self.stats)
+        return out
+
+    def __str__(self) -> str:
+        s = self.settings
+        d = s.get("depth")
+        lines = [f"Myhill–Nerode metrics ({s.get('estimator')} estimator, {s.get('rule')}, depth {d}, "
+                 f"seed {s.get('seed')})"]
+        if "compression" in s.get("metrics", METRICS):
+            lines.append(f"  compression precision  {_fmt(self.compression_precision)}  "
+                         f"({self.compression_precision.n} states)")
+        if "distinction" in s.get("metrics", METRICS):
+            lines.append(f"  distinction precision  {_fmt(self.distinction_precision)}  "
+                         f"({self.distinction_precision.n} state pairs)")
+            lines.append(f"  distinction recall     {_fmt(self.distinction_recall)}  "
+                         f"({self.distinction_recall.n} state pairs with a non-empty true boundary)")
+        summ = self.summary()
+        lines.append(f"  prefix pairs used: compression {summ['compression_pairs_used']}, "
+                     f"distinction {summ['distinction_pairs_used']}")
+        for metric, reasons in summ["pairs_skipped"].items():
+            if reasons:
+                text = ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items()))
+                lines.append(f"  skipped ({metric}): {text}")
+        if summ["recall_undefined"]:
+            lines.append(f"  recall undefined (empty true boundary to depth {d}): "
+                         f"{summ['recall_undefined']} distinction prefix pairs (precision still scored)")
+        return "\n".join(lines)
+
+    def save(self, folder: str | Path, stem: str = "myhill_nerode") -> Path:
+        """Write ``<stem>.csv`` (per prefix pair) and ``<stem>.json`` (summary) into ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.per_pair.to_csv(folder / f"{stem}.csv", index=False)
+        write_json(folder / f"{stem}.json", self.summary())
+        return folder
+
+
+def _fmt(e: Estimate) -> str:
+    if e.n == 0:
+        return "  n/a        "
+    se = "  n/a" if math.isnan(e.se) else f"{e.se:.3f}"
+    return f"{e.mean:.3f} ± {se}"
+
+
+# ---- building the prefix pairs --------------------------------------------------------------------
+
+
+@dataclass
+class _Row:
+    metric: str
+    unit: int
+    prefix_pair: int
+    state1: Any
+    state2: Any
+    prefix1: tuple[str, ...] | None = None
+    prefix2: tuple[str, ...] | None = None
+    status: str = "ok"
+    detail: str = ""
+
+
+def _prefix(world: World, q: State, rng: np.random.Generator) -> tuple[str, ...]:
+    """``world.sample_prefix`` checked to reach ``q`` (a world bug is a skip reason, not a crash)."""
+    s = tuple(world.sample_prefix(q, rng))
+    try:
+        reached = world.run(s)
+    except IllegalTokenError as e:
+        raise _Skip(WRONG_STATE, f"sampled prefix is illegal: {e}") from None
+    if reached != q:
+        raise _Skip(WRONG_STATE, f"sampled prefix reaches {reached!r}, not {q!r}")
+    return s
+
+
+class _Skip(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def _compression_rows(world: World, states: Sequence[Any], prefix_pairs: int, tries: int,
+                      rng: np.random.Generator) -> list[_Row]:
+    rows = []
+    for u, q in enumerate(states):
+        for p in range(prefix_pairs):
+            row = _Row("compression", u, p, q, q)
+            rows.append(row)
+            if isinstance(q, _Skip):
+                row.state1 = row.state2 = None
+                row.status, row.detail = q.reason, q.detail
+                continue
+            try:
+                s1 = _prefix(world, q, rng)
+                s2 = s1
+                for _ in range(tries):
+                    s2 = _prefix(world, q, rng)
+                    if s2 != s1:
+                        break
+            except _Skip as e:
+                row.status, row.detail = e.reason, e.detail
+                continue
+            except WorldError as e:
+                row.status, row.detail = PREFIX_FAILED, str(e)
+                continue
+            row.prefix1, row.prefix2 = s1, s2
+            if s1 == s2:
+                row.status = IDENTICAL
+                row.detail = f"{tries + 1} sampled prefixes of this state were all {' '.join(s1) or '(empty)'}"
+    return rows
+
+
+def _distinction_rows(world: World, pairs: Sequence[Any], prefix_pairs: int,
+                      rng: np.random.Generator) -> list[_Row]:
+    rows = []
+    for u, qq in enumerate(pairs):
+        for p in range(prefix_pairs):
+            if isinstance(qq, _Skip):
+                rows.append(_Row("distinction", u, p, None, None, status=qq.reason, detail=qq.detail))
+                continue
+            q1, q2 = qq
+            row = _Row("distinction", u, p, q1, q2)
+            rows.append(row)
+            try:
+                row.prefix1, row.prefix2 = _prefix(world, q1, rng), _prefix(world, q2, rng)
+            except _Skip as e:
+                row.status, row.detail = e.reason, e.detail
+            except WorldError as e:
+                row.status, row.detail = PREFIX_FAILED, str(e)
+    return rows
+
+
+def _draw(fn, *args) -> Any:
+    try:
+        return fn(*args)
+    except WorldError as e:
+        return _Skip(STATE_FAILED, str(e))
+
+
+# ---- the metric -----------------------------------------------------------------------------------
+
+
+def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, depth: int = 5,
+                  pairs: int | str = 1000, estimator: str = "exact", samples: int = 30,
+                  prefix_pairs: int = 1, seed: int = 0, max_nodes: int = 16384,
+                  max_states: int = 1000, metrics: Sequence[str] = METRICS, prefix_tries: int = 10,
+                  progress: bool = False) -> MyhillNerodeResult:
+    """Compression precision and distinction precision/recall of ``lm`` judged against ``world``.
+
+    Parameters
+    ----------
+    rule: acceptance rule (default ``Epsilon(0.01)``, the paper's).
+    depth: boundaries are enumerated (exact) or sampled to suffixes of this length (paper: 5).
+    pairs: number of states / state pairs sampled (paper: 1000), or ``"all"`` (every reachable
+        state and every ordered pair of distinct reachable states; at most ``max_states`` states).
+    estimator: ``"exact"`` (enumerate both boundaries) or ``"sampled"`` (the paper's procedure with
+        ``samples`` continuations; paper: 30).
+    prefix_pairs: prefix pairs per state (state pair), averaged before averaging over states.
+    seed: fixes the states, the prefixes and the sampled continuations.
+    max_nodes: a prefix pair whose tree exceeds this many nodes at one level is skipped (counted).
+    prefix_tries: redraws of the second prefix of a compression pair until it differs from the first.
+    """
+    rule = rule or Epsilon()
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown or not metrics:
+        raise ValueError(f"metrics must be among {METRICS}, got {list(metrics)}")
+    if prefix_pairs < 1:
+        raise ValueError(f"prefix_pairs must be >= 1, got {prefix_pairs}")
+    if pairs != "all" and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1):
+        raise ValueError(f"pairs must be a positive integer or 'all', got {pairs!r}")
+    t0 = time.perf_counter()
+    rng_c, rng_d = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    rows: list[_Row] = []
+    states: list[State] = []
+    if pairs == "all":
+        states = reachable_states(world, max_states)
+    if "compression" in metrics:
+        units = states if pairs == "all" else [_draw(sample_state, world, rng_c) for _ in range(pairs)]
+        rows += _compression_rows(world, units, prefix_pairs, prefix_tries, rng_c)
+    if "distinction" in metrics:
+        units = (list(all_ordered_pairs(states)) if pairs == "all"
+                 else [_draw(sample_state_pair, world, rng_d) for _ in range(pairs)])
+        rows += _distinction_rows(world, units, prefix_pairs, rng_d)
+
+    ready = [r for r in rows if r.status == "ok"]
+    jobs = [PairJob(r.prefix1, r.prefix2, r.state1, r.state2, recall=r.metric == "distinction")  # type: ignore[arg-type]
+            for r in ready]
+    stats = EngineStats()
+    tokens_before = int(getattr(lm, "forward_tokens", 0))
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(jobs), disable=not progress, desc="myhill-nerode pairs", unit="pair") as bar:
+        outcomes = evaluate_pairs(world, lm, jobs, rule, depth=depth, estimator=estimator, samples=samples,
+                                  max_nodes=max_nodes, seed=seed, on_progress=bar.update, stats=stats)
+    by_row = {id(r): o for r, o in zip(ready, outcomes)}
+    for r, o in zip(ready, outcomes):
+        if o.skipped:
+            r.status, r.detail = o.skipped, o.detail
+    df = _table(rows, by_row, estimator, rule.name, depth)
+    result = MyhillNerodeResult(
+        compression_precision=_average(df, "compression", "precision"),
+        distinction_precision=_average(df, "distinction", "precision"),
+        distinction_recall=_average(df, "distinction", "recall"),
+        per_pair=df,
+        settings={"estimator": estimator, "rule": rule.name, "depth": depth, "pairs": pairs,
+                  "prefix_pairs": prefix_pairs, "seed": seed, "metrics": list(metrics),
+                  **({"samples": samples} if estimator == "sampled" else {})},
+        stats={"forward_tokens": int(getattr(lm, "forward_tokens", 0)) - tokens_before,
+               "forwards": stats.forwards, "lm_rows": stats.rows, "restarted_rows": stats.restarted_rows,
+               "seconds": round(time.perf_counter() - t0, 3)},
+    )
+    return result
+
+
+def _table(rows: list[_Row], by_row: dict[int, PairOutcome], estimator: str, rule: str,
+           depth: int) -> pd.DataFrame:
+    records = []
+    for r in rows:
+        o = by_row.get(id(r)) if r.status == "ok" else None
+        rec = {
+            "metric": r.metric, "unit": r.unit, "prefix_pair": r.prefix_pair,
+            "state1": None if r.state1 is None else repr(r.state1),
+            "state2": None if r.state2 is None else repr(r.state2),
+            "prefix1": None if r.prefix1 is None else " ".join(r.prefix1),
+            "prefix2": None if r.prefix2 is None else " ".join(r.prefix2),
+            "status": r.status, "detail": r.detail,
+            "model_boundary": o.model_boundary if o else np.nan,
+            "model_boundary_true": o.model_boundary_true if o else np.nan,
+            "true_boundary": (o.true_boundary if o.true_boundary is not None else 0) if o else np.nan,
+            "true_boundary_recalled": (o.true_boundary_recalled if o.true_boundary is not None else 0)
+            if o else np.nan,
+            "precision": o.precision if o else np.nan,
+            "recall": o.recall if o and r.metric == "distinction" else np.nan,
+            "nodes": o.nodes if o else np.nan,
+            "continuations": o.continuations if o else np.nan,
+            "cutoffs": o.cutoffs if o else np.nan,
+            "stalled": o.stalled if o else np.nan,
+            "estimator": estimator, "rule": rule, "depth": depth,
+        }
+        records.append(rec)
+    cols = ["metric", "unit", "prefix_pair", "state1", "state2", "prefix1", "prefix2", "status", "detail",
+            "model_boundary", "model_boundary_true", "true_boundary", "true_boundary_recalled",
+            "precision", "recall", "nodes", "continuations", "cutoffs", "stalled", "estimator", "rule", "depth"]
+    return pd.DataFrame.from_records(records, columns=cols)
+
+
+def _average(df: pd.DataFrame, metric: str, column: str) -> Estimate:
+    """Mean over prefix pairs within each unit (state / state pair), then over units, SE over units."""
+    sub = df[(df.metric == metric) & (df.status == "ok")][["unit", column]].dropna()
+    if sub.empty:
+        return mean_se([])
+    return mean_se(sub.groupby("unit")[column].mean().to_numpy())
+
+
+def pair_boundaries(world: World, lm: LM, prefix1: Sequence[str], prefix2: Sequence[str], *,
+                    rule: AcceptanceRule | None = None, depth: int = 5, estimator: str = "exact",
+                    samples: int = 30, seed: int = 0, max_nodes: int = 16384) -> PairOutcome:
+    """Both boundaries of one prefix pair, kept as sets (``model_set``, ``true_set``) for inspection.
+
+    ``model_set`` maps each model-boundary suffix to whether it lies in ``L^W(q1) \\ L^W(q2)``;
+    ``true_set`` maps each true-boundary suffix to whether the model recalls it.
+    """
+    q1, q2 = world.run(prefix1), world.run(prefix2)
+    job = PairJob(tuple(prefix1), tuple(prefix2), q1, q2, recall=True)
+    return evaluate_pairs(world, lm, [job], rule or Epsilon(), depth=depth, estimator=estimator,
+                          samples=samples, seed=seed, max_nodes=max_nodes, keep_boundaries=True)[0]
