@@ -105,7 +105,8 @@ def test_shortest_path_oracle_routes_are_valid_and_shortest(tiny_city, pairs):
 def test_non_shortest_valid_route_is_valid_but_not_shortest():
     # a -E-> b -E-> c is 2 long; a -N-> x -SE-> c is the detour, made 10 long
     edges = [("a", "E", "b"), ("b", "E", "c"), ("a", "N", "x"), ("x", "SE", "c"), ("c", "W", "a")]
-    g = StreetGraph(edges, lengths={("a", "E"): 1, ("b", "E"): 1, ("a", "N"): 5, ("x", "SE"): 5, ("c", "W"): 1})
+    lengths = {("a", "E"): 1.0, ("b", "E"): 1.0, ("a", "N"): 5.0, ("x", "SE"): 5.0, ("c", "W"): 1.0}
+    g = StreetGraph(edges, lengths=lengths)
     w = StreetsWorld(g, TraversalConfig(max_directions=4, min_walk=1))
 
     class TakeNorth(ShortestPathLM):

@@ -169,7 +169,8 @@ def test_tuple_labels_give_per_component_accuracies():
 def test_bad_layers_and_options_are_clear_errors(capsys):
     from interp.cli import build_parser
 
-    with pytest.raises(ValueError, match=r"layer 2 is out of range: this model has 2 layers, so probe layers are -1 \(embeddings\) … 1"):
+    msg = r"layer 2 is out of range: this model has 2 layers, so probe layers are -1 \(embeddings\) … 1"
+    with pytest.raises(ValueError, match=msg):
         check_layers([0, 2], 2)
     with pytest.raises(ValueError, match="layer -2 is out of range"):
         check_layers([-2], 2)

@@ -50,11 +50,10 @@ import torch
 
 from interp.metrics.acceptance import AcceptanceRule
 from interp.models.lm import LM, Cursor
-from interp.worlds.base import SPECIAL_TOKENS, IllegalTokenError, State, World
+from interp.worlds.base import IllegalTokenError, State, World, WorldError
 
 #: the world state of a sequence with an undefined transition
 DEAD: Any = type("Dead", (), {"__repr__": lambda self: "DEAD"})()
-_N_SPECIAL = len(SPECIAL_TOKENS)
 #: log-prob elements one level may hold per forward (rows × vocab), bounding memory for big vocabularies
 ROW_ELEMENT_BUDGET = 1 << 24
 
@@ -222,17 +221,40 @@ class _Group:
         self.tokens = lm.vocab.tokens
         self.rngs = [np.random.default_rng([seed, j]) for j in job_ids] if not exact else []
         self.cutoffs: list[set[tuple[int, ...]]] = [set() for _ in jobs]
+        self._arc_cache: dict[Any, dict[int, tuple[Any, bool]]] = {}
         self.peak_rows = 0
 
-    # -- world helpers --
+    # -- world helpers (transitions cached per group: trees revisit states a lot) --
+
+    def _arcs(self, q: Any) -> dict[int, tuple[Any, bool]]:
+        """token id → (δ(q, token), whether it accepts), over the legal tokens of ``q``."""
+        arcs = self._arc_cache.get(q)
+        if arcs is None:
+            world, vocab_id = self.world, self.lm.vocab.id
+            arcs = {}
+            for tok in world.legal(q):
+                try:
+                    nxt = world.step(q, tok)
+                except IllegalTokenError as e:
+                    raise WorldError(f"{world.kind}: legal() lists {tok!r} in {q!r} but step() refuses it") from e
+                arcs[vocab_id(tok)] = (nxt, bool(world.accepts(nxt)))
+            if len(self._arc_cache) >= 200_000:  # bounded memory on huge worlds
+                self._arc_cache.clear()
+            self._arc_cache[q] = arcs
+        return arcs
 
     def _step(self, q: Any, tok: int) -> Any:
-        if q is DEAD or tok < _N_SPECIAL:
+        if q is DEAD:
             return DEAD
-        try:
-            return self.world.step(q, self.tokens[tok])
-        except IllegalTokenError:
-            return DEAD
+        arc = self._arcs(q).get(tok)
+        return DEAD if arc is None else arc[0]
+
+    def _arc_ok(self, q: Any, tok: int) -> bool:
+        """Whether ``y·tok`` is in the language, given that ``y`` leads to ``q`` (or DEAD)."""
+        if q is DEAD:
+            return False
+        arc = self._arcs(q).get(tok)
+        return arc is not None and arc[1]
 
     def _in_language(self, q: Any) -> bool:
         return q is not DEAD and self.world.accepts(q)
@@ -298,8 +320,7 @@ class _Group:
                 for k, tok in zip(*np.nonzero(a1 & ~a2)):
                     n = nodes[idx[k]]
                     o = out[n.job]
-                    good = self._in_language(self._step(n.w1, int(tok))) and not \
-                        self._in_language(self._step(n.w2, int(tok)))
+                    good = self._arc_ok(n.w1, int(tok)) and not self._arc_ok(n.w2, int(tok))
                     o.model_boundary += 1
                     o.model_boundary_true += good
                     if keep:
@@ -320,14 +341,12 @@ class _Group:
             if n.ti:
                 a1row = acc[n.r1] if n.r1 >= 0 else None
                 a2row = acc[n.r2] if n.r2 >= 0 else None
-                vocab_id = self.lm.vocab.id
-                for tok_s in world.legal(n.w1):
-                    n1 = world.step(n.w1, tok_s)
-                    if not world.accepts(n1):
+                arcs2 = self._arcs(n.w2)
+                for tok, (n1, ok1) in self._arcs(n.w1).items():
+                    if not ok1:
                         continue  # y·a ∉ L^W(q1): neither boundary nor interior
-                    tok = vocab_id(tok_s)
-                    n2 = self._step(n.w2, tok)
-                    if self._in_language(n2):
+                    n2, ok2 = arcs2.get(tok, (DEAD, False))
+                    if ok2:
                         ti_next[tok] = (n1, n2)
                         continue
                     hit = bool(a1row is not None and a1row[tok]) and not bool(a2row is not None and a2row[tok])
@@ -462,7 +481,7 @@ def max_rows_for(lm: LM, row_element_budget: int = ROW_ELEMENT_BUDGET) -> int:
 
 def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: AcceptanceRule, *,
                    depth: int = 5, estimator: str = "exact", samples: int = 30,
-                   max_nodes: int = 16384, seed: int = 0, keep_boundaries: bool = False,
+                   max_nodes: int = 4096, seed: int = 0, keep_boundaries: bool = False,
                    max_rows: int | None = None, on_progress: Callable[[int], None] | None = None,
                    stats: EngineStats | None = None) -> list[PairOutcome]:
     """Boundary counts of every job (same order), with the exact or the sampled estimator.
@@ -495,9 +514,10 @@ def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: Acceptan
     if on_progress and len(todo) < len(jobs):
         on_progress(len(jobs) - len(todo))
     per_job = 2.0  # rows per job at the widest level, learnt as groups run
+    size = 1       # groups grow by doubling, so a first wide tree cannot overflow a huge group
     pos = 0
     while pos < len(todo):
-        size = max(1, min(rows_cap // 2, int(rows_cap / (1.25 * per_job))))
+        size = max(1, min(2 * size, rows_cap // 2, int(rows_cap / (1.5 * per_job))))
         ids = todo[pos:pos + size]
         pos += len(ids)
         group = _Group(world, lm, rule, [jobs[i] for i in ids], ids, [outcomes[i] for i in ids],

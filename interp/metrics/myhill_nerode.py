@@ -240,7 +240,7 @@ def _draw(fn, *args) -> Any:
 
 def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, depth: int = 5,
                   pairs: int | str = 1000, estimator: str = "exact", samples: int = 30,
-                  prefix_pairs: int = 1, seed: int = 0, max_nodes: int = 16384,
+                  prefix_pairs: int = 1, seed: int = 0, max_nodes: int = 4096,
                   max_states: int = 1000, metrics: Sequence[str] = METRICS, prefix_tries: int = 10,
                   progress: bool = False) -> MyhillNerodeResult:
     """Compression precision and distinction precision/recall of ``lm`` judged against ``world``.
@@ -352,7 +352,7 @@ def _average(df: pd.DataFrame, metric: str, column: str) -> Estimate:
 
 def pair_boundaries(world: World, lm: LM, prefix1: Sequence[str], prefix2: Sequence[str], *,
                     rule: AcceptanceRule | None = None, depth: int = 5, estimator: str = "exact",
-                    samples: int = 30, seed: int = 0, max_nodes: int = 16384) -> PairOutcome:
+                    samples: int = 30, seed: int = 0, max_nodes: int = 4096) -> PairOutcome:
     """Both boundaries of one prefix pair, kept as sets (``model_set``, ``true_set``) for inspection.
 
     ``model_set`` maps each model-boundary suffix to whether it lies in ``L^W(q1) \\ L^W(q2)``;

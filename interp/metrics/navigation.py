@@ -35,6 +35,7 @@ with standard errors over independent routes), ``__str__`` and ``save(folder)``.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -62,6 +63,7 @@ DEFAULT_DETOUR_PROBS: tuple[float, ...] = (0.0, 0.01, 0.1, 0.5, 0.75)
 HALF_MILE_M = 804.672
 
 _DIRECTION_SET = frozenset(DIRECTIONS)
+log = logging.getLogger(__name__)
 
 
 def _streets_world(world: World) -> StreetsWorld:
@@ -82,6 +84,7 @@ def sample_pairs(world: World, n: int, rng: np.random.Generator,
         raise WorldError("need at least two intersections to draw (origin, destination) pairs")
     tries = 20 * n + 1000 if max_tries is None else max_tries
     out: list[tuple[str, str]] = []
+    rejected = 0
     for _ in range(tries):
         if len(out) >= n:
             break
@@ -90,6 +93,11 @@ def sample_pairs(world: World, n: int, rng: np.random.Generator,
         j += j >= i
         if w.can_reach_within(nodes[i], nodes[j], w.max_directions):
             out.append((nodes[i], nodes[j]))
+        else:
+            rejected += 1
+    if rejected:
+        log.info("sample_pairs: %d draw(s) rejected (destination not reachable within %d streets)",
+                 rejected, w.max_directions)
     if len(out) < n:
         raise WorldError(f"only {len(out)} of {n} reachable (origin, destination) pairs in "
                          f"{tries} draws (max_directions={w.max_directions})")

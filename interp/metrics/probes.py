@@ -19,6 +19,8 @@ Pipeline
    training mean/std, L2 penalty ``l2·‖W‖²`` added to the mean cross-entropy, full-batch L-BFGS
    (strong-Wolfe line search) from zero weights, so the fit is deterministic without a seed and
    stops at ``max_iter`` iterations (reported: ``converged`` is False when the cap was hit).
+   Measured on a tiny-city layer (1,914 positions, 32 features, 20 classes): L-BFGS reaches the
+   optimum in 155 iterations / 0.4 s; Adam (lr 0.01 or 0.05) is still above it after 2,000 steps.
 3. A label that is a tuple is a vector of categorical components (Connect-4: 7 column heights;
    Othello: 64 squares, each empty/black/white): one probe per component. The components are
    fitted jointly, but the objective is a sum of independent per-component terms, so the optimum
@@ -167,6 +169,7 @@ def collect_activations(
     seq_idx, pos_idx, labels, skipped = _labelled_positions(world, sequences)
     features = torch.empty(len(layers), len(labels), int(bridge.cfg.d_model), dtype=torch.float32)
     stop = max(1, layers[-1] + 1)
+    device = next(iter(bridge.parameters())).device
     was_training = bridge.training
     bridge.eval()
     try:
@@ -176,11 +179,11 @@ def collect_activations(
             end = int(np.searchsorted(seq_idx, start + len(chunk)))
             if end == row:
                 continue
-            ids = encode_sequences(chunk, world.vocab, n_ctx=int(bridge.cfg.n_ctx))
+            ids = encode_sequences(chunk, world.vocab, n_ctx=int(bridge.cfg.n_ctx)).to(device)
             _, cache = bridge.run_with_cache(ids, names_filter=names, stop_at_layer=stop)
             keys = set(cache.keys())
-            rows = torch.from_numpy(seq_idx[row:end] - start)
-            cols = torch.from_numpy(pos_idx[row:end])
+            rows = torch.from_numpy(seq_idx[row:end] - start).to(device)
+            cols = torch.from_numpy(pos_idx[row:end]).to(device)
             for li, name in enumerate(names):
                 key = name if name in keys else canonical[name]
                 if key not in keys:
@@ -252,8 +255,9 @@ class LinearProbe:
         z = torch.einsum("nd,kdc->nkc", (x - self.mean) / self.scale, self.weight) + self.bias
         return z.masked_fill(~self.class_mask, _MASKED)
 
-    def predict(self, x: Float[Tensor, "n d"]) -> Int[Tensor, "n k"]:
-        return self.logits(x).argmax(dim=-1)
+    def predict(self, x: Float[Tensor, "n d"], chunk: int = 8192) -> Int[Tensor, "n k"]:
+        """Most likely training class per component (in ``chunk``-row pieces to bound memory)."""
+        return torch.cat([self.logits(x[s : s + chunk]).argmax(dim=-1) for s in range(0, len(x), chunk)])
 
 
 def fit_probe(
@@ -347,9 +351,11 @@ class ProbeResult:
         return int(self.layers.loc[self.layers["accuracy"].idxmax(), "index"])
 
     def summary(self) -> dict[str, Any]:
+        """Headline numbers and one record per layer; NaN (an SE from < 2 sequences) becomes None,
+        so the result is strict JSON."""
         best = self.layers.loc[self.layers["index"] == self.best_layer].iloc[0]
         last = self.layers.iloc[-1]
-        return {
+        return _json_safe({
             "probe_best_layer": self.best_layer,
             "probe_best_accuracy": float(best["accuracy"]),
             "probe_best_se": float(best["se"]),
@@ -368,9 +374,8 @@ class ProbeResult:
             "test_in_train": self.test_in_train,
             "not_converged": int((~self.layers["converged"]).sum()),
             **{f"probe_{k}": v for k, v in self.settings.items()},
-            "per_layer": [{k: v.item() if isinstance(v, np.generic) else v for k, v in r.items()}
-                          for r in self.layers.to_dict(orient="records")],
-        }
+            "per_layer": self.layers.to_dict(orient="records"),
+        })
 
     def __str__(self) -> str:
         lines = [f"{'layer':<10} {'index':>5}  {'accuracy':>17}  {'baseline':>8}"
@@ -393,6 +398,19 @@ class ProbeResult:
         self.layers.to_csv(folder / f"{stem}_layers.csv", index=False)
         self.per_component.to_csv(folder / f"{stem}_components.csv", index=False)
         write_json(folder / f"{stem}.json", self.summary())
+
+
+def _json_safe(x: Any) -> Any:
+    """Plain Python values for JSON: numpy scalars unboxed, NaN → None, recursively."""
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and x != x:
+        return None
+    return x
 
 
 def _majority_share(y: Int[Tensor, "n k"]) -> Float[Tensor, " k"]:
@@ -420,8 +438,8 @@ def probe_layers(
 
     ``layers``: indices to probe (default all: -1 for the embeddings, then 0 … n_layers-1).
     ``components``: treat tuple labels as independent categorical components (default: yes when
-    the labels are tuples). Test sequences that also occur in the training set are counted
-    (``test_in_train``), not removed: the caller owns the split.
+    the labels are tuples; False makes each whole tuple one class). Test sequences that also
+    occur in the training set are counted (``test_in_train``), not removed: the caller owns the split.
     """
     layers = check_layers(layers, int(bridge.cfg.n_layers))  # fail before any work
     if not train_sequences or not test_sequences:

@@ -119,14 +119,24 @@ class _StateLM(LM):
         except IllegalTokenError:
             return _DEAD
 
+    #: states whose row is remembered; beyond it the state map restarts (bounded memory on huge
+    #: worlds: Manhattan has 4,579² states, each row 4,591 floats)
+    max_cached_states = 200_000
+
     def _row(self, state: Any) -> Tensor:
         key = id(_DEAD) if state is _DEAD else state
         row = self._rows.get(key)
         if row is None:
-            row = torch.full((len(self.vocab),), -torch.inf)
-            allowed = [] if state is _DEAD else list(self._allowed(state))
-            if allowed:
-                row[[self.vocab.id(t) for t in allowed]] = -torch.log(torch.tensor(float(len(allowed))))
+            allowed = () if state is _DEAD else tuple(self._allowed(state))
+            by_allowed = self.__dict__.setdefault("_rows_by_allowed", {})
+            row = by_allowed.get(allowed)
+            if row is None:  # one tensor per distinct legal set, shared by all its states
+                row = torch.full((len(self.vocab),), -torch.inf)
+                if allowed:
+                    row[[self.vocab.id(t) for t in allowed]] = -torch.log(torch.tensor(float(len(allowed))))
+                by_allowed[allowed] = row
+            if len(self._rows) >= self.max_cached_states:
+                self._rows.clear()
             self._rows[key] = row
         return row
 

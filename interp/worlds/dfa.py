@@ -90,7 +90,8 @@ def _check_alphabet(value: Any, source: str) -> tuple[str, ...]:
 
 def _check_transitions(value: Any, alphabet: tuple[str, ...], source: str) -> dict[str, dict[str, str]]:
     if not isinstance(value, Mapping):
-        raise DFAFormatError(source, "transitions", f"must be an object state -> {{token: state}}, got {value!r:.80}")
+        raise DFAFormatError(source, "transitions",
+                             f"must be an object state -> {{token: state}}, got {value!r:.80}")
     known = set(alphabet)
     out: dict[str, dict[str, str]] = {}
     for state, arcs in value.items():
@@ -239,7 +240,8 @@ class DFAWorld(World):
         try:
             d = json.loads(text)
         except json.JSONDecodeError as e:
-            raise DFAFormatError(source, "(file)", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+            raise DFAFormatError(source, "(file)",
+                                 f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
         return cls(d, source)
 
     @classmethod
