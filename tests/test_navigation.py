@@ -11,6 +11,7 @@ import torch
 
 from interp.metrics.navigation import (
     DETOUR_KINDS,
+    ShortestPathLM,
     decode_routes,
     detour_test,
     greedy_routes,
@@ -19,46 +20,8 @@ from interp.metrics.navigation import (
     sample_pairs,
     sample_routes,
 )
-from interp.models.lm import UniformLM, WorldLM, _StateLM
+from interp.models.lm import UniformLM, WorldLM
 from interp.worlds.streets import DIRECTIONS, END, StreetGraph, StreetsWorld, TraversalConfig
-
-
-class ShortestPathLM(_StateLM):
-    """A true world model that always heads for the destination: all mass on the next turn of a
-    shortest route from the *current* state (``length``: Dijkstra on street length; ``hops``:
-    fewest streets), ``end`` at the destination. It re-plans after any detour."""
-
-    def __init__(self, world, metric="length"):
-        super().__init__(world.vocab)
-        self.world, self.metric = world, metric
-        self._rev = world.graph.to_networkx().reverse()
-        self._dist = {}
-
-    def _initial(self):
-        return self.world.start()
-
-    def _step(self, state, token):
-        return self.world.step(state, token)
-
-    def _score(self, node, turn, dest):
-        g = self.world.graph
-        nxt = g.neighbor(node, turn)
-        if self.metric == "hops":
-            d = int(self.world.distances_to(dest)[g.index(nxt)])
-            return np.inf if d < 0 else d
-        if dest not in self._dist:
-            import networkx as nx
-
-            self._dist[dest] = nx.single_source_dijkstra_path_length(self._rev, dest, weight="length")
-        return g.length(node, turn) + self._dist[dest].get(nxt, np.inf)
-
-    def _allowed(self, state):
-        if state[0] != "at":
-            return self.world.legal(state)
-        node, dest = state[1], state[2]
-        if node == dest:
-            return [END]
-        return [min(self.world.graph.out_directions(node), key=lambda t: self._score(node, t, dest))]
 
 
 class RankedLM(ShortestPathLM):
@@ -364,6 +327,18 @@ def test_cli_navigate(tmp_path):
     bad = _cli("navigate", "--model", "oracle", "--world", "streets:tiny", "--p", "x")
     assert bad.returncode == 2 and "--p" in bad.stderr
 
+
+def test_cli_navigate_route_oracle_is_the_reference():
+    import json
+
+    from test_cli import _cli
+
+    out = _cli("navigate", "--model", "route-oracle", "--world", "streets:tiny", "--pairs", "20", "--json")
+    assert out.returncode == 0, out.stderr
+    routes = json.loads(out.stdout.strip().splitlines()[-1])["routes"]
+    assert routes["routes"] == 20 and routes["valid"] == 1.0 and routes["shortest"] == 1.0
+    bad = _cli("navigate", "--model", "route-oracle", "--pairs", "2")
+    assert bad.returncode == 2 and "--world" in bad.stderr
 
 def test_pairs_helpers(tiny_city, walks):
     pairs = pairs_from_sequences(walks + walks)
