@@ -120,6 +120,7 @@ def _cmd_navigate(args: argparse.Namespace) -> int:
     import numpy as np
 
     from interp.metrics.navigation import (
+        ShortestPathLM,
         decode_routes,
         detour_test,
         pairs_from_sequences,
@@ -129,6 +130,7 @@ def _cmd_navigate(args: argparse.Namespace) -> int:
     from interp.models.lm import lm_from_arg
     from interp.results import write_json
     from interp.worlds import parse_world
+    from interp.worlds.base import WorldError
     from interp.worlds.io import read_sequences
 
     if args.pairs < 1:
@@ -138,7 +140,13 @@ def _cmd_navigate(args: argparse.Namespace) -> int:
         probs = [float(x) for x in args.p.split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"--p must be comma-separated probabilities, got {args.p!r}") from None
-    lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None)
+    if args.model == "route-oracle":  # the navigation reference: shortest routes, `end` on arrival
+        if not args.world:
+            raise WorldError("model 'route-oracle' needs --world (it carries no world of its own)")
+        world = parse_world(args.world)
+        lm = ShortestPathLM(world)
+    else:
+        lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None)
     data = Path(args.model).resolve().parent / "data" / "test.txt"
     if Path(args.model).is_dir() and data.exists():
         pairs = pairs_from_sequences(read_sequences(data, world))[: args.pairs]
@@ -174,6 +182,38 @@ def _cmd_navigate(args: argparse.Namespace) -> int:
         write_json(out / "navigate.json", summary)
     if args.json:
         print(json.dumps(summary, default=str))
+    return 0
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    from interp.metrics.acceptance import rule_from_args
+    from interp.metrics.myhill_nerode import myhill_nerode
+    from interp.models.lm import lm_from_arg
+    from interp.worlds import parse_world
+
+    if args.pairs == "all":
+        pairs: int | str = "all"
+    else:
+        try:
+            pairs = int(args.pairs)
+        except ValueError:
+            raise ValueError(f"--pairs must be a positive integer or 'all', got {args.pairs!r}") from None
+    rule = rule_from_args(args.epsilon, args.top_k, args.top_p)
+    lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None)
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    print(f"model {args.model} ({lm.describe()}) on {world.describe()}", file=sys.stderr if args.json else sys.stdout)
+    result = myhill_nerode(world, lm, rule=rule, depth=args.depth, pairs=pairs, estimator=args.estimator,
+                           samples=args.samples, prefix_pairs=args.prefix_pairs, seed=args.seed,
+                           max_nodes=args.max_nodes, max_states=args.max_states, metrics=metrics,
+                           progress=not args.no_progress)
+    if args.out:
+        result.save(args.out)
+    if args.json:
+        print(json.dumps(result.summary(), default=str))
+    else:
+        print(result)
+        if args.out:
+            print(f"wrote {Path(args.out) / 'myhill_nerode.csv'} and myhill_nerode.json")
     return 0
 
 
@@ -232,7 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_probe)
 
     s = sub.add_parser("navigate", help="streets: greedy routes, detours (Table 2), map reconstruction (App. B)")
-    s.add_argument("--model", required=True, help="checkpoint folder, or oracle | uniform (with --world)")
+    s.add_argument("--model", required=True,
+                   help="checkpoint folder, or route-oracle | oracle | uniform (with --world). route-oracle "
+                        "(shortest routes, `end` on arrival) is the navigation reference; oracle (uniform "
+                        "over legal tokens) never says `end` under greedy decoding, so its routes fail")
     s.add_argument("--world", help="the streets world (default: the checkpoint's)")
     s.add_argument("--pairs", type=int, default=200, help="(origin, destination) pairs: the run's held-out "
                                                           "pairs if any, else random (default 200)")
@@ -245,6 +288,29 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="write routes.csv, detours.csv, map_*.csv, map.png, navigate.json here")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     s.set_defaults(fn=_cmd_navigate)
+
+    s = sub.add_parser("metrics", help="Myhill–Nerode compression and distinction metrics (Vafa et al. 2024)")
+    s.add_argument("--model", required=True, help="checkpoint folder, oracle, uniform, or dfa:PATH (with --world)")
+    s.add_argument("--world", help="dfa:PATH, connect4, streets[:PATH], othello (default: the checkpoint's)")
+    rule = s.add_mutually_exclusive_group()
+    rule.add_argument("--epsilon", type=float, help="accept tokens with p > EPSILON (default 0.01)")
+    rule.add_argument("--top-k", type=int, help="accept the K most likely tokens (ties included)")
+    rule.add_argument("--top-p", type=float, help="accept the nucleus of mass P")
+    s.add_argument("--depth", type=int, default=5, help="boundary suffix length k (default 5)")
+    s.add_argument("--pairs", default="1000", help="states / state pairs to sample, or 'all' (default 1000)")
+    s.add_argument("--estimator", choices=("exact", "sampled"), default="exact",
+                   help="enumerate the boundaries (default) or sample continuations as the paper does")
+    s.add_argument("--samples", type=int, default=30, help="sampled continuations per pair (default 30)")
+    s.add_argument("--prefix-pairs", type=int, default=1, help="prefix pairs per state (pair) (default 1)")
+    s.add_argument("--metrics", default="compression,distinction", help="which metrics (default both)")
+    s.add_argument("--max-nodes", type=int, default=4096,
+                   help="skip a pair whose tree exceeds this many nodes at one depth (default 4096)")
+    s.add_argument("--max-states", type=int, default=1000, help="state cap for --pairs all (default 1000)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", help="write myhill_nerode.csv (per pair) and myhill_nerode.json here")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+    s.set_defaults(fn=_cmd_metrics)
     return p
 
 

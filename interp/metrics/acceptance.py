@@ -60,9 +60,9 @@ class Epsilon:
         return f"epsilon={self.eps:g}"
 
     def accept(self, logprobs: Float[Tensor, "batch vocab"]) -> Bool[Tensor, "batch vocab"]:
-        # compare in probability space so that p > eps is exact at the threshold; p = 0 never passes
-        p = logprobs.double().exp()
-        return (p > self.eps) & (p > 0)
+        # compare in probability space; p = 0 (log-prob −inf) never passes, even for eps = 0
+        p = logprobs.exp()
+        return (p > self.eps) & (logprobs > -math.inf)
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,8 @@ class TopP:
         starts = torch.ones_like(sorted_lp, dtype=torch.bool)
         starts[:, 1:] = sorted_lp[:, 1:] != sorted_lp[:, :-1]
         strictly_more = torch.where(starts, before, torch.zeros_like(before)).cummax(dim=-1).values
-        # round-off in the cumulative sum must not push a token out of (or into) the nucleus
-        ok_sorted = strictly_more <= self.p + 1e-12
+        # log-probs arrive in float32: a mass within round-off of p counts as equal to p
+        ok_sorted = strictly_more <= self.p + 1e-6
         ok = torch.empty_like(ok_sorted).scatter_(-1, order, ok_sorted)
         return ok & (lp > -math.inf)
 

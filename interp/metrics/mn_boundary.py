@@ -21,7 +21,8 @@ prefixes) and the true interior. A tree node ``y`` needs the model's next-token 
 below a node the model already rejects after ``s1`` can be recalled, so such true-interior nodes
 are enumerated in the world alone. All rows of all pairs of a group are one LM cursor per level
 (``lm.extend`` with parent indices), so a level is a few large forwards, and the result carries no
-Monte-Carlo noise.
+Monte-Carlo noise. A compression pair is decided by its first model-boundary element (its score is
+then 0), so its enumeration stops there.
 
 **Sampled estimator** (the paper's procedure, App. E and the reference code): ``samples``
 continuations of ``depth`` tokens are drawn after ``s1`` at temperature 1 from the model's
@@ -31,6 +32,15 @@ as above; for a compression pair the score is 1 iff no continuation is cut). Rec
 boundary, enumerated exhaustively as in the reference, with the model rows along it. The
 continuations of all pairs of a group are sampled as one batch; each pair draws from its own
 generator seeded by ``(seed, pair index)``, so results do not depend on batching.
+
+Exact vs sampled. They agree on recall (same true boundary, same model rows). For precision they
+measure different things: the exact estimator counts every element of ``MNB^m`` once (Def. 2.6),
+while sampling finds boundary elements in proportion to the model's probability of reaching them,
+so a model with a tail of barely-accepted tokens (just above ε) has many improbable, mostly wrong
+boundary elements that the exact precision counts and the sampled one rarely sees. Sampled
+compression is an upper bound on the exact one (every cut-off is in ``MNB^m``). The exact cost
+grows with the model interior (a near-uniform model accepts everything: such pairs hit the
+frontier bound); the sampled cost is ``samples × depth`` rows plus the true interior.
 
 Frontier bound: a pair whose tree would hold more than ``max_nodes`` nodes at one level is skipped
 with the reason ``frontier too large`` (never truncated). Forwards hold at most ``max_rows`` rows
@@ -92,6 +102,9 @@ class PairOutcome:
     continuations: int = 0
     cutoffs: int = 0
     stalled: int = 0
+    #: False when the enumeration stopped early: a compression pair is decided (score 0) by its
+    #: first model-boundary element, so ``model_boundary`` is then a lower bound
+    complete: bool = True
     skipped: str | None = None
     detail: str = ""
     #: with ``keep_boundaries``: suffix → in L^W(q1)\\L^W(q2) (model) / recalled (true)
@@ -197,6 +210,10 @@ class _Node:
     r2: int = -1
 
 
+#: a child to create: (parent, token id, in L^m(s1), in L^m(s1) ∩ L^m(s2), true interior, w1, w2)
+_Child = tuple[_Node, int, bool, bool, bool, Any, Any]
+
+
 @dataclass
 class _Cont:
     """A sampled continuation after s1, checked after s2."""
@@ -212,12 +229,13 @@ class _Group:
 
     def __init__(self, world: World, lm: LM, rule: AcceptanceRule, jobs: list[PairJob],
                  job_ids: list[int], outcomes: list[PairOutcome], *, depth: int, exact: bool,
-                 samples: int, max_nodes: int, seed: int, keep: bool, max_rows: int,
-                 stats: EngineStats):
+                 samples: int, max_nodes: int, seed: int, keep: bool, exhaustive: bool,
+                 max_rows: int, stats: EngineStats):
         self.world, self.lm, self.rule, self.jobs = world, lm, rule, jobs
         self.job_ids, self.out = job_ids, outcomes
         self.depth, self.exact, self.samples, self.max_nodes = depth, exact, samples, max_nodes
         self.keep, self.max_rows, self.stats = keep, max_rows, stats
+        self.stop_early = exact and not (exhaustive or keep)
         self.tokens = lm.vocab.tokens
         self.rngs = [np.random.default_rng([seed, j]) for j in job_ids] if not exact else []
         self.cutoffs: list[set[tuple[int, ...]]] = [set() for _ in jobs]
@@ -298,6 +316,8 @@ class _Group:
             new_conts = self._sample(conts, level.logprobs, acc, last) if conts else []
             if last:
                 break
+            if self.stop_early:
+                children = self._drop_decided(children)
             children = self._bound_frontier(children, d + 1)
             children = [c for c in children if out[c[0].job].skipped is None]
             new_conts = [c for c in new_conts if out[c[0].job].skipped is None]
@@ -306,10 +326,9 @@ class _Group:
         if not self.exact:
             self._score_cutoffs()
 
-    def _expand(self, nodes: list[_Node], acc: np.ndarray, last: bool) -> list[tuple[_Node, int, bool, bool, bool, Any, Any]]:
+    def _expand(self, nodes: list[_Node], acc: np.ndarray, last: bool) -> list[_Child]:
         """Record the boundary elements below ``nodes``; return the children to expand."""
         out, keep, exact = self.out, self.keep, self.exact
-        world = self.world
         # model boundary and model-interior children of nodes in L^m(s1) ∩ L^m(s2), vectorised
         both_of: dict[int, np.ndarray] = {}
         if exact:
@@ -368,6 +387,17 @@ class _Group:
                 children.append((n, tok, m1, m12, ti, w1, w2))
         return children
 
+    def _drop_decided(self, children: list) -> list:
+        """Compression pairs with a model-boundary element already score 0: expand them no further."""
+        kept = []
+        for c in children:
+            j = c[0].job
+            if not self.jobs[j].recall and self.out[j].model_boundary:
+                self.out[j].complete = False
+            else:
+                kept.append(c)
+        return kept
+
     def _bound_frontier(self, children: list, depth: int) -> list:
         counts = np.bincount([c[0].job for c in children], minlength=len(self.jobs))
         for j in np.flatnonzero(counts > self.max_nodes):
@@ -375,7 +405,8 @@ class _Group:
                                          f"max_nodes={self.max_nodes}")
         return children
 
-    def _sample(self, conts: list[_Cont], logprobs: torch.Tensor, acc: np.ndarray, last: bool) -> list[_Cont]:
+    def _sample(self, conts: list[_Cont], logprobs: torch.Tensor, acc: np.ndarray,
+                last: bool) -> list[tuple[_Cont, int]]:
         """Draw one token per live continuation after s1; cut it where s2 rejects the token."""
         conts = [c for c in conts if self.out[c.job].skipped is None]
         if not conts:
@@ -394,7 +425,7 @@ class _Group:
             u[ks] = self.rngs[j].random(len(ks))
         picks = torch.searchsorted(cum, torch.as_tensor(u * total)[:, None], right=True)[:, 0].numpy()
         picks = np.minimum(picks, cum.shape[1] - 1)
-        alive = []
+        alive: list[tuple[_Cont, int]] = []
         for k, c in enumerate(conts):
             o = self.out[c.job]
             if total[k] <= 0.0:
@@ -408,7 +439,7 @@ class _Group:
                 self.cutoffs[c.job].add(c.path + (tok,))
             elif not last:
                 alive.append((c, tok))
-        return alive  # type: ignore[return-value]
+        return alive
 
     def _next_level(self, level: _Level, children: list, conts: list) -> tuple[_Level, list[_Node], list[_Cont]]:
         parents: list[int] = []
@@ -482,13 +513,17 @@ def max_rows_for(lm: LM, row_element_budget: int = ROW_ELEMENT_BUDGET) -> int:
 def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: AcceptanceRule, *,
                    depth: int = 5, estimator: str = "exact", samples: int = 30,
                    max_nodes: int = 4096, seed: int = 0, keep_boundaries: bool = False,
+                   exhaustive: bool = False,
                    max_rows: int | None = None, on_progress: Callable[[int], None] | None = None,
                    stats: EngineStats | None = None) -> list[PairOutcome]:
     """Boundary counts of every job (same order), with the exact or the sampled estimator.
 
     Jobs are evaluated in groups whose rows fill the LM's forwards (the group size adapts to the
-    widest level seen so far). ``on_progress(n)`` is called after each group with the number of
-    jobs it finished.
+    widest level seen so far), in order of prefix length so that a group's rows share one width
+    (less padding in every cached forward). ``on_progress(n)`` is called after each group with the
+    number of jobs it finished. The exact estimator stops expanding a compression job (``recall``
+    false) at its first model-boundary element, which decides its score, unless ``exhaustive`` or
+    ``keep_boundaries`` is set.
     """
     if estimator not in ("exact", "sampled"):
         raise ValueError(f"estimator must be 'exact' or 'sampled', got {estimator!r}")
@@ -511,6 +546,7 @@ def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: Acceptan
                                   f"the model's n_ctx={n_ctx}")
         else:
             todo.append(i)
+    todo.sort(key=lambda i: max(len(jobs[i].prefix1), len(jobs[i].prefix2)))
     if on_progress and len(todo) < len(jobs):
         on_progress(len(jobs) - len(todo))
     per_job = 2.0  # rows per job at the widest level, learnt as groups run
@@ -522,7 +558,8 @@ def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: Acceptan
         pos += len(ids)
         group = _Group(world, lm, rule, [jobs[i] for i in ids], ids, [outcomes[i] for i in ids],
                        depth=depth, exact=estimator == "exact", samples=samples, max_nodes=max_nodes,
-                       seed=seed, keep=keep_boundaries, max_rows=rows_cap, stats=stats)
+                       seed=seed, keep=keep_boundaries, exhaustive=exhaustive, max_rows=rows_cap,
+                       stats=stats)
         group.run()
         stats.groups += 1
         per_job = max(per_job, group.peak_rows / len(ids))

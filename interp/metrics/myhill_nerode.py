@@ -242,7 +242,7 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
                   pairs: int | str = 1000, estimator: str = "exact", samples: int = 30,
                   prefix_pairs: int = 1, seed: int = 0, max_nodes: int = 4096,
                   max_states: int = 1000, metrics: Sequence[str] = METRICS, prefix_tries: int = 10,
-                  progress: bool = False) -> MyhillNerodeResult:
+                  sample_seed: int | None = None, progress: bool = False) -> MyhillNerodeResult:
     """Compression precision and distinction precision/recall of ``lm`` judged against ``world``.
 
     Parameters
@@ -254,7 +254,8 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
     estimator: ``"exact"`` (enumerate both boundaries) or ``"sampled"`` (the paper's procedure with
         ``samples`` continuations; paper: 30).
     prefix_pairs: prefix pairs per state (state pair), averaged before averaging over states.
-    seed: fixes the states, the prefixes and the sampled continuations.
+    seed: fixes the states, the prefixes and (unless ``sample_seed`` is given) the sampled
+        continuations; ``sample_seed`` redraws only the continuations (same pairs).
     max_nodes: a prefix pair whose tree exceeds this many nodes at one level is skipped (counted).
     prefix_tries: redraws of the second prefix of a compression pair until it differs from the first.
     """
@@ -281,15 +282,16 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
         rows += _distinction_rows(world, units, prefix_pairs, rng_d)
 
     ready = [r for r in rows if r.status == "ok"]
-    jobs = [PairJob(r.prefix1, r.prefix2, r.state1, r.state2, recall=r.metric == "distinction")  # type: ignore[arg-type]
-            for r in ready]
+    jobs = [PairJob(r.prefix1, r.prefix2, r.state1, r.state2,  # type: ignore[arg-type]
+                    recall=r.metric == "distinction") for r in ready]
     stats = EngineStats()
     tokens_before = int(getattr(lm, "forward_tokens", 0))
     from tqdm.auto import tqdm
 
     with tqdm(total=len(jobs), disable=not progress, desc="myhill-nerode pairs", unit="pair") as bar:
         outcomes = evaluate_pairs(world, lm, jobs, rule, depth=depth, estimator=estimator, samples=samples,
-                                  max_nodes=max_nodes, seed=seed, on_progress=bar.update, stats=stats)
+                                  max_nodes=max_nodes, seed=seed if sample_seed is None else sample_seed,
+                                  on_progress=bar.update, stats=stats)
     by_row = {id(r): o for r, o in zip(ready, outcomes)}
     for r, o in zip(ready, outcomes):
         if o.skipped:
@@ -302,7 +304,8 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
         per_pair=df,
         settings={"estimator": estimator, "rule": rule.name, "depth": depth, "pairs": pairs,
                   "prefix_pairs": prefix_pairs, "seed": seed, "metrics": list(metrics),
-                  **({"samples": samples} if estimator == "sampled" else {})},
+                  **({"samples": samples, "sample_seed": seed if sample_seed is None else sample_seed}
+                     if estimator == "sampled" else {})},
         stats={"forward_tokens": int(getattr(lm, "forward_tokens", 0)) - tokens_before,
                "forwards": stats.forwards, "lm_rows": stats.rows, "restarted_rows": stats.restarted_rows,
                "seconds": round(time.perf_counter() - t0, 3)},
@@ -333,12 +336,14 @@ def _table(rows: list[_Row], by_row: dict[int, PairOutcome], estimator: str, rul
             "continuations": o.continuations if o else np.nan,
             "cutoffs": o.cutoffs if o else np.nan,
             "stalled": o.stalled if o else np.nan,
+            "complete": o.complete if o else np.nan,
             "estimator": estimator, "rule": rule, "depth": depth,
         }
         records.append(rec)
     cols = ["metric", "unit", "prefix_pair", "state1", "state2", "prefix1", "prefix2", "status", "detail",
             "model_boundary", "model_boundary_true", "true_boundary", "true_boundary_recalled",
-            "precision", "recall", "nodes", "continuations", "cutoffs", "stalled", "estimator", "rule", "depth"]
+            "precision", "recall", "nodes", "continuations", "cutoffs", "stalled", "complete", "estimator", "rule",
+            "depth"]
     return pd.DataFrame.from_records(records, columns=cols)
 
 

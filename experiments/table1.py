@@ -1,0 +1,196 @@
+"""Reproduce the finding of Vafa et al. (2024), Table 1 and Table 2, at small scale.
+
+Three GPT-2s of the same size are trained on the same synthetic city from three traversal
+distributions — shortest paths, noisy shortest paths, random walks (App. F) — with the same
+token budget (the same number of training tokens per step and the same steps). Each model, an
+untrained one and the true world model (oracle) are then scored on the same held-out material:
+
+- the next-token test (on held-out routes of the model's own distribution; random walks for the
+  untrained model), the current-state probe (best layer), and the Myhill–Nerode compression and
+  distinction metrics (exact estimator, ε = 0.01, depth 5, the same state pairs for every model);
+- detours (Table 2): valid-route rate under random and adversarial detours.
+
+Writes ``<out>/table1.{csv,md}``, ``<out>/detours.{csv,md}``, ``<out>/results.json`` and
+``figures/table1.png``. Training resumes from ``<out>/<kind>/last`` when present.
+
+    python experiments/table1.py                      # the README's numbers
+    python experiments/table1.py --quick              # a few minutes: smaller budget and pairs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from interp.metrics.myhill_nerode import myhill_nerode  # noqa: E402
+from interp.metrics.navigation import detour_test, pairs_from_sequences  # noqa: E402
+from interp.metrics.next_token import next_token_test  # noqa: E402
+from interp.metrics.probes import probe_layers  # noqa: E402
+from interp.metrics.table import results_table, save_table, to_markdown  # noqa: E402
+from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpoint  # noqa: E402
+from interp.models.lm import BridgeLM, WorldLM  # noqa: E402
+from interp.results import Estimate, write_json  # noqa: E402
+from interp.train import TrainConfig, encode_sequences, train  # noqa: E402
+from interp.worlds.split import split_sequences  # noqa: E402
+from interp.worlds.streets import StreetsWorld, SyntheticCityConfig, TraversalConfig  # noqa: E402
+
+KINDS = ("shortest_paths", "noisy_shortest_paths", "random_walks")
+LABELS = {"shortest_paths": "shortest paths", "noisy_shortest_paths": "noisy shortest paths",
+          "random_walks": "random walks"}
+
+
+def draw_budget(world: StreetsWorld, tokens: int, seed: int) -> list[list[str]]:
+    """Sequences of ``world``'s traversal until their tokens (with <bos>) reach ``tokens``."""
+    rng = np.random.default_rng(seed)
+    out, total = [], 0
+    while total < tokens:
+        for s in world.generate(500, rng):
+            out.append(s)
+            total += len(s) + 1
+            if total >= tokens:
+                break
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(REPO / "runs" / "table1"))
+    ap.add_argument("--rows", type=int, default=8)
+    ap.add_argument("--cols", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=600_000, help="training-data token budget per model")
+    ap.add_argument("--steps", type=int, default=900)
+    ap.add_argument("--tokens-per-step", type=int, default=2048)
+    ap.add_argument("--max-directions", type=int, default=60)
+    ap.add_argument("--pairs", type=int, default=300, help="state pairs for the Myhill–Nerode metrics")
+    ap.add_argument("--routes", type=int, default=300, help="origin–destination pairs for detours")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="budget 150k tokens, 300 steps, 60 pairs")
+    args = ap.parse_args()
+    if args.quick:
+        args.tokens, args.steps, args.pairs, args.routes = 150_000, 300, 60, 100
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+
+    city = SyntheticCityConfig(rows=args.rows, cols=args.cols, seed=args.seed)
+    worlds = {k: StreetsWorld.from_city(city, TraversalConfig(kind=k, max_directions=args.max_directions))
+              for k in KINDS}
+    world = worlds["random_walks"]  # all three share one DFA; only the traversals differ
+    mcfg = ModelConfig(n_layer=4, d_model=128, n_head=4, n_ctx=args.max_directions + 4, seed=args.seed)
+    print(f"city: {world.describe()}; model {mcfg}", flush=True)
+
+    data, lms, own_test = {}, {}, {}
+    for k in KINDS:
+        seqs = draw_budget(worlds[k], args.tokens, args.seed)
+        tr, te = split_sequences(world, seqs, 0.1, args.seed)
+        mean_len = float(np.mean([len(s) + 1 for s in tr]))
+        batch = max(4, round(args.tokens_per_step / mean_len))
+        data[k] = (tr, te)
+        tcfg = TrainConfig(steps=args.steps, batch_size=batch, lr=2e-3, min_lr=2e-4, warmup_steps=50,
+                           eval_every=max(1, args.steps // 4), checkpoint_every=0, seed=args.seed)
+        print(f"\n[{LABELS[k]}] {len(tr)} train / {len(te)} test routes, mean length {mean_len:.1f}, "
+              f"batch {batch}, {args.steps} steps", flush=True)
+        model = build_gpt2(world.vocab, mcfg)
+        res = train(model, encode_sequences(tr, world.vocab, mcfg.n_ctx), encode_sequences(te, world.vocab, mcfg.n_ctx),
+                    tcfg, out / k, save_model_fn=lambda m, p: save_checkpoint(m, world, p))
+        print(f"  best held-out loss {res.best_eval_loss:.4f} at step {res.best_step}", flush=True)
+        lms[LABELS[k]] = BridgeLM(load_checkpoint(out / k / "best").bridge, world.vocab)
+        own_test[LABELS[k]] = te
+    save_checkpoint(build_gpt2(world.vocab, mcfg), world, out / "untrained")
+    lms = {"untrained transformer": BridgeLM(load_checkpoint(out / "untrained").bridge, world.vocab), **lms,
+           "true world model": WorldLM(world)}
+    own_test["untrained transformer"] = own_test["true world model"] = data["random_walks"][1]
+
+    rw_train, rw_test = data["random_walks"]
+    rows, summaries = {}, {}
+    for name, lm in lms.items():
+        t0 = time.time()
+        test = own_test[name][:1000]
+        nt = next_token_test(lm, world, test)
+        probe = None
+        if isinstance(lm, BridgeLM):
+            pr = probe_layers(lm.bridge, world, rw_train[:1000], rw_test[:500])
+            best = pr.layers.loc[pr.layers["index"] == pr.best_layer].iloc[0]
+            probe = Estimate(float(best["accuracy"]), float(best["se"]), int(best["n_test"]))
+            summaries.setdefault(name, {})["probe"] = pr.summary()
+        mn = myhill_nerode(world, lm, pairs=args.pairs, depth=5, estimator="exact", seed=args.seed, progress=True)
+        rows[name] = {"next_token": nt.position_share, "probe": probe,
+                      "compression_precision": mn.compression_precision,
+                      "distinction_precision": mn.distinction_precision,
+                      "distinction_recall": mn.distinction_recall}
+        summaries.setdefault(name, {}).update({"next_token": nt.summary(), "myhill_nerode": mn.summary()})
+        print(f"\n[{name}] {nt}\n{mn}\n  ({time.time() - t0:.0f} s)", flush=True)
+
+    table = results_table(rows)
+    save_table(table, out)
+    print("\n" + to_markdown(table))
+
+    pairs = pairs_from_sequences(rw_test)[: args.routes]
+    detours = {}
+    for k in KINDS:
+        d = detour_test(lms[LABELS[k]], world, pairs, kinds=("random", "adversarial"), seed=args.seed)
+        detours[LABELS[k]] = d
+        print(f"\n[{LABELS[k]}] detours: valid-route rate\n{d.format_table()}", flush=True)
+    det = _detour_markdown(detours)
+    (out / "detours.md").write_text(det)
+    import pandas as pd
+
+    pd.concat([d.table.assign(model=m) for m, d in detours.items()]).to_csv(out / "detours.csv", index=False)
+    write_json(out / "results.json", {"args": vars(args), "summaries": summaries,
+                                      "detours": {m: d.table.to_dict(orient="records") for m, d in detours.items()},
+                                      "seconds": round(time.time() - t_start, 1)})
+    _figure(table, REPO / "figures" / "table1.png")
+    print(f"\nwrote {out}/table1.md, {out}/detours.md and figures/table1.png in {time.time() - t_start:.0f} s")
+
+
+def _detour_markdown(detours) -> str:
+    probs = sorted(next(iter(detours.values())).table["p"].unique())
+    lines = ["| model | detour | " + " | ".join(f"p={p:g}" for p in probs) + " |",
+             "|---|---|" + "---|" * len(probs)]
+    for model, d in detours.items():
+        for kind in dict.fromkeys(d.table["kind"]):
+            t = d.table[d.table["kind"] == kind].set_index("p")
+            lines.append(f"| {model} | {kind} | " + " | ".join(f"{t.loc[p, 'valid']:.2f}" for p in probs) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _figure(table, path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from interp.metrics.table import COLUMNS, HEADERS
+
+    fig = Figure(figsize=(10, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    n = len(table)
+    width = 0.8 / n
+    for i, (_, r) in enumerate(table.iterrows()):
+        xs = np.arange(len(COLUMNS)) + (i - (n - 1) / 2) * width
+        means = [r[c] for c in COLUMNS]
+        ses = [0 if np.isnan(r[f"{c}_se"]) else r[f"{c}_se"] for c in COLUMNS]
+        ax.bar(xs, np.nan_to_num(means), width, yerr=ses, label=r["model"], capsize=2)
+    ax.set_xticks(np.arange(len(COLUMNS)), [HEADERS[c] for c in COLUMNS])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("score (± s.e.)")
+    ax.set_title("World-model metrics on a synthetic city (cf. Vafa et al. 2024, Table 1)")
+    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
