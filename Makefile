@@ -37,6 +37,7 @@ test-slow: setup
 
 bench: setup
 	$(BIN)/python bench/train_throughput.py
+	$(BIN)/python bench/mn_estimators.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -7,7 +7,7 @@ of the sampled estimator's scores over ``--seeds`` redraws of its continuations 
 next to the exact estimator's, which is deterministic (checked by a second run).
 
     python bench/mn_estimators.py [--model runs/demo/best] [--pairs 100] [--seeds 5]
-    python bench/mn_estimators.py --world streets:/work/shared/data/manhattan/edges.csv --pairs 1000
+    python bench/mn_estimators.py --world streets:../shared/data/manhattan/edges.csv --pairs 1000
 
 Without ``--model`` a small GPT-2 is first trained on random walks of the default streets world
 (a few minutes on CPU). With a ``--world`` and no ``--model`` the true world model (oracle) runs

@@ -17,7 +17,10 @@ _EXPORTS = {
     "ModelConfig": "interp.models", "build_gpt2": "interp.models", "save_checkpoint": "interp.models",
     "load_checkpoint": "interp.models", "load_bridge": "interp.models",
     "TrainConfig": "interp.train", "train": "interp.train", "encode_sequences": "interp.train",
-    "next_token_test": "interp.metrics",
+    "next_token_test": "interp.metrics", "myhill_nerode": "interp.metrics", "probe_layers": "interp.metrics",
+    "Epsilon": "interp.metrics", "TopK": "interp.metrics", "TopP": "interp.metrics",
+    "BridgeLM": "interp.models.lm", "WorldLM": "interp.models.lm", "UniformLM": "interp.models.lm",
+    "DFALM": "interp.models.lm", "lm_from_arg": "interp.models.lm",
     "ExperimentConfig": "interp.experiment", "run_experiment": "interp.experiment",
 }
 

@@ -53,6 +53,9 @@ def gpt2_config(vocab: Vocab, cfg: ModelConfig):
         eos_token_id=vocab.bos_id,
         pad_token_id=vocab.pad_id,
         tie_word_embeddings=True,
+        # GPT-2's tanh-approximated GELU as one fused torch kernel: the same function as
+        # "gelu_new", without its seven elementwise kernels per call (training step ~20% faster)
+        activation_function="gelu_pytorch_tanh",
     )
 
 
