@@ -21,7 +21,6 @@ and ``sampled`` (the paper's procedure, M = 30). Writes ``<out>/table1_{exact,sa
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time

@@ -63,6 +63,20 @@ def write_json(path: str | Path, data: dict[str, Any]) -> Path:
     return path
 
 
+def save_result(folder: str | Path, stem: str, summary: dict[str, Any], **frames: Any) -> Path:
+    """Write a result: ``<stem>.json`` (the summary) and one CSV per frame into ``folder``.
+
+    A frame passed as ``frames[""]`` is written as ``<stem>.csv``; any other key ``k`` as
+    ``<stem>_k.csv``. Returns the folder.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, frame in frames.items():
+        frame.to_csv(folder / (f"{stem}.csv" if key == "" else f"{stem}_{key}.csv"), index=False)
+    write_json(folder / f"{stem}.json", summary)
+    return folder
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, (np.integer,)):
         return int(o)

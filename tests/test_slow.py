@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-from conftest import REPO
 
 
 @pytest.mark.slow

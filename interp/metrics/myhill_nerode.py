@@ -43,7 +43,7 @@ from interp.metrics.acceptance import AcceptanceRule, Epsilon
 from interp.metrics.mn_boundary import EngineStats, PairJob, PairOutcome, evaluate_pairs
 from interp.metrics.states import all_ordered_pairs, reachable_states, sample_state, sample_state_pair
 from interp.models.lm import LM
-from interp.results import Estimate, mean_se, write_json
+from interp.results import Estimate, mean_se, save_result
 from interp.worlds.base import IllegalTokenError, State, World, WorldError
 
 METRICS = ("compression", "distinction")
@@ -129,11 +129,7 @@ class MyhillNerodeResult:
 
     def save(self, folder: str | Path, stem: str = "myhill_nerode") -> Path:
         """Write ``<stem>.csv`` (per prefix pair) and ``<stem>.json`` (summary) into ``folder``."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.per_pair.to_csv(folder / f"{stem}.csv", index=False)
-        write_json(folder / f"{stem}.json", self.summary())
-        return folder
+        return save_result(folder, stem, self.summary(), **{"": self.per_pair})
 
 
 def _fmt(e: Estimate) -> str:

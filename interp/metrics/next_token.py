@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.results import Estimate, mean_se, ratio_se, write_json
+from interp.results import Estimate, mean_se, ratio_se, save_result
 from interp.train.data import encode_sequences
 from interp.train.trainer import logits_of
 from interp.worlds.base import World
@@ -55,10 +55,7 @@ class NextTokenResult:
                 f"{self.sequence_share.se:.4f} of {self.sequence_share.n} sequences legal at every position")
 
     def save(self, folder: str | Path, stem: str = "next_token") -> None:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.per_position.to_csv(folder / f"{stem}.csv", index=False)
-        write_json(folder / f"{stem}.json", self.summary())
+        save_result(folder, stem, self.summary(), **{"": self.per_position})
 
 
 def _top1_fn(model: Any, vocab) -> Any:

@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interp.results import ratio_se, write_json
+from interp.results import ratio_se, save_result
 from interp.train.data import encode_sequences
 from interp.worlds.base import World
 
@@ -393,11 +393,7 @@ class ProbeResult:
         return "\n".join(lines)
 
     def save(self, folder: str | Path, stem: str = "probe") -> None:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.layers.to_csv(folder / f"{stem}_layers.csv", index=False)
-        self.per_component.to_csv(folder / f"{stem}_components.csv", index=False)
-        write_json(folder / f"{stem}.json", self.summary())
+        save_result(folder, stem, self.summary(), layers=self.layers, components=self.per_component)
 
 
 def _json_safe(x: Any) -> Any:

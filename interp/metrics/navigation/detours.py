@@ -25,7 +25,7 @@ from interp.metrics.navigation.routes import (
     _streets_world,
 )
 from interp.models.lm import LM
-from interp.results import write_json
+from interp.results import save_result
 from interp.worlds.base import World
 
 #: detour probabilities of Table 2
@@ -73,10 +73,7 @@ class DetourResult:
         return {"seed": self.seed, "detours": self.table.to_dict("records")}
 
     def save(self, folder: str | Path, stem: str = "detours") -> None:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.table.to_csv(folder / f"{stem}.csv", index=False)
-        write_json(folder / f"{stem}.json", self.summary())
+        save_result(folder, stem, self.summary(), **{"": self.table})
 
 
 def detour_test(lm: LM, world: World, pairs: Sequence[tuple[str, str]],

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from interp.results import write_json
+from interp.results import save_result
 from interp.worlds.streets.graph import DIRECTIONS, END, StreetGraph
 
 #: half a mile in metres: App. B's bound on how far an added street may reach
@@ -124,11 +124,7 @@ class MapReconstruction:
         return s
 
     def save(self, folder: str | Path, stem: str = "map") -> None:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.added_edges.to_csv(folder / f"{stem}_added_edges.csv", index=False)
-        self.per_sequence.to_csv(folder / f"{stem}_sequences.csv", index=False)
-        write_json(folder / f"{stem}.json", self.summary())
+        save_result(folder, stem, self.summary(), added_edges=self.added_edges, sequences=self.per_sequence)
 
 
 _Overlay = tuple[dict[tuple[str, str], str], set[tuple[str, str]]]  # tentative (added, used true)

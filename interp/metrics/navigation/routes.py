@@ -22,7 +22,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.models.lm import LM
-from interp.results import Estimate, mean_se, write_json
+from interp.results import Estimate, mean_se, save_result
 from interp.worlds.base import IllegalTokenError, World, WorldError
 from interp.worlds.streets.graph import DIRECTIONS, END, StreetGraph
 from interp.worlds.streets.world import StreetsWorld
@@ -287,10 +287,7 @@ class RouteResult:
         return s
 
     def save(self, folder: str | Path, stem: str = "routes") -> None:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.per_route.to_csv(folder / f"{stem}.csv", index=False)
-        write_json(folder / f"{stem}.json", self.summary())
+        save_result(folder, stem, self.summary(), **{"": self.per_route})
 
 
 def _route_result(world: StreetsWorld, rows: list[_Row], step_cap: int, strategy: str,
