@@ -75,6 +75,9 @@ def main() -> None:
     ap.add_argument("--max-directions", type=int, default=60)
     ap.add_argument("--pairs", type=int, default=300, help="state pairs for the Myhill–Nerode metrics")
     ap.add_argument("--routes", type=int, default=300, help="origin–destination pairs for detours")
+    ap.add_argument("--max-nodes", type=int, default=1024,
+                    help="exact estimator: skip (and count) a pair whose suffix tree exceeds this many nodes "
+                         "at one depth; an untrained model accepts ~every token, so its pairs are skipped")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="budget 150k tokens, 300 steps, 60 pairs")
     args = ap.parse_args()
@@ -130,7 +133,7 @@ def main() -> None:
         print(f"\n[{name}] {nt}", flush=True)
         for estimator in ("exact", "sampled"):
             mn = myhill_nerode(world, lm, pairs=args.pairs, depth=5, estimator=estimator, seed=args.seed,
-                               progress=False)
+                               max_nodes=args.max_nodes, progress=False)
             rows[estimator][name] = {"next_token": nt.position_share, "probe": probe,
                                      "compression_precision": mn.compression_precision,
                                      "distinction_precision": mn.distinction_precision,

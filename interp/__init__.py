@@ -22,6 +22,8 @@ _EXPORTS = {
     "BridgeLM": "interp.models.lm", "WorldLM": "interp.models.lm", "UniformLM": "interp.models.lm",
     "DFALM": "interp.models.lm", "lm_from_arg": "interp.models.lm",
     "ExperimentConfig": "interp.experiment", "run_experiment": "interp.experiment",
+    "Site": "interp.hooks", "parse_site": "interp.hooks", "Intervention": "interp.hooks",
+    "intervene": "interp.hooks", "compile_interventions": "interp.hooks",
 }
 
 

@@ -52,6 +52,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return _cmd_train(args)
 
 
+def _ablations(args: argparse.Namespace) -> list:
+    """``--ablate SITE`` (repeatable) → zero-ablation interventions; parsed before any model loads."""
+    if not getattr(args, "ablate", None):
+        return []
+    from interp.hooks import zero
+
+    return [zero(site) for site in args.ablate]
+
+
+def _intervened(model, interventions: list, name: str, out=None):
+    """A ``with`` block running ``model`` (a bridge or BridgeLM) under ``interventions``; says which."""
+    import contextlib
+
+    if not interventions:
+        return contextlib.nullcontext(None)
+    if not hasattr(getattr(model, "bridge", model), "hook_dict"):
+        raise ValueError(f"--ablate needs a checkpoint model; {name!r} has no layers to ablate")
+    from interp.hooks import intervene
+
+    for iv in interventions:
+        print(f"intervention active: {iv.describe()}", file=out or sys.stdout)
+    return intervene(model, interventions)
+
+
 def _cmd_next_token(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -60,6 +84,7 @@ def _cmd_next_token(args: argparse.Namespace) -> int:
     from interp.worlds import parse_world
     from interp.worlds.io import read_sequences
 
+    ablations = _ablations(args)
     world = parse_world(args.world) if args.world else None
     ckpt = load_checkpoint(args.model, world=world)
     world = ckpt.world
@@ -73,11 +98,14 @@ def _cmd_next_token(args: argparse.Namespace) -> int:
         print(f"note: no held-out file at {data}; scoring {source}", file=sys.stderr)
     if args.n and len(sequences) > args.n:
         sequences = sequences[: args.n]
-    result = next_token_test(ckpt.bridge, world, sequences, progress=not args.json)
+    with _intervened(ckpt.bridge, ablations, args.model) as active:
+        result = next_token_test(ckpt.bridge, world, sequences, progress=not args.json)
     print(f"model {args.model} on {source}")
     print(result)
+    for line in active.describe() if active else []:
+        print(f"  under {line}")
     if args.json:
-        print(json.dumps(result.summary()))
+        print(json.dumps({**result.summary(), "interventions": active.summary() if active else []}))
     return 0
 
 
@@ -199,19 +227,25 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
         except ValueError:
             raise ValueError(f"--pairs must be a positive integer or 'all', got {args.pairs!r}") from None
     rule = rule_from_args(args.epsilon, args.top_k, args.top_p)
+    ablations = _ablations(args)
     lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    print(f"model {args.model} ({lm.describe()}) on {world.describe()}", file=sys.stderr if args.json else sys.stdout)
-    result = myhill_nerode(world, lm, rule=rule, depth=args.depth, pairs=pairs, estimator=args.estimator,
-                           samples=args.samples, prefix_pairs=args.prefix_pairs, seed=args.seed,
-                           max_nodes=args.max_nodes, max_states=args.max_states, metrics=metrics,
-                           progress=not args.no_progress)
+    info = sys.stderr if args.json else sys.stdout
+    print(f"model {args.model} ({lm.describe()}) on {world.describe()}", file=info)
+    with _intervened(getattr(lm, "bridge", None), ablations, args.model, out=info) as active:
+        result = myhill_nerode(world, lm, rule=rule, depth=args.depth, pairs=pairs, estimator=args.estimator,
+                               samples=args.samples, prefix_pairs=args.prefix_pairs, seed=args.seed,
+                               max_nodes=args.max_nodes, max_states=args.max_states, metrics=metrics,
+                               progress=not args.no_progress)
+    result.settings["interventions"] = active.summary() if active else []
     if args.out:
         result.save(args.out)
     if args.json:
         print(json.dumps(result.summary(), default=str))
     else:
         print(result)
+        for line in active.describe() if active else []:
+            print(f"  under {line}")
         if args.out:
             print(f"wrote {Path(args.out) / 'myhill_nerode.csv'} and myhill_nerode.json")
     return 0
@@ -253,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n", type=int, default=1000, help="at most this many sequences (default 1000)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+    s.add_argument("--ablate", action="append", metavar="SITE",
+                   help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
+                        "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it")
     s.set_defaults(fn=_cmd_next_token)
 
     s = sub.add_parser("probe", help="current-state linear probes at every layer of a checkpoint")
@@ -310,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="write myhill_nerode.csv (per pair) and myhill_nerode.json here")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+    s.add_argument("--ablate", action="append", metavar="SITE",
+                   help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
+                        "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it")
     s.set_defaults(fn=_cmd_metrics)
     return p
 

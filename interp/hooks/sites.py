@@ -1,0 +1,224 @@
+"""Sites: *where* in a transformer an intervention acts (layer × component [× head]).
+
+A :class:`Site` names one activation by TransformerLens's classic hook names, the public contract
+of every analysis here::
+
+    component   hook alias (layer 3)          shape seen by a hook          written ``…``
+    resid_pre   blocks.3.hook_resid_pre       [batch, pos, d_model]         resid_pre:3
+    resid_mid   blocks.3.hook_resid_mid       [batch, pos, d_model]         resid_mid:3
+    resid_post  blocks.3.hook_resid_post      [batch, pos, d_model]         resid_post:3
+    attn_out    blocks.3.hook_attn_out        [batch, pos, d_model]         attn_out:3
+    mlp_out     blocks.3.hook_mlp_out         [batch, pos, d_model]         mlp_out:3
+    z           blocks.3.attn.hook_z          [batch, pos, head, d_head]    z:3   (all heads), z:3.1
+    pattern     blocks.3.attn.hook_pattern    [batch, head, query, key]     pattern:3, pattern:3.1
+
+``z`` is each head's output before the output projection (the mixed values); ``pattern`` is the
+softmaxed attention, and its *positions* are the query (destination) positions.
+
+**Aliases vs canonical names (TransformerLens 4.x).** A TransformerBridge wraps a Hugging Face
+module; its hook points have *canonical* names that follow the module tree
+(``blocks.3.mlp.hook_out``, ``blocks.3.attn.o.hook_in``, ``blocks.3.hook_in``), and the classic names
+above are *aliases* of them. You may register a hook under either name, but inside the hook
+``hook.name`` is the canonical one. :class:`HookNames` maps both ways, so results keyed by hook
+name can always use the alias.
+
+**resid_mid is special on the bridge.** ``blocks.L.hook_resid_mid`` is an alias of
+``blocks.L.ln2.hook_in``, the *input of the second LayerNorm*: a hook there changes what the MLP
+reads but not the residual skip, so the block still outputs ``clean resid_mid + mlp_out`` (checked
+on GPT-2 and Llama bridges, TL 4.3). In HookedTransformer, editing resid_mid edited the residual
+stream itself. :mod:`interp.hooks.interventions` restores that meaning: an intervention on
+``resid_mid`` is compiled into an edit of ``attn_out`` (``attn_out' = f(resid_pre + attn_out) −
+resid_pre``), which changes the MLP input and the skip alike.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+#: component → hook alias template (TransformerLens's ``get_act_name`` names)
+COMPONENTS: dict[str, str] = {
+    "resid_pre": "blocks.{layer}.hook_resid_pre",
+    "resid_mid": "blocks.{layer}.hook_resid_mid",
+    "resid_post": "blocks.{layer}.hook_resid_post",
+    "attn_out": "blocks.{layer}.hook_attn_out",
+    "mlp_out": "blocks.{layer}.hook_mlp_out",
+    "z": "blocks.{layer}.attn.hook_z",
+    "pattern": "blocks.{layer}.attn.hook_pattern",
+}
+#: components that have one slice per attention head (``head`` may be given)
+HEAD_COMPONENTS = frozenset({"z", "pattern"})
+#: where positions and heads live in each component's activation: (pos dim, head dim or None)
+LAYOUT: dict[str, tuple[int, int | None]] = {
+    **{c: (1, None) for c in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")},
+    "z": (1, 2),
+    "pattern": (2, 1),
+}
+
+_SITE_RE = re.compile(r"^\s*([a-z_]+)\s*:\s*(\d+)(?:\s*\.\s*(\d+))?\s*$")
+
+
+class SiteError(ValueError):
+    """A site that cannot be parsed, or that the model at hand does not have."""
+
+
+@dataclass(frozen=True)
+class Site:
+    """One activation of a transformer: ``layer`` × ``component`` (× ``head`` for z / pattern).
+
+    ``head=None`` on a head component means all heads at once. ``str(site)`` is the short form
+    :func:`parse_site` reads (``mlp_out:3``, ``z:2.1``).
+    """
+
+    layer: int
+    component: str
+    head: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.component not in COMPONENTS:
+            raise SiteError(f"unknown component {self.component!r}; expected one of {', '.join(COMPONENTS)}")
+        if isinstance(self.layer, bool) or not isinstance(self.layer, int) or self.layer < 0:
+            raise SiteError(f"layer must be an integer ≥ 0, got {self.layer!r}")
+        if self.head is not None:
+            if self.component not in HEAD_COMPONENTS:
+                raise SiteError(f"component {self.component!r} has no heads; only {sorted(HEAD_COMPONENTS)} do")
+            if isinstance(self.head, bool) or not isinstance(self.head, int) or self.head < 0:
+                raise SiteError(f"head must be an integer ≥ 0, got {self.head!r}")
+
+    @property
+    def hook_name(self) -> str:
+        """The TransformerLens hook alias of this site, e.g. ``blocks.3.hook_mlp_out``."""
+        return COMPONENTS[self.component].format(layer=self.layer)
+
+    @property
+    def pos_dim(self) -> int:
+        """The dimension of the activation that indexes (query) positions."""
+        return LAYOUT[self.component][0]
+
+    @property
+    def head_dim(self) -> int | None:
+        """The dimension that indexes heads (None for residual-width components)."""
+        return LAYOUT[self.component][1]
+
+    def __str__(self) -> str:
+        return f"{self.component}:{self.layer}" + ("" if self.head is None else f".{self.head}")
+
+
+def parse_site(text: str) -> Site:
+    """``"mlp_out:3"`` → ``Site(3, "mlp_out")``; ``"z:2.1"`` → layer 2, head 1."""
+    if isinstance(text, Site):
+        return text
+    m = _SITE_RE.match(str(text))
+    if not m:
+        raise SiteError(f"cannot parse site {text!r}: expected COMPONENT:LAYER or COMPONENT:LAYER.HEAD "
+                        f"(e.g. mlp_out:3, z:2.1) with COMPONENT one of {', '.join(COMPONENTS)}")
+    component, layer, head = m.group(1), int(m.group(2)), m.group(3)
+    return Site(layer, component, None if head is None else int(head))
+
+
+# ---- names on a bridge ---------------------------------------------------------------------------
+
+class HookNames:
+    """Alias ↔ canonical hook names of one bridge (build once, use in loops and hooks).
+
+    ``canonical("blocks.1.hook_mlp_out") == "blocks.1.mlp.hook_out"`` and back with :meth:`alias`.
+    A name that is not an alias is its own canonical name; a canonical name with no classic alias
+    is its own alias.
+    """
+
+    def __init__(self, bridge: Any):
+        hook_dict = bridge.hook_dict
+        self.names = frozenset(hook_dict)
+        self._to_canonical = {k: (hp.name or k) for k, hp in hook_dict.items()}
+        by_canonical: dict[str, list[str]] = {}
+        for k, c in self._to_canonical.items():
+            if k != c:
+                by_canonical.setdefault(c, []).append(k)
+        # prefer a classic name (never hook_in / hook_out), then the shortest
+        self._to_alias = {
+            c: min(aliases, key=lambda a: (a.rsplit(".", 1)[-1] in ("hook_in", "hook_out"), len(a), a))
+            for c, aliases in by_canonical.items()}
+
+    def canonical(self, name: str) -> str:
+        """The name ``hook.name`` reports inside a hook registered under ``name``."""
+        return self._to_canonical.get(name, name)
+
+    def alias(self, name: str) -> str:
+        """The classic (TransformerLens 2.x style) name of a hook, given its alias or canonical name."""
+        c = self.canonical(name)
+        return self._to_alias.get(c, c)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+
+def canonical_name(bridge: Any, name: str) -> str:
+    """Canonical hook name (what ``hook.name`` reports) of an alias such as ``blocks.1.hook_mlp_out``.
+
+    Builds the name maps on each call; in a loop build one :class:`HookNames` instead.
+    """
+    return HookNames(bridge).canonical(name)
+
+
+def hook_alias(bridge: Any, name: str) -> str:
+    """The classic alias of a hook name (e.g. ``blocks.1.mlp.hook_out`` → ``blocks.1.hook_mlp_out``)."""
+    return HookNames(bridge).alias(name)
+
+
+def _noop(tensor: Any, hook: Any) -> None:
+    return None
+
+
+def _try_register(bridge: Any, name: str) -> str | None:
+    """None if TransformerLens accepts a hook on ``name``, else its reason (no forward is run)."""
+    try:
+        with bridge.hooks(fwd_hooks=[(name, _noop)]):
+            pass
+    except (KeyError, AttributeError) as e:
+        return f"it has no hook point {name!r} ({e})"
+    except (NotImplementedError, ValueError) as e:  # driver cannot fire it / gated off by a setter
+        return f"TransformerLens refuses a hook on {name!r}: {e}"
+    return None
+
+
+def check_site(site: Site, bridge: Any, names: HookNames | None = None) -> None:
+    """Raise :class:`SiteError` unless ``bridge`` has ``site`` and accepts a hook there.
+
+    Checks the layer (and head) range against the config, that the alias exists on this bridge,
+    and that TransformerLens lets a hook be registered there (some drivers cannot fire some hooks;
+    some hooks are gated behind ``set_use_*`` setters). ``resid_mid`` also needs ``resid_pre`` and
+    ``attn_out`` (see the module docstring) and a sequential block (not parallel attention + MLP).
+    """
+    cfg = bridge.cfg
+    n_layers = int(cfg.n_layers)
+    if site.layer >= n_layers:
+        raise SiteError(f"site {site}: layer {site.layer} is out of range; this model has {n_layers} "
+                        f"layers (0..{n_layers - 1})")
+    if site.head is not None:
+        n_heads = int(cfg.n_heads)
+        if site.head >= n_heads:
+            raise SiteError(f"site {site}: head {site.head} is out of range; this model has {n_heads} "
+                            f"heads per layer (0..{n_heads - 1})")
+    names = names or HookNames(bridge)
+    arch = getattr(cfg, "architecture", None) or type(bridge).__name__
+    needed = [site.hook_name]
+    if site.component == "resid_mid":
+        if getattr(cfg, "parallel_attn_mlp", False):
+            raise SiteError(f"site {site}: {arch} runs attention and MLP in parallel, so there is no "
+                            f"resid_mid between them")
+        needed = [Site(site.layer, "resid_pre").hook_name, Site(site.layer, "attn_out").hook_name,
+                  site.hook_name]
+    for name in needed:
+        if name not in names:
+            raise SiteError(f"site {site}: this bridge ({arch}) exposes no hook {name!r}; sites it has at "
+                            f"layer {site.layer}: {', '.join(available_components(bridge, names)) or 'none'}")
+        reason = _try_register(bridge, name)
+        if reason is not None:
+            raise SiteError(f"site {site} is unavailable on this bridge ({arch}): {reason}")
+
+
+def available_components(bridge: Any, names: HookNames | None = None) -> list[str]:
+    """The components of :data:`COMPONENTS` whose hook alias this bridge exposes (checked at layer 0)."""
+    names = names or HookNames(bridge)
+    return [c for c, tpl in COMPONENTS.items() if tpl.format(layer=0) in names]
