@@ -1,0 +1,128 @@
+"""Per-example scalar metrics for layer sweeps and patching, and the one forward they share.
+
+A *metric* is any callable ``metric(logits, batch) -> Float[Tensor, "batch"]``: one number per
+example, **higher = better** for the helpers here except :func:`token_loss` (lower = better; see
+:mod:`interp.analysis.verdicts` for how the sign convention is declared). ``batch`` is a
+:class:`Batch`: the token ids and attention mask of the forward, plus ``index``, the positions of
+its rows in the full input set, so a metric can carry per-example data (a gold answer, a target
+token) and look up the rows of the current chunk with ``gold[batch.index]``.
+
+Helpers
+- :func:`logit_diff` — ``logit[pos] − logit[neg]`` at the last non-padding position (the ARENA
+  / IOI style metric); ids may be one id for all examples or one per example.
+- :func:`two_way_prob` — PragWorld's interpretability score (§ "Prompting and parsing",
+  used by §6.1 and §6.2): the softmax over just the " yes" and " no" logits at the last position,
+  and the probability it gives the *gold* answer. ``> 0.5`` means the model answers correctly.
+- :func:`token_loss` — mean next-token cross-entropy per example over its non-padding targets.
+
+Padding: the last position of a row is its last non-padding one (``attention_mask``), so rows may
+be left- or right-padded; forwards get ``position_ids`` counted over non-padding tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int, Shaped
+from torch import Tensor
+
+from interp.hooks import last_positions
+
+Metric = Callable[..., Tensor]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The rows one forward sees: ``tokens`` [batch, pos], ``attention_mask`` (1 = real token, or
+    None for no padding), and ``index`` — each row's example number in the full input set."""
+
+    tokens: Int[Tensor, "batch pos"]
+    attention_mask: Shaped[Tensor, "batch pos"] | None
+    index: Int[Tensor, " batch"]
+
+    def last(self) -> Int[Tensor, " batch"]:
+        """The last non-padding position of every row."""
+        if self.attention_mask is None:
+            return torch.full((self.tokens.shape[0],), self.tokens.shape[1] - 1, dtype=torch.long)
+        return last_positions(self.attention_mask)
+
+
+def forward(bridge: Any, tokens: Int[Tensor, "batch pos"],
+            attention_mask: Shaped[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch pos vocab"]:
+    """Logits of one forward (no grad), with position ids counted over non-padding tokens."""
+    kwargs: dict[str, Any] = {}
+    if attention_mask is not None:
+        kwargs["attention_mask"] = attention_mask
+        kwargs["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+    with torch.no_grad():
+        return bridge(tokens, **kwargs)
+
+
+def _per_example(value: int | Sequence[int] | Tensor, batch: Batch, what: str) -> Tensor:
+    t = torch.as_tensor(value, dtype=torch.long)
+    if t.dim() == 0:
+        return t.expand(batch.tokens.shape[0])
+    if t.dim() != 1:
+        raise ValueError(f"{what} must be one id or one id per example, got shape {tuple(t.shape)}")
+    return t[batch.index]
+
+
+def _last_logits(logits: Tensor, batch: Batch) -> Tensor:
+    rows = torch.arange(logits.shape[0], device=logits.device)
+    return logits[rows, batch.last().to(logits.device)].float()
+
+
+def logit_diff(pos_ids: int | Sequence[int] | Tensor, neg_ids: int | Sequence[int] | Tensor) -> Metric:
+    """Metric: ``logit[pos] − logit[neg]`` at each row's last non-padding position."""
+
+    def metric(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[Tensor, " batch"]:
+        last = _last_logits(logits, batch)
+        rows = torch.arange(last.shape[0])
+        pos = _per_example(pos_ids, batch, "pos_ids").to(last.device)
+        neg = _per_example(neg_ids, batch, "neg_ids").to(last.device)
+        return last[rows, pos] - last[rows, neg]
+
+    metric.__name__ = "logit_diff"
+    return metric
+
+
+def two_way_prob(yes_id: int, no_id: int, gold: Sequence[int] | Tensor) -> Metric:
+    """Metric: P(gold) in the softmax over the yes/no logits at the last position (PragWorld).
+
+    ``gold`` has one entry per example: 1 (or True) for yes, 0 for no.
+    """
+    gold_t = torch.as_tensor(gold, dtype=torch.long)
+    if gold_t.dim() != 1 or not bool(((gold_t == 0) | (gold_t == 1)).all()):
+        raise ValueError("gold must be a 1-D sequence of 0 (no) / 1 (yes), one per example")
+
+    def metric(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[Tensor, " batch"]:
+        last = _last_logits(logits, batch)
+        p_yes = torch.softmax(last[:, [yes_id, no_id]], dim=-1)[:, 0]
+        g = gold_t[batch.index].to(last.device)
+        return torch.where(g == 1, p_yes, 1.0 - p_yes)
+
+    metric.__name__ = "two_way_prob"
+    return metric
+
+
+def token_loss(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[Tensor, " batch"]:
+    """Metric (lower = better): mean next-token cross-entropy of each row over the targets whose
+    own token and whose predicting token are both non-padding."""
+    lp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    tgt = batch.tokens[:, 1:].to(lp.device)
+    nll = -lp.gather(-1, tgt[..., None])[..., 0]
+    if batch.attention_mask is None:
+        return nll.mean(dim=1)
+    m = batch.attention_mask.to(lp.device).bool()
+    keep = (m[:, 1:] & m[:, :-1]).float()
+    return (nll * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1)
+
+
+def metric_name(metric: Metric) -> str:
+    return getattr(metric, "__name__", type(metric).__name__)
+
+
+__all__ = ["Batch", "Metric", "forward", "logit_diff", "metric_name", "token_loss", "two_way_prob"]
