@@ -251,6 +251,25 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from interp.analysis.runner import parse_layers, run_sweep
+    from interp.worlds import parse_world
+
+    layers = parse_layers(args.layers)
+    info = sys.stderr if args.json else sys.stdout
+    run = run_sweep(args.model, kind=args.kind, world=parse_world(args.world) if args.world else None,
+                    data=args.data, n=args.n, method=args.method, layers=layers, out=args.out, seed=args.seed,
+                    batch_size=args.batch_size, log=sys.stderr)
+    s = run.summary()
+    extra = f"; {s['n_pairs']} pairs, {s['n_failed']} sequences without one" if "n_pairs" in s else ""
+    print(f"model {args.model}: {args.kind} sweep on {s['data']}{extra}", file=info)
+    print(run.table(), file=info)
+    print(f"wrote {run.out}/sweep.csv, sweep_layers.csv, sweep.json, verdicts.json, {run.figure.name}", file=info)
+    if args.json:
+        print(json.dumps(s, default=str))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="interp",
@@ -351,6 +370,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
                         "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it")
     s.set_defaults(fn=_cmd_metrics)
+
+    s = sub.add_parser("sweep", help="layer sweep: MLP zero-out or direct-effect patching, with layer verdicts")
+    s.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
+    s.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
+    s.add_argument("--data", help="sequence file (default: the run's data/test.txt; else fresh sequences)")
+    s.add_argument("--n", type=int, default=200, help="at most this many sequences (default 200)")
+    s.add_argument("--kind", choices=("mlp-zero", "direct-effect"), default="mlp-zero",
+                   help="mlp-zero: zero each layer's MLP output, per-example next-token loss (default); "
+                        "direct-effect: patch resid_pre from a one-token state-changing edit into the "
+                        "original, loss on the original's tokens after the edit")
+    s.add_argument("--method", choices=("loop", "batched"), default="loop",
+                   help="mlp-zero: one forward per layer (loop, default) or all layers stacked (batched)")
+    s.add_argument("--layers", help="comma-separated layers, e.g. 0,1,3 (default: all)")
+    s.add_argument("--batch-size", type=int, help="examples per forward (default: all at once)")
+    s.add_argument("--out", help="output folder (default: <checkpoint>/../sweep_<kind>/)")
+    s.add_argument("--seed", type=int, default=0, help="edit positions, fresh sequences, bootstrap (default 0)")
+    s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+    s.set_defaults(fn=_cmd_sweep)
     return p
 
 

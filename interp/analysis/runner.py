@@ -1,0 +1,293 @@
+"""Run a layer sweep on a world checkpoint end to end: the code behind ``interp sweep`` and
+``experiments/layer_sweep.py``.
+
+:func:`run_sweep` loads a checkpoint, reads its held-out sequences (``<checkpoint>/../data/test.txt``
+unless told otherwise; fresh sequences from the world when there is no such file), runs one kind
+of sweep with a per-example next-token loss (lower = better), computes the layer verdicts and
+writes everything to a folder (default ``<checkpoint>/../sweep_<kind>/``):
+
+- ``mlp-zero`` — :func:`~interp.analysis.sweeps.mlp_zero_sweep` over the sequences, metric
+  :func:`~interp.analysis.scoring.token_loss` (mean next-token loss over the non-padding targets).
+- ``direct-effect`` — :func:`~interp.analysis.patching.direct_effect_patching` on pairs built by
+  :func:`state_change_pairs`: a held-out prefix and the same prefix with one token replaced by
+  another legal token that leads to a different state (for streets: one direction by another
+  direction), both legal. The metric is the original's next-token loss on the tokens after the
+  edit (:func:`continuation_loss`), so the effect of layer ℓ is how much the altered run's
+  residual entering ℓ (at every aligned position) changes the model's loss on the original route.
+
+Written: ``sweep.csv`` / ``sweep_layers.csv`` / ``sweep.json`` (:meth:`SweepResult.save`),
+``verdicts.json`` (:meth:`LayerVerdicts.save`), ``layers.png``
+(:func:`interp.viz.layers.draw_layer_effects`) and ``run.json`` (the settings and summary).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from interp.analysis.scoring import Batch, Metric, token_loss
+from interp.analysis.sweeps import SweepResult
+from interp.analysis.verdicts import LayerVerdicts
+
+KINDS = ("mlp-zero", "direct-effect")
+
+
+def parse_layers(text: str | None) -> list[int] | None:
+    """``"0,1,3"`` → ``[0, 1, 3]``; None or empty → None (all layers)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--layers must be comma-separated layer indices, got {text!r}") from None
+
+
+def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
+    """All layers when None; else the given ones, each in ``0..n_layers-1`` (ValueError otherwise)."""
+    if layers is None:
+        return list(range(n_layers))
+    out = [int(x) for x in layers]
+    bad = [x for x in out if not 0 <= x < n_layers]
+    if not out:
+        raise ValueError("--layers: no layer given")
+    if bad:
+        raise ValueError(f"--layers: layer {bad[0]} is out of range; this model has {n_layers} layers "
+                         f"(valid: 0..{n_layers - 1})")
+    return out
+
+
+def continuation_loss(starts: Sequence[int] | Tensor) -> Metric:
+    """Metric (lower = better): mean next-token loss of each row over the targets at token
+    positions ``> starts[example]`` (positions in the row's ids, ``<bos>`` at 0); rows are unpadded."""
+    start_t = torch.as_tensor(starts, dtype=torch.long)
+
+    def metric(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[Tensor, " batch"]:
+        lp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        tgt = batch.tokens[:, 1:].to(lp.device)
+        nll = -lp.gather(-1, tgt[..., None])[..., 0]  # nll[:, j] scores the token at position j + 1
+        pos = torch.arange(1, logits.shape[1], device=lp.device)[None]
+        keep = (pos > start_t[batch.index].to(lp.device)[:, None]).float()
+        if batch.attention_mask is not None:
+            m = batch.attention_mask.to(lp.device).bool()
+            keep = keep * (m[:, 1:] & m[:, :-1]).float()
+        return (nll * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1)
+
+    metric.__name__ = "continuation_loss"
+    return metric
+
+
+@dataclass
+class EditPairs:
+    """Pairs of token sequences differing by one state-changing edit. ``edit_at``: the edited
+    token's index in the sequence (without ``<bos>``); ``failed``: sequences with no such edit."""
+
+    originals: list[list[str]]
+    altered: list[list[str]]
+    edit_at: list[int]
+    failed: int
+
+
+def _legal_prefix(world: Any, tokens: Sequence[str]) -> int:
+    """Length of the longest prefix of ``tokens`` whose transitions are all defined."""
+    q = world.start()
+    for i, t in enumerate(tokens):
+        if t not in world.legal(q):
+            return i
+        q = world.step(q, t)
+    return len(tokens)
+
+
+def state_change_pairs(world: Any, sequences: Sequence[Sequence[str]], seed: int = 0) -> EditPairs:
+    """For each sequence, one (original, altered) pair of prefixes that differ by one token.
+
+    At a random position ``i`` (for streets: a direction token) the token is replaced by another
+    legal token there (streets: another direction) that leads to a different state; the prefix
+    runs on while the altered sequence stays legal, and must keep at least one token after the
+    edit. Both prefixes are legal (every transition defined). Positions and replacements are
+    tried in a seeded random order; a sequence where nothing works counts as ``failed``.
+    """
+    from interp.worlds.streets.graph import DIRECTIONS
+
+    streets = getattr(world, "kind", None) == "streets"
+    rng = np.random.default_rng(seed)
+    originals, altered, edit_at, failed = [], [], [], 0
+    for seq in sequences:
+        seq = list(seq)
+        states = world.states_along(seq)
+        positions = [i for i in range(len(seq) - 1) if not streets or seq[i] in DIRECTIONS]
+        found = None
+        for i in rng.permutation(positions) if positions else []:
+            i = int(i)
+            q = states[i]
+            options = [t for t in world.legal(q) if t != seq[i] and (not streets or t in DIRECTIONS)]
+            for t in rng.permutation(options) if options else []:
+                t = str(t)
+                if world.step(q, t) == states[i + 1]:
+                    continue
+                alt = seq[:i] + [t] + seq[i + 1:]
+                k = _legal_prefix(world, alt)
+                if k >= i + 2:
+                    found = (seq[:k], alt[:k], i)
+                    break
+            if found:
+                break
+        if found is None:
+            failed += 1
+            continue
+        originals.append(found[0])
+        altered.append(found[1])
+        edit_at.append(found[2])
+    return EditPairs(originals, altered, edit_at, failed)
+
+
+@dataclass
+class SweepRun:
+    """What :func:`run_sweep` did: the sweep, its verdicts, where it wrote, and the settings."""
+
+    sweep: SweepResult
+    verdicts: LayerVerdicts
+    out: Path
+    figure: Path
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def layer_rows(self) -> list[dict[str, Any]]:
+        """Per layer: ``layer``, ``effect`` (mean ablated − clean), ``ci`` (its bootstrap interval),
+        ``verdict``, ``raw_verdict``."""
+        return layer_rows(self.verdicts)
+
+    def table(self) -> str:
+        rows = self.layer_rows()
+        lines = [f"{'layer':>5}  {'mean effect':>12}  {'interval':>24}  {'verdict':<8}  raw verdict"]
+        for r in rows:
+            ci = f"[{r['ci'][0]:+.4f}, {r['ci'][1]:+.4f}]"
+            lines.append(f"{r['layer']:>5}  {r['effect']:>+12.4f}  {ci:>24}  {r['verdict']:<8}  {r['raw_verdict']}")
+        return "\n".join(lines)
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.info, "out": str(self.out), "layers": self.layer_rows()}
+
+
+def effect_interval(verdicts: LayerVerdicts) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap interval of each layer's mean *effect* (the verdict frame holds that of the
+    oriented benefit; for a lower-is-better metric the interval flips sign)."""
+    f = verdicts.frame
+    lo, hi = f["ci_low"].to_numpy(dtype=float), f["ci_high"].to_numpy(dtype=float)
+    if verdicts.meta.get("higher_is_better", True):
+        return lo, hi
+    return -hi, -lo
+
+
+def layer_rows(verdicts: LayerVerdicts) -> list[dict[str, Any]]:
+    lo, hi = effect_interval(verdicts)
+    f = verdicts.frame
+    return [{"layer": int(r.layer), "effect": float(r.mean_effect), "ci": [float(lo[j]), float(hi[j])],
+             "verdict": str(r.verdict), "raw_verdict": str(r.raw_verdict)}
+            for j, r in enumerate(f.itertuples(index=False))]
+
+
+def run_sweep(
+    model: str | Path,
+    *,
+    kind: str = "mlp-zero",
+    world: Any | None = None,
+    data: str | Path | None = None,
+    n: int | None = 200,
+    method: str = "loop",
+    layers: Sequence[int] | None = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+    n_boot: int = 2000,
+    log: Any = None,
+) -> SweepRun:
+    """Load the checkpoint ``model``, run the sweep ``kind`` on its held-out data, write the results.
+
+    ``n``: at most this many sequences (None: all); ``layers``: default all, each must exist;
+    ``seed``: for fresh sequences (no data file), the edit positions of ``direct-effect`` and the
+    bootstrap. ``log``: a file for notes (default stderr).
+    """
+    from interp.analysis.patching import PatchPair, direct_effect_patching
+    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.verdicts import layer_verdicts
+    from interp.models.checkpoint import load_checkpoint
+    from interp.train.data import encode_sequences
+    from interp.viz.layers import draw_layer_effects
+    from interp.worlds.io import read_sequences
+
+    log = log or sys.stderr
+    if kind not in KINDS:
+        raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if method not in ("loop", "batched"):
+        raise ValueError(f"--method must be 'loop' or 'batched', got {method!r}")
+    if n is not None and n < 1:
+        raise ValueError(f"--n must be ≥ 1, got {n}")
+    model = Path(model)
+    ckpt = load_checkpoint(model, world=world)
+    bridge, world = ckpt.bridge, ckpt.world
+    bridge.eval()
+    lays = check_layers(layers, int(bridge.cfg.n_layers))
+    data_path = Path(data) if data else model.resolve().parent / "data" / "test.txt"
+    if data_path.exists():
+        sequences = read_sequences(data_path, world)
+        source = str(data_path)
+    elif data:
+        raise FileNotFoundError(f"--data {data_path} does not exist")
+    else:
+        sequences = world.generate(n or 200, np.random.default_rng(seed))
+        source = f"{len(sequences)} fresh sequences (seed {seed}; may overlap the training data)"
+        print(f"note: no held-out file at {data_path}; sweeping on {source}", file=log)
+    if n is not None:
+        sequences = sequences[:n]
+    if not sequences:
+        raise ValueError(f"no sequences in {source}")
+    n_ctx = int(bridge.cfg.n_ctx)
+    info: dict[str, Any] = {"model": str(model), "world": world.describe(), "kind": kind, "data": source,
+                            "method": method, "seed": seed}
+
+    if kind == "mlp-zero":
+        ids = encode_sequences(sequences, world.vocab, n_ctx)
+        mask = (ids != world.vocab.pad_id).long()
+        sweep = mlp_zero_sweep(bridge, ids, token_loss, mask, lays, batch_size=batch_size, method=method,
+                               higher_is_better=False)
+        info.update(n_examples=len(sequences), metric="token_loss")
+    else:
+        pairs = state_change_pairs(world, sequences, seed)
+        info.update(n_sequences=len(sequences), n_pairs=len(pairs.originals), n_failed=pairs.failed,
+                    metric="continuation_loss (original tokens after the edit)")
+        if not pairs.originals:
+            raise ValueError(f"could not build any state-changing pair from {len(sequences)} sequences")
+        if pairs.failed:
+            print(f"note: {pairs.failed} of {len(sequences)} sequences gave no state-changing pair", file=log)
+        enc = [(world.vocab.encode(o), world.vocab.encode(a)) for o, a in zip(pairs.originals, pairs.altered)]
+        too_long = [i for i, (o, _) in enumerate(enc) if len(o) > n_ctx]
+        if too_long:
+            raise ValueError(f"pair {too_long[0]} has more tokens than the model context n_ctx={n_ctx}")
+        # the edited token sits at index edit_at + 1 of the ids (<bos> first); score the tokens after it
+        metric = continuation_loss([i + 1 for i in pairs.edit_at])
+        sweep = direct_effect_patching(bridge, [PatchPair(o, a) for o, a in enc], metric, lays,
+                                       higher_is_better=False)
+        info["method"] = "loop"  # patching runs pair by pair
+
+    verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed)
+    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}"
+    sweep.save(out_dir)
+    verdicts.save(out_dir / "verdicts.json")
+    title = f"{kind} on {model.name} ({sweep.meta.get('n_examples')} examples)"
+    figure = draw_layer_effects(verdicts, out_dir / "layers.png", title=title)
+    result = SweepRun(sweep, verdicts, out_dir, figure, info)
+    from interp.results import write_json
+
+    write_json(out_dir / "run.json", result.summary())
+    return result
+
+
+__all__ = ["KINDS", "EditPairs", "SweepRun", "check_layers", "continuation_loss", "effect_interval", "layer_rows",
+           "parse_layers", "run_sweep", "state_change_pairs"]

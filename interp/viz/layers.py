@@ -1,0 +1,73 @@
+"""Layer-sweep figure: each layer's mean effect with its bootstrap interval, coloured by verdict.
+
+Input: :class:`~interp.analysis.verdicts.LayerVerdicts` (or a
+:class:`~interp.analysis.sweeps.SweepResult`, whose verdicts are then computed with the defaults).
+The bar is the mean *effect* (metric with the intervention − metric clean, in the metric's own
+units); the error bar is the bootstrap interval of that mean (for a lower-is-better metric the
+verdicts hold the interval of the oriented benefit, flipped back here). Colours: useful green,
+harmful red, neutral grey.
+
+matplotlib is imported inside the function and drawn on an Agg canvas (no GUI, no pyplot state).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+VERDICT_COLOURS = {"useful": "#2a9d3f", "harmful": "#d1372b", "neutral": "#9a9a9a"}
+
+
+def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | None = None) -> Path:
+    """PNG of per-layer mean effects with bootstrap intervals, bars coloured by verdict."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from interp.analysis.runner import effect_interval
+    from interp.analysis.sweeps import SweepResult
+    from interp.analysis.verdicts import LayerVerdicts, layer_verdicts
+
+    if isinstance(verdicts_or_sweep, SweepResult):
+        verdicts = layer_verdicts(verdicts_or_sweep)
+    elif isinstance(verdicts_or_sweep, LayerVerdicts):
+        verdicts = verdicts_or_sweep
+    else:
+        raise TypeError(f"draw_layer_effects needs LayerVerdicts or a SweepResult, "
+                        f"got {type(verdicts_or_sweep).__name__}")
+    f = verdicts.frame
+    if f.empty:
+        raise ValueError("no layers to draw")
+    layers = f["layer"].to_numpy(dtype=int)
+    mean = f["mean_effect"].to_numpy(dtype=float)
+    lo, hi = effect_interval(verdicts)
+    yerr = np.vstack([np.clip(mean - lo, 0, None), np.clip(hi - mean, 0, None)])
+    colours = [VERDICT_COLOURS.get(str(v), "#9a9a9a") for v in f["verdict"]]
+
+    fig = Figure(figsize=(max(4.0, 0.6 * len(layers) + 2.0), 3.6), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(layers))
+    ax.bar(x, mean, color=colours, yerr=yerr, capsize=4, ecolor="0.2", edgecolor="0.3", linewidth=0.5)
+    ax.axhline(0.0, color="0.3", linewidth=0.8)
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(v) for v in layers])
+    ax.set_xlabel("layer")
+    metric = verdicts.meta.get("metric") or "metric"
+    better = "higher" if verdicts.meta.get("higher_is_better", True) else "lower"
+    ax.set_ylabel(f"mean effect on {metric}\n(intervened − clean; {better} is better)")
+    conf = verdicts.meta.get("confidence")
+    handles = [Patch(color=c, label=v) for v, c in VERDICT_COLOURS.items()]
+    ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              title=f"{int(round(conf * 100))}% bootstrap CI" if conf else None, title_fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", bbox_inches="tight")
+    return path
+
+
+__all__ = ["VERDICT_COLOURS", "draw_layer_effects"]

@@ -1,0 +1,95 @@
+"""``interp sweep``: the command on a tiny checkpoint, its files, and agreement with the library."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tiny_city, tiny_model_config):
+    from interp.models import build_gpt2, save_checkpoint
+    from interp.worlds.io import write_sequences
+
+    root = tmp_path_factory.mktemp("sweep_run")
+    save_checkpoint(build_gpt2(tiny_city.vocab, tiny_model_config), tiny_city, root / "best")
+    write_sequences(root / "data" / "test.txt", tiny_city.generate(12, np.random.default_rng(3)))
+    return root
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "interp.cli", "sweep", *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)
+
+
+def test_mlp_zero_sweep_command(run_dir, tiny_model_config):
+    import torch
+
+    from interp.analysis import mlp_zero_sweep, token_loss
+    from interp.models import load_checkpoint
+    from interp.train.data import encode_sequences
+    from interp.worlds.io import read_sequences
+
+    res = _cli("--model", str(run_dir / "best"), "--json", "--n", "10", "--method", "batched")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    rows = summary["layers"]
+    assert [r["layer"] for r in rows] == list(range(tiny_model_config.n_layer))
+    for r in rows:
+        assert r["verdict"] in {"useful", "harmful", "neutral"}
+        assert r["ci"][0] <= r["effect"] + 1e-9 and r["effect"] <= r["ci"][1] + 1e-9
+    out = run_dir / "sweep_mlp-zero"
+    for name in ("sweep.csv", "sweep_layers.csv", "sweep.json", "verdicts.json"):
+        assert (out / name).is_file(), name
+    assert (out / "layers.png").stat().st_size > 0
+    assert (out / "layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    verdicts = json.loads((out / "verdicts.json").read_text())
+    assert [r["layer"] for r in verdicts["layers"]] == [r["layer"] for r in rows]
+
+    ckpt = load_checkpoint(run_dir / "best")
+    seqs = read_sequences(run_dir / "data" / "test.txt", ckpt.world)[:10]
+    ids = encode_sequences(seqs, ckpt.world.vocab, ckpt.bridge.cfg.n_ctx)
+    mask = (ids != ckpt.world.vocab.pad_id).long()
+    direct = mlp_zero_sweep(ckpt.bridge.eval(), ids, token_loss, mask, method="loop", higher_is_better=False)
+    want = direct.summary["mean_effect"].to_numpy()
+    got = np.array([r["effect"] for r in rows])
+    assert np.allclose(got, want, atol=1e-5), (got, want)
+    assert torch.is_tensor(ids)
+
+
+def test_direct_effect_sweep_command(run_dir, tmp_path, tiny_city):
+    from interp.analysis.runner import state_change_pairs
+    from interp.worlds.io import read_sequences
+
+    seqs = read_sequences(run_dir / "data" / "test.txt", tiny_city)
+    pairs = state_change_pairs(tiny_city, seqs, seed=0)
+    assert len(pairs.originals) + pairs.failed == len(seqs)
+    for o, a, i in zip(pairs.originals, pairs.altered, pairs.edit_at):
+        assert len(o) == len(a) and len(o) >= i + 2
+        assert [k for k in range(len(o)) if o[k] != a[k]] == [i]
+        assert tiny_city.run(o[: i + 1]) != tiny_city.run(a[: i + 1])
+        tiny_city.run(o), tiny_city.run(a)  # both legal
+
+    res = _cli("--model", str(run_dir / "best"), "--kind", "direct-effect", "--n", "6", "--out",
+               str(tmp_path / "de"), "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["n_pairs"] + summary["n_failed"] == 6
+    assert all(r["verdict"] in {"useful", "harmful", "neutral"} for r in summary["layers"])
+    assert (tmp_path / "de" / "verdicts.json").is_file() and (tmp_path / "de" / "layers.png").stat().st_size > 0
+
+
+def test_layer_out_of_range_exits_2(run_dir, tmp_path):
+    res = _cli("--model", str(run_dir / "best"), "--layers", "0,7", "--out", str(tmp_path / "x"))
+    assert res.returncode == 2
+    assert "layer 7 is out of range" in res.stderr and "2 layers" in res.stderr
+    assert not (tmp_path / "x").exists()
