@@ -80,7 +80,7 @@ def _cmd_next_token(args: argparse.Namespace) -> int:
     import numpy as np
 
     from interp.metrics.next_token import next_token_test
-    from interp.models.checkpoint import load_checkpoint
+    from interp.models.checkpoint import load_checkpoint, run_data_dir
     from interp.worlds import parse_world
     from interp.worlds.io import read_sequences
 
@@ -88,7 +88,7 @@ def _cmd_next_token(args: argparse.Namespace) -> int:
     world = parse_world(args.world) if args.world else None
     ckpt = load_checkpoint(args.model, world=world)
     world = ckpt.world
-    data = Path(args.data) if args.data else Path(args.model).resolve().parent / "data" / "test.txt"
+    data = Path(args.data) if args.data else run_data_dir(args.model) / "test.txt"
     if data.exists():
         sequences = read_sequences(data, world)
         source = str(data)
@@ -113,7 +113,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     import numpy as np
 
     from interp.metrics.probes import probe_layers
-    from interp.models.checkpoint import load_checkpoint
+    from interp.models.checkpoint import load_checkpoint, run_data_dir
     from interp.worlds import parse_world
     from interp.worlds.io import read_sequences
     from interp.worlds.split import split_sequences
@@ -122,7 +122,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         raise ValueError("--train-sequences and --test-sequences must be ≥ 1")
     ckpt = load_checkpoint(args.model, world=parse_world(args.world) if args.world else None)
     world = ckpt.world
-    data = Path(args.data) if args.data else Path(args.model).resolve().parent / "data"
+    data = Path(args.data) if args.data else run_data_dir(args.model)
     if (data / "train.txt").exists() and (data / "test.txt").exists():
         train = read_sequences(data / "train.txt", world)[: args.train_sequences]
         test = read_sequences(data / "test.txt", world)[: args.test_sequences]
@@ -155,6 +155,7 @@ def _cmd_navigate(args: argparse.Namespace) -> int:
         reconstruct_map,
         sample_pairs,
     )
+    from interp.models.checkpoint import run_data_dir
     from interp.models.lm import lm_from_arg
     from interp.results import write_json
     from interp.worlds import parse_world
@@ -175,7 +176,7 @@ def _cmd_navigate(args: argparse.Namespace) -> int:
         lm = ShortestPathLM(world)
     else:
         lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None)
-    data = Path(args.model).resolve().parent / "data" / "test.txt"
+    data = run_data_dir(args.model) / "test.txt"
     if Path(args.model).is_dir() and data.exists():
         pairs = pairs_from_sequences(read_sequences(data, world))[: args.pairs]
         source = f"{len(pairs)} held-out (origin, destination) pairs from {data}"

@@ -27,3 +27,37 @@ def tiny_model_config():
     from interp.models import ModelConfig
 
     return ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=32, seed=0)
+
+
+def liven(model, seed: int):
+    """Random weights of a useful size (GPT-2 starts with zero biases and 0.02 weights, where
+    many ablations barely move the logits)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            norm_gain = p.dim() == 1 and ("ln" in name or "norm" in name) and name.endswith("weight")
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.3 + (1.0 if norm_gain else 0.0))
+    return model
+
+
+def save_gpt2_and_llama(root, world, gpt2_config, llama_layers: int = 2):
+    """A lively tiny GPT-2 and Llama saved as interp checkpoints on ``world``: {name: folder}.
+
+    Two architectures, so hook-based code is tested beyond GPT-2 (a user's Llama/Qwen model goes
+    through the same TransformerBridge path)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from interp.models import build_gpt2, save_checkpoint
+
+    vocab = world.vocab
+    gpt2 = save_checkpoint(liven(build_gpt2(vocab, gpt2_config), 0), world, root / "gpt2")
+    torch.manual_seed(0)
+    llama = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=llama_layers,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32, pad_token_id=vocab.pad_id,
+        bos_token_id=vocab.bos_id, eos_token_id=vocab.bos_id))
+    llama = save_checkpoint(liven(llama, 1), world, root / "llama")
+    return {"gpt2": gpt2, "llama": llama}

@@ -35,34 +35,13 @@ from interp.hooks import (
     to_json,
     zero,
 )
-from interp.models import build_gpt2, load_bridge, save_checkpoint
-
-
-def _liven(model, seed: int):
-    """Random weights of a useful size (GPT-2 starts with zero biases and 0.02 weights, where
-    many ablations barely move the logits)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            norm_gain = p.dim() == 1 and ("ln" in name or "norm" in name) and name.endswith("weight")
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.3 + (1.0 if norm_gain else 0.0))
-    return model
+from conftest import save_gpt2_and_llama
+from interp.models import load_bridge
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory, tiny_city, tiny_model_config):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    root = tmp_path_factory.mktemp("interventions")
-    vocab = tiny_city.vocab
-    gpt2 = save_checkpoint(_liven(build_gpt2(vocab, tiny_model_config), 0), tiny_city, root / "gpt2")
-    torch.manual_seed(0)
-    llama = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=32, pad_token_id=vocab.pad_id, bos_token_id=vocab.bos_id,
-        eos_token_id=vocab.bos_id))
-    llama = save_checkpoint(_liven(llama, 1), tiny_city, root / "llama")
-    return {"gpt2": gpt2, "llama": llama}
+    return save_gpt2_and_llama(tmp_path_factory.mktemp("interventions"), tiny_city, tiny_model_config)
 
 
 @pytest.fixture(scope="module")

@@ -217,7 +217,7 @@ def run_sweep(
     from interp.analysis.patching import PatchPair, direct_effect_patching
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
-    from interp.models.checkpoint import load_checkpoint
+    from interp.models.checkpoint import load_checkpoint, run_data_dir
     from interp.train.data import encode_sequences
     from interp.viz.layers import draw_layer_effects
     from interp.worlds.io import read_sequences
@@ -234,7 +234,7 @@ def run_sweep(
     bridge, world = ckpt.bridge, ckpt.world
     bridge.eval()
     lays = check_layers(layers, int(bridge.cfg.n_layers))
-    data_path = Path(data) if data else model.resolve().parent / "data" / "test.txt"
+    data_path = Path(data) if data else run_data_dir(model) / "test.txt"
     if data_path.exists():
         sequences = read_sequences(data_path, world)
         source = str(data_path)

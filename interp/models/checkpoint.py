@@ -90,6 +90,12 @@ def check_vocab(world: World, tokens: list[str] | tuple[str, ...], source: str) 
     raise CheckpointError(f"{source}: vocabulary does not match the world {world.describe()!r}: {msg}")
 
 
+def run_data_dir(checkpoint: str | os.PathLike) -> Path:
+    """The ``data/`` folder of the run a checkpoint belongs to (``<run>/best`` → ``<run>/data``);
+    it holds ``train.txt`` and the held-out ``test.txt`` when the run was made by interp."""
+    return Path(checkpoint).resolve().parent / "data"
+
+
 def _check_folder(path: Path) -> None:
     if not path.is_dir():
         raise CheckpointError(f"checkpoint folder {path} does not exist")
