@@ -5,8 +5,8 @@ distributions — shortest paths, noisy shortest paths, random walks (App. F) �
 token budget (the same number of training tokens per step and the same steps). Each model, an
 untrained one and the true world model (oracle) are then scored on the same held-out material:
 
-- the next-token test (on held-out routes of the model's own distribution; random walks for the
-  untrained model), the current-state probe (best layer), and the Myhill–Nerode compression and
+- the next-token test and the current-state probe (best layer), both on held-out routes of the
+  model's own traversal distribution (random walks for the untrained model), and the Myhill–Nerode compression and
   distinction metrics (exact estimator, ε = 0.01, depth 5, the same state pairs for every model);
 - detours (Table 2): valid-route rate under random and adversarial detours.
 
@@ -115,6 +115,7 @@ def main() -> None:
     lms = {"untrained transformer": BridgeLM(load_checkpoint(out / "untrained").bridge, world.vocab), **lms,
            "true world model": WorldLM(world)}
     own_test["untrained transformer"] = own_test["true world model"] = data["random_walks"][1]
+    own_data = {LABELS[k]: data[k] for k in KINDS}
 
     rw_train, rw_test = data["random_walks"]
     rows: dict[str, dict] = {"exact": {}, "sampled": {}}
@@ -125,7 +126,9 @@ def main() -> None:
         nt = next_token_test(lm, world, test)
         probe = None
         if isinstance(lm, BridgeLM):
-            pr = probe_layers(lm.bridge, world, rw_train[:1000], rw_test[:500])
+            # each model is probed on its own traversal distribution (the untrained one on random walks)
+            own_train = own_data.get(name, (rw_train, rw_test))[0]
+            pr = probe_layers(lm.bridge, world, own_train[:1000], own_test[name][:500])
             best = pr.layers.loc[pr.layers["index"] == pr.best_layer].iloc[0]
             probe = Estimate(float(best["accuracy"]), float(best["se"]), int(best["n_test"]))
             summaries.setdefault(name, {})["probe"] = pr.summary()

@@ -29,7 +29,6 @@ from interp.worlds.streets import (
     build_synthetic_city,
     random_walks,
     shortest_paths,
-    split_by_pair,
 )
 from interp.worlds.streets.graph import DIRECTION_VECTORS
 
@@ -222,22 +221,21 @@ def test_seed_reproduces_data(worlds: dict[str, StreetsWorld], kind: str) -> Non
     assert a == b and a != c
 
 
-def test_split_by_pair(worlds: dict[str, StreetsWorld]) -> None:
-    seqs = worlds["random_walks"].generate(150, np.random.default_rng(13))
+def test_split_keeps_each_origin_destination_pair_on_one_side(worlds: dict[str, StreetsWorld]) -> None:
+    """The paper's split (App. F): no (origin, destination) pair in both train and test."""
+    world = worlds["random_walks"]
+    seqs = world.generate(150, np.random.default_rng(13))
     seqs += seqs[:20]  # repeated pairs must land together
-    train, test = split_by_pair(seqs, 0.2, seed=0)
+    train, test = split_sequences(world, seqs, 0.2, seed=0)
     assert len(train) + len(test) == len(seqs) and train and test
     assert not {(s[0], s[1]) for s in train} & {(s[0], s[1]) for s in test}
-    assert (train, test) == split_by_pair(seqs, 0.2, seed=0)
-    assert (train, test) != split_by_pair(seqs, 0.2, seed=1)
+    assert (train, test) == split_sequences(world, seqs, 0.2, seed=0)
+    assert (train, test) != split_sequences(world, seqs, 0.2, seed=1)
     # depends on the pairs, not on the order of the sequences
-    _, test_rev = split_by_pair(seqs[::-1], 0.2, seed=0)
+    _, test_rev = split_sequences(world, seqs[::-1], 0.2, seed=0)
     assert sorted(map(tuple, test_rev)) == sorted(map(tuple, test))
-    with pytest.raises(WorldError):
-        split_by_pair(seqs, 1.5, seed=0)
-    # the project-wide split groups by world.split_key, the same pair
-    train, test = split_sequences(worlds["random_walks"], seqs, 0.2, seed=0)
-    assert train and test and not {(s[0], s[1]) for s in train} & {(s[0], s[1]) for s in test}
+    with pytest.raises(ValueError):
+        split_sequences(world, seqs, 1.5, seed=0)
 
 
 # ---- synthetic city ------------------------------------------------------------------------

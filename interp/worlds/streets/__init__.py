@@ -19,7 +19,6 @@ from interp.worlds.streets.traversals import (
     random_walks,
     sample_noisy_weights,
     shortest_paths,
-    split_by_pair,
 )
 from interp.worlds.streets.world import END_STATE, START, StreetsWorld
 
@@ -27,5 +26,5 @@ __all__ = [
     "DIRECTIONS", "END", "OPPOSITE", "StreetGraph", "SyntheticCityConfig", "build_synthetic_city",
     "TRAVERSAL_KINDS", "TraversalBatch", "TraversalConfig", "generate_traversals",
     "noisy_shortest_paths", "random_walks", "sample_noisy_weights", "shortest_paths",
-    "split_by_pair", "START", "END_STATE", "StreetsWorld",
+    "START", "END_STATE", "StreetsWorld",
 ]

@@ -300,33 +300,8 @@ def generate_traversals(graph: StreetGraph, cfg: TraversalConfig, n: int,
     return random_walks(graph, n, rng, lo, hi, cfg.max_directions)
 
 
-def split_by_pair(sequences: Sequence[Sequence[str]], test_fraction: float,
-                  seed: int) -> tuple[list[list[str]], list[list[str]]]:
-    """Split into (train, test) so that no (origin, destination) pair is in both (§3.1).
-
-    Pairs, not sequences, are assigned: the distinct pairs are sorted, shuffled with ``seed``,
-    and the first ``round(test_fraction * #pairs)`` go to test (at least one pair, and at least
-    one left for train, whenever ``0 < test_fraction < 1`` and there are two pairs or more). The
-    result depends only on the set of pairs and the seed; sequence order is kept within each part.
-    """
-    if not 0.0 <= test_fraction <= 1.0:
-        raise WorldError(f"test_fraction must be in [0, 1], got {test_fraction}")
-    for i, s in enumerate(sequences):
-        if len(s) < 2:
-            raise WorldError(f"sequence {i} has no (origin, destination) pair: {list(s)!r}")
-    pairs = sorted({(s[0], s[1]) for s in sequences})
-    n_test = round(test_fraction * len(pairs))
-    if 0.0 < test_fraction < 1.0 and len(pairs) >= 2:
-        n_test = min(max(n_test, 1), len(pairs) - 1)
-    order = np.random.default_rng(seed).permutation(len(pairs))
-    test_pairs = {pairs[i] for i in order[:n_test].tolist()}
-    train = [list(s) for s in sequences if (s[0], s[1]) not in test_pairs]
-    test = [list(s) for s in sequences if (s[0], s[1]) in test_pairs]
-    return train, test
-
-
 __all__ = [
     "DIRECTIONS", "END", "TRAVERSAL_KINDS", "DEFAULT_MAX_DIRECTIONS", "TraversalConfig",
     "TraversalBatch", "shortest_paths", "noisy_shortest_paths", "sample_noisy_weights",
-    "random_walks", "generate_traversals", "split_by_pair",
+    "random_walks", "generate_traversals",
 ]
