@@ -271,6 +271,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_ablate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ablate", action="append", metavar="SITE",
+                        help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
+                             "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="interp",
@@ -307,9 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n", type=int, default=1000, help="at most this many sequences (default 1000)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
-    s.add_argument("--ablate", action="append", metavar="SITE",
-                   help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
-                        "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it")
+    _add_ablate(s)
     s.set_defaults(fn=_cmd_next_token)
 
     s = sub.add_parser("probe", help="current-state linear probes at every layer of a checkpoint")
@@ -367,9 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="write myhill_nerode.csv (per pair) and myhill_nerode.json here")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
-    s.add_argument("--ablate", action="append", metavar="SITE",
-                   help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
-                        "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it")
+    _add_ablate(s)
     s.set_defaults(fn=_cmd_metrics)
 
     s = sub.add_parser("sweep", help="layer sweep: MLP zero-out or direct-effect patching, with layer verdicts")

@@ -61,3 +61,39 @@ def save_gpt2_and_llama(root, world, gpt2_config, llama_layers: int = 2):
         bos_token_id=vocab.bos_id, eos_token_id=vocab.bos_id))
     llama = save_checkpoint(liven(llama, 1), world, root / "llama")
     return {"gpt2": gpt2, "llama": llama}
+
+
+def assert_legal_agrees_with_step(world, states) -> None:
+    """The World contract: a token is in ``legal(q)`` exactly when ``step(q, token)`` is defined,
+    and ``legal`` lists tokens in vocabulary order."""
+    from interp.worlds import IllegalTokenError
+
+    for q in states:
+        legal = world.legal(q)
+        assert list(legal) == [t for t in world.tokens if t in set(legal)], q
+        for tok in world.tokens:
+            try:
+                world.step(q, tok)
+                defined = True
+            except IllegalTokenError:
+                defined = False
+            assert defined == (tok in legal), (q, tok)
+
+
+def warm_bridges(paths: dict) -> dict:
+    """Load checkpoints as bridges and run one forward (a bridge may add hooks of its own on its
+    first forward, which would upset hook-count checks)."""
+    import torch
+
+    from interp.models import load_bridge
+
+    out = {name: load_bridge(path) for name, path in paths.items()}
+    for b in out.values():
+        b(torch.tensor([[1, 5, 6]]))
+    return out
+
+
+@pytest.fixture(params=["gpt2", "llama"])
+def bridge(request, bridges):
+    """Each architecture of a module's ``bridges`` fixture in turn."""
+    return bridges[request.param]

@@ -28,23 +28,13 @@ from interp.analysis import (
 )
 from interp.analysis.scoring import forward
 from interp.hooks import Site, Source, intervene, patch
-from conftest import save_gpt2_and_llama
-from interp.models import load_bridge
+from conftest import save_gpt2_and_llama, warm_bridges
 
 
 @pytest.fixture(scope="module")
 def bridges(tmp_path_factory, tiny_city, tiny_model_config):
-    paths = save_gpt2_and_llama(tmp_path_factory.mktemp("analysis"), tiny_city, tiny_model_config, llama_layers=3)
-    gpt2, llama = paths["gpt2"], paths["llama"]
-    out = {"gpt2": load_bridge(gpt2), "llama": load_bridge(llama)}
-    for b in out.values():
-        b(torch.tensor([[1, 5, 6]]))  # warm-up: the bridge may add hooks of its own on a first forward
-    return out
-
-
-@pytest.fixture(params=["gpt2", "llama"])
-def bridge(request, bridges):
-    return bridges[request.param]
+    return warm_bridges(save_gpt2_and_llama(tmp_path_factory.mktemp("analysis"), tiny_city, tiny_model_config,
+                                            llama_layers=3))
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import pytest
 
 from interp.worlds import IllegalTokenError, WorldError, parse_world, world_from_spec
 from interp.worlds.connect4 import Connect4World
+from conftest import assert_legal_agrees_with_step
 
 
 @pytest.fixture
@@ -54,14 +55,7 @@ def test_generate_legal_and_lengths(world: Connect4World) -> None:
 
 def test_legal_agrees_with_step(world: Connect4World) -> None:
     states = {q for g in world.generate(20, np.random.default_rng(1)) for q in world.states_along(g)}
-    for q in states:
-        for tok in world.tokens:
-            try:
-                world.step(q, tok)
-                ok = True
-            except IllegalTokenError:
-                ok = False
-            assert ok == (tok in world.legal(q))
+    assert_legal_agrees_with_step(world, states)
 
 
 def test_sample_prefix_reaches_state_uniformly(world: Connect4World) -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from interp.worlds import IllegalTokenError, WorldError, parse_world, world_from_spec
 from interp.worlds.dfa import DFAFormatError, DFAWorld
+from conftest import assert_legal_agrees_with_step
 
 # "an even number of a's", b's anywhere; q2 is unreachable, q3 a dead end with no way to accept.
 PARITY = {
@@ -178,14 +179,7 @@ def test_empty_language_and_impossible_lengths() -> None:
 
 def test_legal_agrees_with_step(parity: DFAWorld) -> None:
     states = visited_states(parity, parity.generate(50, np.random.default_rng(2))) | {"dead"}
-    for q in states:
-        for tok in parity.tokens:
-            try:
-                parity.step(q, tok)
-                defined = True
-            except IllegalTokenError:
-                defined = False
-            assert defined == (tok in parity.legal(q))
+    assert_legal_agrees_with_step(parity, states)
 
 
 def test_sample_prefix_reaches_state(parity: DFAWorld) -> None:

@@ -35,8 +35,7 @@ from interp.hooks import (
     to_json,
     zero,
 )
-from conftest import save_gpt2_and_llama
-from interp.models import load_bridge
+from conftest import save_gpt2_and_llama, warm_bridges
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +45,7 @@ def checkpoints(tmp_path_factory, tiny_city, tiny_model_config):
 
 @pytest.fixture(scope="module")
 def bridges(checkpoints):
-    out = {name: load_bridge(path) for name, path in checkpoints.items()}
-    for b in out.values():
-        b(torch.tensor([[1, 5, 6]]))  # warm-up: the bridge may add hooks of its own on a first forward
-    return out
-
-
-@pytest.fixture(params=["gpt2", "llama"])
-def bridge(request, bridges):
-    return bridges[request.param]
+    return warm_bridges(checkpoints)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import pytest
 
 from interp.worlds import IllegalTokenError, WorldError, parse_world, world_from_spec
 from interp.worlds.othello import BLACK, GAME_OVER, SQUARE_NAMES, WHITE, OthelloWorld
+from conftest import assert_legal_agrees_with_step
 
 IDX = {name: i for i, name in enumerate(SQUARE_NAMES)}
 
@@ -91,14 +92,7 @@ def test_generate_legal_and_complete(world: OthelloWorld, games: list[list[str]]
 
 def test_legal_agrees_with_step(world: OthelloWorld, games: list[list[str]]) -> None:
     for g in games[:3]:
-        for q in world.states_along(g)[::4]:
-            for tok in world.tokens:
-                try:
-                    world.step(q, tok)
-                    ok = True
-                except IllegalTokenError:
-                    ok = False
-                assert ok == (tok in world.legal(q))
+        assert_legal_agrees_with_step(world, world.states_along(g)[::4])
 
 
 def test_sample_prefix_reaches_state(world: OthelloWorld, games: list[list[str]]) -> None:

@@ -31,6 +31,7 @@ from interp.worlds.streets import (
     shortest_paths,
 )
 from interp.worlds.streets.graph import DIRECTION_VECTORS
+from conftest import assert_legal_agrees_with_step
 
 MANHATTAN = Path(__file__).parents[2] / "shared/data/manhattan/edges.csv"
 
@@ -82,16 +83,7 @@ def test_legal_agrees_with_step(worlds: dict[str, StreetsWorld]) -> None:
         states.update(w.states_along(s))
     states.update(w.sample_state(rng) for _ in range(20))
     states.update(("at", n, n) for n in w.graph.nodes[:5])
-    for q in states:
-        legal = set(w.legal(q))
-        assert list(w.legal(q)) == [t for t in w.tokens if t in legal]  # vocabulary order
-        for t in w.tokens:
-            try:
-                w.step(q, t)
-                ok = True
-            except IllegalTokenError:
-                ok = False
-            assert ok == (t in legal), (q, t)
+    assert_legal_agrees_with_step(w, states)
 
 
 def test_dfa_semantics(city: StreetGraph) -> None:
