@@ -24,14 +24,14 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from interp.analysis.runner import KINDS, parse_layers, run_sweep  # noqa: E402
+from interp.analysis.runner import KINDS, METHODS, parse_layers, run_sweep  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checkpoint", nargs="?", default="runs/demo/best", help="checkpoint folder (default runs/demo/best)")
     p.add_argument("--kind", choices=KINDS, default="mlp-zero")
-    p.add_argument("--method", choices=("loop", "batched"), default="batched")
+    p.add_argument("--method", choices=METHODS, default="reuse")
     p.add_argument("--n", type=int, default=200, help="at most this many held-out sequences (default 200)")
     p.add_argument("--layers", help="comma-separated layers (default: all)")
     p.add_argument("--out", help="output folder (default: <checkpoint>/../sweep_<kind>/)")
@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
                     layers=parse_layers(args.layers), out=args.out, seed=args.seed)
     print(f"{args.kind} sweep of {args.checkpoint} on {run.info['data']}")
     print(run.table())
-    print(f"useful: {run.verdicts.useful}  harmful: {run.verdicts.harmful}")
+    if hasattr(run, "verdicts"):
+        print(f"useful: {run.verdicts.useful}  harmful: {run.verdicts.harmful}")
     print(f"wrote {run.out}")
 
 

@@ -112,13 +112,55 @@ def test_sweep_equals_hand_written_loop(bridge, data):
     assert list(res.summary["n"]) == [5] * n_layers
 
 
-def test_batched_fast_path_equals_loop(bridge, data):
+@pytest.mark.parametrize("method", ["batched", "reuse"])
+def test_fast_paths_equal_loop(bridge, data, method):
     ids, mask = data
+    blocks = list(bridge.blocks)
     for metric in (_metric(), token_loss):
-        loop = mlp_zero_sweep(bridge, ids, metric, attention_mask=mask)
-        fast = mlp_zero_sweep(bridge, ids, metric, attention_mask=mask, method="batched", batch_size=2)
+        loop = mlp_zero_sweep(bridge, ids, metric, attention_mask=mask, method="loop")
+        fast = mlp_zero_sweep(bridge, ids, metric, attention_mask=mask, method=method, batch_size=2)
         for col in ("clean", "ablated", "effect"):
             np.testing.assert_allclose(fast.frame[col].to_numpy(), loop.frame[col].to_numpy(), atol=1e-5, rtol=0)
+    if method == "reuse":  # GPT-2 and Llama blocks add their MLP output: every layer resumed after its block
+        assert fast.meta["resumed_after_block"] == list(range(int(bridge.cfg.n_layers)))
+    assert list(bridge.blocks) == blocks  # the skipped blocks are back
+
+
+def test_reuse_falls_back_to_rerunning_a_non_additive_block(bridge, data):
+    """Where ``resid_post ≠ resid_pre + attn_out + mlp_out`` the variant restarts at block ℓ with the
+    zero hook; forced here for every layer, it still equals the loop."""
+    from interp.analysis.sweeps import _Reuse
+
+    ids, mask = data
+    layers = list(range(int(bridge.cfg.n_layers)))
+    reuse = _Reuse(bridge, layers)
+    batch = Batch(ids, mask, torch.arange(5))
+    reuse(token_loss, batch)  # first chunk: the check runs
+    reuse.additive = dict.fromkeys(layers, False)
+    clean, ablated = reuse(token_loss, batch)
+    loop = mlp_zero_sweep(bridge, ids, token_loss, attention_mask=mask, method="loop")
+    np.testing.assert_allclose(ablated.ravel(), loop.frame.sort_values(["layer", "example"])["ablated"], atol=1e-5)
+
+
+def test_resume_forward_from_own_residual_is_the_clean_forward(bridge, data):
+    from interp.analysis.resume import resume_forward
+
+    ids, mask = data
+    n = int(bridge.cfg.n_layers)
+    clean, cache = bridge.run_with_cache(ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0))
+    for layer in (1, n):
+        resid = cache[f"blocks.{layer}.hook_resid_pre"] if layer < n else cache[f"blocks.{n - 1}.hook_resid_post"]
+        torch.testing.assert_close(resume_forward(bridge, layer, resid, ids, mask), clean.detach(), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="layer must be in"):
+        resume_forward(bridge, n + 1, resid, ids, mask)
+    blocks = list(bridge.blocks)
+
+    def boom(act, hook):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"), bridge.hooks(fwd_hooks=[(f"blocks.{n - 1}.hook_mlp_out", boom)]):
+        resume_forward(bridge, 1, cache["blocks.1.hook_resid_pre"], ids, mask)  # raises inside the forward
+    assert list(bridge.blocks) == blocks
 
 
 def test_sweep_chunks_layers_and_categories(bridges, data):
@@ -182,6 +224,7 @@ def test_no_hooks_remain_after_sweeps_and_errors(bridge, data):
     before = _n_hooks(bridge)
     mlp_zero_sweep(bridge, ids, _metric(), attention_mask=mask)
     mlp_zero_sweep(bridge, ids, _metric(), attention_mask=mask, method="batched")
+    mlp_zero_sweep(bridge, ids, _metric(), attention_mask=mask, method="reuse")
     direct_effect_patching(bridge, [(ids[0].tolist(), ids[1].tolist())], logit_diff(5, 6))
     assert _n_hooks(bridge) == before
 
@@ -193,11 +236,13 @@ def test_no_hooks_remain_after_sweeps_and_errors(bridge, data):
             raise RuntimeError("boom")
         return logits[:, -1, 0]
 
-    for method in ("loop", "batched"):
+    blocks = list(bridge.blocks)
+    for method in ("loop", "batched", "reuse"):
         calls.clear()
         with pytest.raises(RuntimeError, match="boom"):
             mlp_zero_sweep(bridge, ids, bad_metric, method=method)
         assert _n_hooks(bridge) == before
+        assert list(bridge.blocks) == blocks
     calls.clear()
     with pytest.raises(RuntimeError, match="boom"):
         direct_effect_patching(bridge, [(ids[0].tolist(), ids[1].tolist())], bad_metric)

@@ -89,3 +89,29 @@ def test_layer_out_of_range_exits_2(run_dir, tmp_path):
     assert res.returncode == 2
     assert "layer 7 is out of range" in res.stderr and "2 layers" in res.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_activation_patching_sweep_command(run_dir, tmp_path, tiny_city):
+    from interp.analysis.runner import aligned_edit_pairs
+    from interp.worlds.io import read_sequences
+
+    seqs = read_sequences(run_dir / "data" / "test.txt", tiny_city)
+    pairs = aligned_edit_pairs(tiny_city, seqs, length=6, edit_at=2, seed=0)
+    assert len(pairs.originals) + pairs.failed == len(seqs) and pairs.originals
+    for o, a in zip(pairs.originals, pairs.altered):
+        assert len(o) == len(a) == 6 and [k for k in range(6) if o[k] != a[k]] == [2]
+        tiny_city.run(o), tiny_city.run(a)  # both legal to the end
+
+    res = _cli("--model", str(run_dir / "best"), "--kind", "activation-patching", "--length", "6", "--edit-at", "2",
+               "--out", str(tmp_path / "ap"), "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["n_pairs"] == len(pairs.originals) and summary["n_failed"] == pairs.failed
+    grid = np.array(summary["resid_pre"]["recovered"])  # layers × (<bos> + 6 tokens)
+    assert grid.shape == (2, 7)
+    # before the edit nothing differs; the edited token's embedding restores the clean run
+    assert np.allclose(grid[:, :3], 0) and np.isclose(grid[0, 3], 1.0, atol=1e-4)
+    for name in ("patching_resid_pre.csv", "patching_heads_mean.csv", "patching_resid_pre.png", "run.json"):
+        assert (tmp_path / "ap" / name).is_file(), name
+    bad = _cli("--model", str(run_dir / "best"), "--kind", "activation-patching", "--edit-at", "11")
+    assert bad.returncode == 2 and "--edit-at must be in" in bad.stderr

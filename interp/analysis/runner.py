@@ -34,10 +34,10 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.analysis.scoring import Batch, Metric, token_loss
-from interp.analysis.sweeps import SweepResult
+from interp.analysis.sweeps import METHODS, SweepResult
 from interp.analysis.verdicts import LayerVerdicts
 
-KINDS = ("mlp-zero", "direct-effect")
+KINDS = ("mlp-zero", "direct-effect", "activation-patching")
 
 
 def parse_layers(text: str | None) -> list[int] | None:
@@ -105,6 +105,31 @@ def _legal_prefix(world: Any, tokens: Sequence[str]) -> int:
     return len(tokens)
 
 
+def _one_edit(world: Any, seq: list[str], positions: Sequence[int], rng: np.random.Generator,
+              whole: bool) -> tuple[list[str], list[str], int] | None:
+    """One state-changing single-token edit of ``seq`` at one of ``positions`` (seeded order), or
+    None. The altered sequence must stay legal through the whole of ``seq`` when ``whole``, else
+    for at least one token after the edit (both are then cut to that legal prefix)."""
+    from interp.worlds.streets.graph import DIRECTIONS
+
+    streets = getattr(world, "kind", None) == "streets"
+    states = world.states_along(seq)
+    positions = [i for i in positions if not streets or seq[i] in DIRECTIONS]
+    for i in rng.permutation(positions) if positions else []:
+        i = int(i)
+        q = states[i]
+        options = [t for t in world.legal(q) if t != seq[i] and (not streets or t in DIRECTIONS)]
+        for t in rng.permutation(options) if options else []:
+            t = str(t)
+            if world.step(q, t) == states[i + 1]:
+                continue
+            alt = seq[:i] + [t] + seq[i + 1:]
+            k = _legal_prefix(world, alt)
+            if (whole and k == len(seq)) or (not whole and k >= i + 2):
+                return seq[:k], alt[:k], i
+    return None
+
+
 def state_change_pairs(world: Any, sequences: Sequence[Sequence[str]], seed: int = 0) -> EditPairs:
     """For each sequence, one (original, altered) pair of prefixes that differ by one token.
 
@@ -114,31 +139,11 @@ def state_change_pairs(world: Any, sequences: Sequence[Sequence[str]], seed: int
     edit. Both prefixes are legal (every transition defined). Positions and replacements are
     tried in a seeded random order; a sequence where nothing works counts as ``failed``.
     """
-    from interp.worlds.streets.graph import DIRECTIONS
-
-    streets = getattr(world, "kind", None) == "streets"
     rng = np.random.default_rng(seed)
     originals, altered, edit_at, failed = [], [], [], 0
     for seq in sequences:
         seq = list(seq)
-        states = world.states_along(seq)
-        positions = [i for i in range(len(seq) - 1) if not streets or seq[i] in DIRECTIONS]
-        found = None
-        for i in rng.permutation(positions) if positions else []:
-            i = int(i)
-            q = states[i]
-            options = [t for t in world.legal(q) if t != seq[i] and (not streets or t in DIRECTIONS)]
-            for t in rng.permutation(options) if options else []:
-                t = str(t)
-                if world.step(q, t) == states[i + 1]:
-                    continue
-                alt = seq[:i] + [t] + seq[i + 1:]
-                k = _legal_prefix(world, alt)
-                if k >= i + 2:
-                    found = (seq[:k], alt[:k], i)
-                    break
-            if found:
-                break
+        found = _one_edit(world, seq, range(len(seq) - 1), rng, whole=False)
         if found is None:
             failed += 1
             continue
@@ -146,6 +151,27 @@ def state_change_pairs(world: Any, sequences: Sequence[Sequence[str]], seed: int
         altered.append(found[1])
         edit_at.append(found[2])
     return EditPairs(originals, altered, edit_at, failed)
+
+
+def aligned_edit_pairs(world: Any, sequences: Sequence[Sequence[str]], length: int, edit_at: int,
+                       seed: int = 0) -> EditPairs:
+    """Pairs for a layer × position heatmap: the first ``length`` tokens of each sequence that long,
+    with the token at ``edit_at`` replaced by another legal token leading to a different state,
+    the altered prefix legal to the end. Every pair has the same length and edit position, so
+    positions line up across examples. Shorter sequences and those with no such edit count as
+    ``failed``."""
+    if not 0 <= edit_at < length - 1:
+        raise ValueError(f"--edit-at must be in 0..{length - 2} (a token after the edit is needed), got {edit_at}")
+    rng = np.random.default_rng(seed)
+    originals, altered, failed = [], [], 0
+    for seq in sequences:
+        found = _one_edit(world, list(seq[:length]), [edit_at], rng, whole=True) if len(seq) >= length else None
+        if found is None:
+            failed += 1
+            continue
+        originals.append(found[0])
+        altered.append(found[1])
+    return EditPairs(originals, altered, [edit_at] * len(originals), failed)
 
 
 @dataclass
@@ -175,6 +201,73 @@ class SweepRun:
         return {**self.info, "out": str(self.out), "layers": self.layer_rows()}
 
 
+@dataclass
+class PatchingRun:
+    """What an ``activation-patching`` run did: one :class:`PatchingMap` per component (residual
+    stream by layer × position, attention heads by layer × head), the heatmaps, the settings."""
+
+    maps: dict[str, Any]
+    out: Path
+    figures: list[Path]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def table(self) -> str:
+        """The residual-stream heatmap as text: mean share of the gap restored, layers × positions."""
+        grid = self.maps["resid_pre"].mean("recovered")
+        labels = self.info.get("labels") or [str(c) for c in grid.columns]
+        lines = ["layer  " + " ".join(f"{str(t)[:6]:>6}" for t in labels)]
+        for layer, row in grid.iterrows():
+            lines.append(f"{layer:>5}  " + " ".join(f"{v:>6.2f}" for v in row.to_numpy()))
+        return "\n".join(lines)
+
+    def summary(self) -> dict[str, Any]:
+        out = {**self.info, "out": str(self.out)}
+        for comp, m in self.maps.items():
+            out[comp] = {"clean_mean": m.meta["clean_mean"], "corrupted_mean": m.meta["corrupted_mean"],
+                         "recovered": m.mean("recovered").round(4).to_numpy().tolist()}
+        return out
+
+
+def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any], out_dir: Path, length: int,
+                  edit_at: int, seed: int, log: Any) -> PatchingRun:
+    """Residual-stream (layer × position) and head (layer × head) activation patching on aligned
+    one-token edits, scored by the clean state's legal-token mass at the last position."""
+    from interp.analysis.activation_patching import activation_patching, legal_mass
+    from interp.results import write_json
+    from interp.viz.layers import draw_patching_heatmap
+
+    if length + 1 > int(bridge.cfg.n_ctx):
+        raise ValueError(f"--length {length} (+ <bos>) exceeds the model context n_ctx={bridge.cfg.n_ctx}")
+    pairs = aligned_edit_pairs(world, sequences, length, edit_at, seed)
+    if not pairs.originals:
+        raise ValueError(f"none of {len(sequences)} sequences gave a legal state-changing edit at token {edit_at} "
+                         f"of a {length}-token prefix; try another --edit-at or --length")
+    if pairs.failed:
+        print(f"note: {pairs.failed} of {len(sequences)} sequences gave no pair (shorter than {length} tokens, "
+              f"or no legal state-changing edit at token {edit_at})", file=log)
+    vocab = world.vocab
+    clean = torch.tensor([vocab.encode(s) for s in pairs.originals])
+    corrupted = torch.tensor([vocab.encode(s) for s in pairs.altered])
+    legal = torch.zeros(len(pairs.originals), len(vocab), dtype=torch.bool)
+    for i, seq in enumerate(pairs.originals):
+        legal[i, [vocab.id(t) for t in world.legal(world.states_along(seq)[-1])]] = True
+    labels = ["<bos>"] + [f"{j}" + ("*" if j == edit_at else "") for j in range(length)]
+    info.update(n_sequences=len(sequences), n_pairs=len(pairs.originals), n_failed=pairs.failed, length=length,
+                edit_at=edit_at, labels=labels,
+                metric="legal_mass: probability on the tokens legal after the clean prefix, at its last position")
+    maps, figures = {}, []
+    for comp in ("resid_pre", "heads"):
+        m = activation_patching(bridge, clean, corrupted, legal_mass(legal), comp, labels=labels)
+        m.save(out_dir, f"patching_{comp}")
+        maps[comp] = m
+        what = "position" if comp == "resid_pre" else "head"
+        figures.append(draw_patching_heatmap(m, out_dir / f"patching_{comp}.png", title=(
+            f"patching {comp} (clean → edited at token {edit_at}*): share of the gap restored, by layer × {what}")))
+    run = PatchingRun(maps, out_dir, figures, info)
+    write_json(out_dir / "run.json", run.summary())
+    return run
+
+
 def effect_interval(verdicts: LayerVerdicts) -> tuple[np.ndarray, np.ndarray]:
     """The bootstrap interval of each layer's mean *effect* (the verdict frame holds that of the
     oriented benefit; for a lower-is-better metric the interval flips sign)."""
@@ -200,19 +293,23 @@ def run_sweep(
     world: Any | None = None,
     data: str | Path | None = None,
     n: int | None = 200,
-    method: str = "loop",
+    method: str = "reuse",
     layers: Sequence[int] | None = None,
     out: str | Path | None = None,
     seed: int = 0,
     batch_size: int | None = None,
     n_boot: int = 2000,
+    length: int = 12,
+    edit_at: int = 4,
     log: Any = None,
-) -> SweepRun:
+) -> SweepRun | PatchingRun:
     """Load the checkpoint ``model``, run the sweep ``kind`` on its held-out data, write the results.
 
     ``n``: at most this many sequences (None: all); ``layers``: default all, each must exist;
     ``seed``: for fresh sequences (no data file), the edit positions of ``direct-effect`` and the
-    bootstrap. ``log``: a file for notes (default stderr).
+    bootstrap. ``length`` / ``edit_at``: the prefix length and edited token of
+    ``activation-patching`` (see :func:`aligned_edit_pairs`). ``log``: a file for notes (default
+    stderr).
     """
     from interp.analysis.patching import PatchPair, direct_effect_patching
     from interp.analysis.sweeps import mlp_zero_sweep
@@ -225,8 +322,8 @@ def run_sweep(
     log = log or sys.stderr
     if kind not in KINDS:
         raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if method not in ("loop", "batched"):
-        raise ValueError(f"--method must be 'loop' or 'batched', got {method!r}")
+    if method not in METHODS:
+        raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     if n is not None and n < 1:
         raise ValueError(f"--n must be ≥ 1, got {n}")
     model = Path(model)
@@ -251,6 +348,10 @@ def run_sweep(
     n_ctx = int(bridge.cfg.n_ctx)
     info: dict[str, Any] = {"model": str(model), "world": world.describe(), "kind": kind, "data": source,
                             "method": method, "seed": seed}
+    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}"
+    if kind == "activation-patching":
+        info.pop("method")
+        return _run_patching(bridge, world, sequences, info, out_dir, length, edit_at, seed, log)
 
     if kind == "mlp-zero":
         ids = encode_sequences(sequences, world.vocab, n_ctx)
@@ -277,7 +378,6 @@ def run_sweep(
         info["method"] = "loop"  # patching runs pair by pair
 
     verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed)
-    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}"
     sweep.save(out_dir)
     verdicts.save(out_dir / "verdicts.json")
     title = f"{kind} on {model.name} ({sweep.meta.get('n_examples')} examples)"
@@ -289,5 +389,5 @@ def run_sweep(
     return result
 
 
-__all__ = ["KINDS", "EditPairs", "SweepRun", "check_layers", "continuation_loss", "effect_interval", "layer_rows",
+__all__ = ["KINDS", "EditPairs", "PatchingRun", "aligned_edit_pairs", "SweepRun", "check_layers", "continuation_loss", "effect_interval", "layer_rows",
            "parse_layers", "run_sweep", "state_change_pairs"]

@@ -7,17 +7,27 @@ accuracy A_ℓ with layer ℓ ablated and calls the layer *useful* if A_ℓ < A_
 A_ℓ > A_0; here the per-example effects are kept, so :mod:`interp.analysis.verdicts` can put a
 paired bootstrap interval on them (and still report the raw rule beside it).
 
-Two ways to run the same sweep (``method=``):
-- ``"loop"`` (the reference): one :func:`~interp.hooks.intervene` forward per layer — easy to read,
-  ``1 + n_layers`` forwards per chunk of inputs.
+Three ways to run the same sweep (``method=``), equal to 1e-5 (tested):
+- ``"loop"`` (the reference, how ``transformer_lens.patching`` does it): one
+  :func:`~interp.hooks.intervene` forward per layer, ``1 + n_layers`` full forwards per chunk.
+- ``"reuse"`` (the default): the blocks before ℓ compute the same as in the clean run, so they are
+  not recomputed. One clean forward caches, per swept layer, the residual the next block would
+  receive with the MLP zeroed — ``resid_post − mlp_out`` — and each variant resumes at block ℓ+1
+  from it (:func:`~interp.analysis.resume.resume_forward`), running ``n_layers − 1 − ℓ`` blocks
+  instead of ``n_layers``. That subtraction assumes the block adds its MLP output to the residual
+  (``resid_post = resid_pre + attn_out + mlp_out``: sequential GPT-2/Llama blocks and parallel
+  GPT-J/NeoX blocks alike); the first chunk checks that identity on the clean run, and a layer
+  where it fails (e.g. a post-MLP norm) resumes at block ℓ with the zero hook instead, which is
+  exact for any block. ``bench/sweep_reuse.py`` measures it against the loop.
 - ``"batched"``: the ``n_layers`` ablated variants of a chunk stacked into one forward of
-  ``n_layers × chunk`` rows, where layer ℓ's hook zeroes only the rows of variant ℓ. On a bridge
-  the per-forward Python overhead dominates small models (``docs: ecosystem.md``), so this is the
-  fast path; a test checks it equals the loop to 1e-5. Memory grows with ``n_layers × batch_size``.
-Reusing the clean run for the layers before ℓ (start a forward at block ℓ from the cached
-residual) is *not* done: TransformerLens's ``start_at_layer`` still runs blocks 0..ℓ−1 on the
-bridge, and calling the wrapped HF blocks directly would bypass the bridge's masks and rotary
-embeddings for some architectures; it is left until it can be verified per architecture.
+  ``n_layers × chunk`` rows, where layer ℓ's hook zeroes only the rows of variant ℓ (fewer Python
+  calls, more rows; measured slower than ``reuse`` on a 2-core CPU — see the benchmark).
+
+Memory: ``reuse`` keeps one ``[chunk, pos, d_model]`` tensor per swept layer (``resid_post −
+mlp_out``) and nothing else; ``batch_size`` bounds the chunk. For a 7B-class model (32 layers,
+d_model 4096, bf16) a chunk of 8 × 512 tokens caches 32 × 8 × 512 × 4096 × 2 B ≈ 1.1 GB; halve the
+chunk or sweep a subset of layers (``layers=``) to halve it. Nothing else is cached: no attention
+patterns, no MLP hidden activations.
 """
 
 from __future__ import annotations
@@ -34,9 +44,13 @@ from jaxtyping import Int, Shaped
 from torch import Tensor
 
 from interp.analysis.fingerprint import model_fingerprint
+from interp.analysis.resume import block_output_is_tuple, resume_forward
 from interp.analysis.scoring import Batch, Metric, forward, metric_name
 from interp.hooks import HookNames, InterventionError, Site, check_site, intervene, zero
 from interp.results import mean_se, save_result
+
+
+METHODS = ("reuse", "loop", "batched")
 
 
 @dataclass
@@ -78,9 +92,26 @@ class SweepResult:
                            **{"": self.frame, "layers": summary})
 
 
-def _chunks(n: int, size: int | None) -> list[np.ndarray]:
+def _chunks(n: int, size: int | None, mask: Tensor | None = None) -> list[np.ndarray]:
+    """Example indices of each forward: ``size`` at a time (all when None), grouped by length when
+    there is padding (rows sorted by their number of real tokens), so each chunk can drop the
+    padding columns it does not need (:func:`_trim`)."""
     size = n if not size else max(1, int(size))
-    return [np.arange(i, min(i + size, n)) for i in range(0, n, size)]
+    order = np.arange(n) if mask is None else np.argsort(mask.sum(1).numpy(), kind="stable")
+    return [np.sort(order[i:i + size]) for i in range(0, n, size)]
+
+
+def _trim(ids: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """Drop the trailing columns that are padding in every row of a chunk. Leading columns stay, so
+    a metric's column indices keep their meaning for right-padded rows; left-padded rows are kept
+    whole."""
+    if mask is None:
+        return ids, None
+    real = mask.bool().any(0).nonzero().flatten()
+    if len(real) == 0:
+        raise ValueError("a chunk of examples has no real (non-padding) token")
+    end = int(real[-1]) + 1
+    return ids[:, :end], mask[:, :end]
 
 
 def _layers(bridge: Any, layers: Sequence[int] | None) -> list[int]:
@@ -117,8 +148,8 @@ def mlp_zero_sweep(
     layers: Sequence[int] | None = None,
     *,
     categories: Sequence[Any] | None = None,
-    batch_size: int | None = None,
-    method: str = "loop",
+    batch_size: int | None = 64,
+    method: str = "reuse",
     higher_is_better: bool = True,
 ) -> SweepResult:
     """Zero ``mlp_out`` of each layer at every position (PragWorld §6.2) and score every example.
@@ -126,12 +157,15 @@ def mlp_zero_sweep(
     ``metric(logits, batch) -> Tensor[batch]`` (see :mod:`interp.analysis.scoring`);
     ``attention_mask`` marks padding; ``layers`` defaults to all; ``categories`` (one per example,
     e.g. PragWorld alteration types) becomes a ``category`` column; ``batch_size`` bounds the
-    examples of one forward (``"batched"`` multiplies it by the number of layers);
+    examples of one forward (``"batched"`` multiplies it by the number of layers; None: all at
+    once); with padding, chunks group examples of similar length and drop trailing all-padding
+    columns, so a metric sees ``batch.tokens`` of the chunk's own width (use ``batch.index`` and
+    ``batch.attention_mask``, not the full input's width);
     ``higher_is_better`` is recorded for the verdicts (False for a loss). The bridge should be in
     eval mode. Hooks are removed on return and on error.
     """
-    if method not in ("loop", "batched"):
-        raise ValueError(f"method must be 'loop' or 'batched', got {method!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if inputs.dim() != 2:
         raise ValueError(f"inputs must be token ids [n, pos], got shape {tuple(inputs.shape)}")
     n = int(inputs.shape[0])
@@ -145,10 +179,13 @@ def mlp_zero_sweep(
 
     clean = np.zeros(n)
     ablated = np.zeros((len(lays), n))
-    for idx in _chunks(n, batch_size):
-        ids = inputs[idx]
-        mask = None if attention_mask is None else attention_mask[idx]
+    reuse = _Reuse(bridge, lays) if method == "reuse" else None
+    for idx in _chunks(n, batch_size, attention_mask):
+        ids, mask = _trim(inputs[idx], None if attention_mask is None else attention_mask[idx])
         batch = Batch(ids, mask, torch.as_tensor(idx, dtype=torch.long))
+        if reuse is not None:
+            clean[idx], ablated[:, idx] = reuse(metric, batch)
+            continue
         clean[idx] = _score(metric, forward(bridge, ids, mask), batch)
         if method == "loop":
             for j, layer in enumerate(lays):
@@ -170,7 +207,62 @@ def mlp_zero_sweep(
             rows.append(row)
     meta = {"kind": "mlp_zero", "metric": metric_name(metric), "higher_is_better": bool(higher_is_better),
             "method": method, "n_examples": n, "layers": lays, "model": model_fingerprint(bridge)}
+    if reuse is not None:
+        meta["resumed_after_block"] = [layer for layer in lays if reuse.additive.get(layer, True)]
     return SweepResult(pd.DataFrame(rows), meta)
+
+
+class _Reuse:
+    """The ``"reuse"`` method: one clean forward that caches ``resid_post − mlp_out`` per layer,
+    then one resumed forward per layer (see the module docstring)."""
+
+    def __init__(self, bridge: Any, layers: list[int]):
+        self.bridge, self.layers = bridge, layers
+        self.as_tuple = block_output_is_tuple(bridge)
+        self.additive: dict[int, bool] = {}  # per layer, checked on the first chunk
+
+    def _components(self, layer: int) -> tuple[str, ...]:
+        if not self.additive:  # first chunk: everything the additivity check needs
+            return ("resid_pre", "attn_out", "mlp_out", "resid_post")
+        return ("mlp_out", "resid_post") if self.additive[layer] else ("resid_pre",)
+
+    def _clean_run(self, metric: Metric, batch: Batch) -> tuple[np.ndarray, dict[tuple[int, str], Tensor]]:
+        cache: dict[tuple[int, str], Tensor] = {}
+
+        def keep(layer: int, comp: str):
+            def hook(act: Tensor, hook: Any) -> None:
+                if comp == "resid_post" and self.additive:  # later chunks keep only the difference
+                    cache[(layer, "resumed")] = act.detach() - cache.pop((layer, "mlp_out"))
+                else:
+                    cache[(layer, comp)] = act.detach()
+            return hook
+
+        hooks = [(Site(layer, c).hook_name, keep(layer, c)) for layer in self.layers for c in self._components(layer)]
+        with self.bridge.hooks(fwd_hooks=hooks):
+            clean = _score(metric, forward(self.bridge, batch.tokens, batch.attention_mask), batch)
+        if not self.additive:
+            for layer in self.layers:
+                post, mlp = cache.pop((layer, "resid_post")), cache.pop((layer, "mlp_out"))
+                rebuilt = cache[(layer, "resid_pre")] + cache.pop((layer, "attn_out")) + mlp
+                scale = float(post.abs().max()) or 1.0
+                self.additive[layer] = bool(torch.allclose(rebuilt, post, rtol=1e-4, atol=1e-5 * scale))
+                cache[(layer, "resumed")] = post - mlp
+        return clean, cache
+
+    def __call__(self, metric: Metric, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        clean, cache = self._clean_run(metric, batch)
+        ids, mask = batch.tokens, batch.attention_mask
+        out = np.zeros((len(self.layers), ids.shape[0]))
+        for j, layer in enumerate(self.layers):
+            if self.additive[layer]:
+                logits = resume_forward(self.bridge, layer + 1, cache.pop((layer, "resumed")), ids, mask,
+                                        as_tuple=self.as_tuple)
+            else:  # the block does not just add its MLP output: rerun it with the zero hook
+                with intervene(self.bridge, [zero(Site(layer, "mlp_out"))], attention_mask=mask):
+                    logits = resume_forward(self.bridge, layer, cache.pop((layer, "resid_pre")), ids, mask,
+                                            as_tuple=self.as_tuple)
+            out[j] = _score(metric, logits, batch)
+        return clean, out
 
 
 def _batched(bridge: Any, metric: Metric, batch: Batch, layers: list[int]) -> np.ndarray:
@@ -202,4 +294,4 @@ def _batched(bridge: Any, metric: Metric, batch: Batch, layers: list[int]) -> np
     return out
 
 
-__all__ = ["SweepResult", "mlp_zero_sweep"]
+__all__ = ["METHODS", "SweepResult", "mlp_zero_sweep"]

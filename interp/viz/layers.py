@@ -1,4 +1,6 @@
-"""Layer-sweep figure: each layer's mean effect with its bootstrap interval, coloured by verdict.
+"""Layer-sweep figures: each layer's mean effect with its bootstrap interval, coloured by verdict
+(:func:`draw_layer_effects`), and the layer × position (or head) activation-patching heatmap
+(:func:`draw_patching_heatmap`).
 
 Input: :class:`~interp.analysis.verdicts.LayerVerdicts` (or a
 :class:`~interp.analysis.sweeps.SweepResult`, whose verdicts are then computed with the defaults).
@@ -70,4 +72,45 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     return path
 
 
-__all__ = ["VERDICT_COLOURS", "draw_layer_effects"]
+def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "recovered",
+                          title: str | None = None) -> Path:
+    """PNG heatmap of a :class:`~interp.analysis.activation_patching.PatchingMap`: layers as rows,
+    positions (or heads) as columns, the mean of ``column`` over examples (``recovered``: share of
+    the clean − corrupted gap that patching one activation restores; ``effect``: the raw change).
+    Diverging colours centred on 0; position labels from ``meta["labels"]`` when present."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.figure import Figure
+
+    grid = patching.mean(column)
+    if grid.empty:
+        raise ValueError("no patching cells to draw")
+    values = grid.to_numpy(dtype=float)
+    finite = values[np.isfinite(values)]
+    span = float(np.abs(finite).max()) if finite.size else 1.0
+    span = span or 1.0
+    fig = Figure(figsize=(max(4.0, 0.45 * values.shape[1] + 2.5), max(2.6, 0.45 * values.shape[0] + 1.6)), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(values, cmap="RdBu", norm=TwoSlopeNorm(0.0, -span, span), aspect="auto")
+    axis = patching.axis
+    labels = patching.meta.get("labels") if axis == "pos" else None
+    ax.set_xticks(np.arange(values.shape[1]))
+    ax.set_xticklabels(labels if labels and len(labels) == values.shape[1] else [str(c) for c in grid.columns],
+                       rotation=90 if labels else 0, fontsize=7)
+    ax.set_yticks(np.arange(values.shape[0]))
+    ax.set_yticklabels([str(r) for r in grid.index])
+    ax.set_xlabel("position" if axis == "pos" else "head")
+    ax.set_ylabel(f"layer ({patching.meta.get('component', '')})")
+    n = patching.meta.get("n_examples")
+    cbar = fig.colorbar(im, ax=ax)
+    cbar.set_label(f"mean {column} ({patching.meta.get('metric', 'metric')}, n={n})", fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", bbox_inches="tight")
+    return path
+
+
+__all__ = ["VERDICT_COLOURS", "draw_layer_effects", "draw_patching_heatmap"]

@@ -1,0 +1,151 @@
+"""Activation patching sweeps (layer × position, layer × head) on ``transformer_lens.patching``.
+
+Activation patching asks *where* a difference between two inputs lives: run the **corrupted**
+input, overwrite one activation with its value from the **clean** input, and see how far the
+metric moves back toward the clean run. Sweeping the activation over (layer, position) gives the
+familiar heatmap — which positions carry the information at which depth; sweeping attention
+heads' outputs over (layer, head) finds the heads that move it.
+
+This wraps TransformerLens's own engine (``get_act_patch_resid_pre`` / ``_attn_out`` /
+``_mlp_out`` / ``_attn_head_out_all_pos``, one ``run_with_hooks`` per cell, 4.x's
+``reduce="none"`` per-example values and ``baseline=True``) rather than re-implementing it, and
+adds what a sweep here needs: our metric signature (``metric(logits, batch)``, one value per
+example), the clean run's metric for normalisation, a tidy per-example DataFrame and
+:meth:`PatchingMap.save`. The inputs must have equal shapes and no padding (TransformerLens's
+patching runs without an attention mask); group pairs by length before calling.
+
+Per cell and example: ``value`` (the patched corrupted run's metric), ``effect = value −
+corrupted`` and ``recovered = (value − corrupted) / (clean − corrupted)`` (1 = patching this one
+activation restores the clean metric; NaN where clean and corrupted coincide).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from interp.analysis.fingerprint import model_fingerprint
+from interp.analysis.scoring import Batch, Metric, metric_name
+from interp.results import save_result
+
+#: what can be patched → (TransformerLens function name, the second axis)
+COMPONENTS: dict[str, tuple[str, str]] = {
+    "resid_pre": ("get_act_patch_resid_pre", "pos"),
+    "attn_out": ("get_act_patch_attn_out", "pos"),
+    "mlp_out": ("get_act_patch_mlp_out", "pos"),
+    "heads": ("get_act_patch_attn_head_out_all_pos", "head"),
+}
+
+
+@dataclass
+class PatchingMap:
+    """Per-example activation-patching values over (layer, pos) or (layer, head).
+
+    ``frame``: one row per (layer, ``pos`` or ``head``, example) with ``value``, ``effect`` and
+    ``recovered``; ``meta``: component, metric, the clean and corrupted metric means, the model."""
+
+    frame: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def axis(self) -> str:
+        return str(self.meta["axis"])
+
+    def mean(self, column: str = "effect") -> pd.DataFrame:
+        """The heatmap: mean of ``column`` over examples, layers as rows, positions/heads as columns."""
+        return self.frame.pivot_table(index="layer", columns=self.axis, values=column, aggfunc="mean")
+
+    def stderr(self, column: str = "effect") -> pd.DataFrame:
+        g = self.frame.groupby(["layer", self.axis])[column]
+        se = g.std(ddof=1) / np.sqrt(g.count())
+        return se.unstack(self.axis)
+
+    def save(self, folder: str | Path, stem: str = "patching") -> Path:
+        """``<stem>.csv`` (per example), ``<stem>_mean.csv`` (the heatmap), ``<stem>.json`` (meta)."""
+        mean = self.mean().reset_index()
+        mean.columns = [str(c) for c in mean.columns]
+        return save_result(folder, stem, dict(self.meta), **{"": self.frame, "mean": mean})
+
+
+def activation_patching(
+    bridge: Any,
+    clean: Int[Tensor, "n pos"],
+    corrupted: Int[Tensor, "n pos"],
+    metric: Metric,
+    component: str = "resid_pre",
+    *,
+    labels: list[str] | None = None,
+) -> PatchingMap:
+    """Patch ``component`` from the clean run into the corrupted run at every (layer, position)
+    — or every (layer, head) for ``"heads"`` — and score each patched run with ``metric``.
+
+    ``metric(logits, batch) -> Tensor[n]`` as in :mod:`interp.analysis.scoring` (higher or lower
+    = better as you define it; the effect is signed). ``labels``: optional names of the positions
+    (e.g. the clean tokens) stored in the meta for figures. The bridge must be in eval mode
+    (TransformerLens refuses otherwise). No hooks remain afterwards.
+    """
+    import transformer_lens.patching as tl_patching
+
+    if component not in COMPONENTS:
+        raise ValueError(f"component must be one of {', '.join(COMPONENTS)}, got {component!r}")
+    if clean.dim() != 2 or tuple(clean.shape) != tuple(corrupted.shape):
+        raise ValueError(f"clean {tuple(clean.shape)} and corrupted {tuple(corrupted.shape)} must be [n, pos] "
+                         "of equal shape (group pairs by length; patching runs without padding)")
+    if int(clean.shape[1]) > int(bridge.cfg.n_ctx):
+        raise ValueError(f"{clean.shape[1]} positions exceed the model context n_ctx={bridge.cfg.n_ctx}")
+    n = int(clean.shape[0])
+    batch = Batch(corrupted, None, torch.arange(n))
+
+    def tl_metric(logits: Tensor) -> Tensor:
+        val = metric(logits, batch)
+        if not isinstance(val, Tensor) or tuple(val.shape) != (n,):
+            raise ValueError(f"metric {metric_name(metric)} must return a tensor [n={n}], "
+                             f"got {getattr(val, 'shape', type(val).__name__)}")
+        return val
+
+    fn_name, axis = COMPONENTS[component]
+    with torch.no_grad():
+        clean_logits, cache = bridge.run_with_cache(clean)
+        clean_value = metric(clean_logits, Batch(clean, None, torch.arange(n))).float()
+        result = getattr(tl_patching, fn_name)(bridge, corrupted, cache, tl_metric, reduce="none", baseline=True)
+    del cache
+    values = result.values.float()  # [layer, pos|head, n]
+    corrupted_value = result.baseline.float()  # [n]
+    effect = values - corrupted_value
+    gap = (clean_value - corrupted_value)
+    recovered = torch.where(gap.abs() > 1e-12, effect / gap, torch.full_like(effect, float("nan")))
+    n_layers, n_second, _ = values.shape
+    layer, second, example = np.meshgrid(np.arange(n_layers), np.arange(n_second), np.arange(n), indexing="ij")
+    frame = pd.DataFrame({"layer": layer.ravel(), axis: second.ravel(), "example": example.ravel(),
+                          "value": values.numpy().ravel(), "effect": effect.numpy().ravel(),
+                          "recovered": recovered.numpy().ravel()})
+    meta = {"kind": "activation_patching", "component": component, "axis": axis, "metric": metric_name(metric),
+            "n_examples": n, "positions": int(clean.shape[1]), "clean_mean": float(clean_value.mean()),
+            "corrupted_mean": float(corrupted_value.mean()), "labels": labels,
+            "engine": f"transformer_lens.patching.{fn_name}", "model": model_fingerprint(bridge)}
+    return PatchingMap(frame, meta)
+
+
+def legal_mass(legal: Tensor) -> Metric:
+    """Metric (higher = better): the probability the model puts, at the last position, on the
+    tokens in ``legal[example]`` (a bool ``[n, vocab]`` mask, e.g. the tokens legal in the clean
+    input's state). Patching clean activations into a corrupted run raises it where the patched
+    activation carries the clean state."""
+    legal = legal.bool()
+
+    def metric(logits: Tensor, batch: Batch) -> Tensor:
+        probs = torch.softmax(logits[torch.arange(logits.shape[0]), batch.last()].float(), dim=-1)
+        return (probs * legal[batch.index].to(probs.device).float()).sum(-1)
+
+    metric.__name__ = "legal_mass"
+    return metric
+
+
+__all__ = ["COMPONENTS", "PatchingMap", "activation_patching", "legal_mass"]

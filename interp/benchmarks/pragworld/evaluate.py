@@ -1,0 +1,408 @@
+"""Evaluating a language model on PragWorld (paper §4; reference facts: ``pragworld.md``).
+
+Two ways to ask a model, both batched with right padding and an attention mask:
+
+- **benchmark** prompt (:func:`~interp.benchmarks.pragworld.prompts.benchmark_prompt`): greedy
+  generation (:func:`generate_responses`), read by
+  :func:`~interp.benchmarks.pragworld.parse.parse_yes_no`. Generation stops at the end of the
+  first line, at an end-of-sequence token or after ``max_new_tokens`` (default 16): the parser
+  reads only the first word of the first line, so the explanation the prompt asks for is not
+  needed. It re-runs the whole sequence each step (no KV cache), so every hook on a
+  TransformerBridge — any intervention — applies to every generated token.
+- **label** prompt (:func:`~interp.benchmarks.pragworld.prompts.label_prompt`): one forward; the
+  two-way softmax over the " yes" and " no" logits at the last non-padding position,
+  ``P(yes) = softmax(l_yes, l_no)[0] = sigmoid(l_yes - l_no)``; the answer is yes when
+  P(yes) > 0.5 (the published ``module_ablation.py``).
+
+The scoring core is two pure functions of logits, for layer sweeps that run their own forwards:
+:func:`yes_no_margin` (``l_yes - l_no`` at each row's last real position) and
+:func:`p_yes_from_logits`.
+
+**Which tokens are " yes" and " no".** :func:`yes_no_token_ids` follows the published code: the
+token of ``" yes"`` if the tokenizer encodes it (without special tokens) as one token, else of
+``"yes"``; likewise for no. A byte-level BPE (GPT-2, Llama 3, Qwen) gives ``Ġyes``; a
+SentencePiece tokenizer gives ``▁yes``; a word-level tokenizer that splits on whitespace (interp's
+checkpoints) drops the space, so ``" yes"`` is the word ``yes``. A tokenizer with no single
+token for either form, or one that maps it to its unknown token, is an error that says what it
+produced.
+
+**Chat templates.** With ``chat_template=None`` (auto) a tokenizer that has a chat template gets
+the prompt as one user message with the generation prompt appended, as the published runs did
+for open models; otherwise the prompt is tokenized as is (with the tokenizer's own special tokens,
+e.g. BOS). The layer analyses of the reference scored the label prompt without a template: pass
+``chat_template=False`` to match them.
+
+**Resuming.** :func:`evaluate_model` appends one JSON record per data row to its output file
+(the released outputs' format plus ``row``, ``parsed``, and ``p_yes`` for the label prompt),
+flushed after every batch. Run again with the same settings and it keeps the records already
+there (each checked against the prompt it would build) and computes only the rest; a partial
+last line of an interrupted write is discarded and recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from interp.benchmarks.pragworld.parse import parse_yes_no
+from interp.benchmarks.pragworld.prompts import PROMPTS, build_prompt
+
+#: settings that must match between an interrupted run and its resumption
+_META_KEYS = ("format", "model", "data", "prompt", "chat_template", "max_new_tokens", "yes_id", "no_id")
+
+
+# ---- pure scoring of logits ------------------------------------------------------------------------
+
+def last_position_logits(logits: Float[Tensor, "batch pos vocab"], lengths: Int[Tensor, " batch"],
+                         padding_side: str = "right") -> Float[Tensor, "batch vocab"]:
+    """Logits at each row's last real token: position ``lengths - 1`` under right padding (real
+    tokens first), position ``-1`` under left padding."""
+    if padding_side == "left":
+        return logits[:, -1]
+    if padding_side != "right":
+        raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
+    if len(lengths) and (int(lengths.min()) < 1 or int(lengths.max()) > logits.shape[1]):
+        raise ValueError(f"lengths must be in [1, {logits.shape[1]}], got {lengths.tolist()}")
+    idx = (lengths.to(logits.device).long() - 1)
+    return logits[torch.arange(logits.shape[0], device=logits.device), idx]
+
+
+def yes_no_margin(logits: Float[Tensor, "batch pos vocab"], lengths: Int[Tensor, " batch"], yes_id: int,
+                  no_id: int, padding_side: str = "right") -> Float[Tensor, " batch"]:
+    """``l_yes - l_no`` at each row's last real position (float32): the log-odds of the two-way
+    yes/no softmax. Positive means the model prefers yes."""
+    last = last_position_logits(logits, lengths, padding_side).float()
+    return last[:, yes_id] - last[:, no_id]
+
+
+def p_yes_from_logits(logits: Float[Tensor, "batch pos vocab"], lengths: Int[Tensor, " batch"], yes_id: int,
+                      no_id: int, padding_side: str = "right") -> Float[Tensor, " batch"]:
+    """``P(yes) / (P(yes) + P(no))`` at each row's last real position (= sigmoid of the margin)."""
+    return torch.sigmoid(yes_no_margin(logits, lengths, yes_id, no_id, padding_side))
+
+
+# ---- tokenizer and model plumbing ------------------------------------------------------------------
+
+def yes_no_token_ids(tokenizer: Any) -> tuple[int, int]:
+    """``(yes_id, no_id)``: the single token of ``" yes"`` (else ``"yes"``) and of ``" no"`` (else
+    ``"no"``), as the published code resolves them. Raises ``ValueError`` when there is none."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+
+    def one(word: str) -> int:
+        tried = []
+        for variant in (f" {word}", word):
+            ids = list(tokenizer(variant, add_special_tokens=False)["input_ids"])
+            tried.append(f"{variant!r} → {tokenizer.convert_ids_to_tokens(ids)}")
+            if len(ids) == 1 and (unk is None or ids[0] != unk):
+                return int(ids[0])
+        raise ValueError(f"the tokenizer has no single token for {word!r} ({'; '.join(tried)}): the label "
+                         f"prompt is scored by the ' yes' / ' no' logits, so it needs one token each")
+
+    yes_id, no_id = one("yes"), one("no")
+    if yes_id == no_id:
+        raise ValueError(f"' yes' and ' no' map to the same token id {yes_id}")
+    return yes_id, no_id
+
+
+def _is_bridge(model: Any) -> bool:
+    return hasattr(model, "hook_dict") and hasattr(model, "cfg")
+
+
+def _tokenizer_of(model: Any, tokenizer: Any) -> Any:
+    tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    if tok is None:
+        raise ValueError("no tokenizer: pass one, or use a TransformerBridge (it carries its tokenizer)")
+    return tok
+
+
+def _device(model: Any) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError):
+        return torch.device("cpu")
+
+
+def _n_ctx(model: Any) -> int | None:
+    if _is_bridge(model):
+        n = getattr(model.cfg, "n_ctx", None)
+    else:
+        cfg = getattr(model, "config", None)
+        n = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
+    return int(n) if n else None
+
+
+def model_logits(model: Any, ids: Int[Tensor, "batch pos"],
+                 mask: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos vocab"]:
+    """Logits of a TransformerBridge (hooks active) or a Hugging Face causal LM."""
+    if _is_bridge(model):
+        return model(ids, return_type="logits", attention_mask=mask)
+    return model(input_ids=ids, attention_mask=mask).logits
+
+
+def uses_chat_template(tokenizer: Any, chat_template: bool | None) -> bool:
+    """``chat_template`` None (auto): whether the tokenizer has one; True requires one."""
+    has = bool(getattr(tokenizer, "chat_template", None))
+    if chat_template and not has:
+        raise ValueError("chat_template=True but the tokenizer has no chat template")
+    return has if chat_template is None else bool(chat_template)
+
+
+def encode_prompts(tokenizer: Any, prompts: Sequence[str], chat_template: bool | None = None) -> list[list[int]]:
+    """Token ids of each prompt: as one user message of the chat template when it is used (its
+    text already holds any BOS), else the prompt with the tokenizer's special tokens."""
+    if uses_chat_template(tokenizer, chat_template):
+        texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                               add_generation_prompt=True) for p in prompts]
+        return [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    return [list(tokenizer(p)["input_ids"]) for p in prompts]
+
+
+def _pad_right(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device):
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
+        mask[i, : len(s)] = 1
+    lengths = mask.sum(dim=1)
+    return ids.to(device), mask.to(device), lengths.to(device)
+
+
+def _pad_id(tokenizer: Any) -> int:
+    for name in ("pad_token_id", "eos_token_id"):
+        v = getattr(tokenizer, name, None)
+        if isinstance(v, int):
+            return v
+    return 0
+
+
+def _check_length(seqs: Sequence[Sequence[int]], n_ctx: int | None, extra: int, offset: int = 0) -> None:
+    if not n_ctx:
+        return
+    for i, s in enumerate(seqs):
+        if len(s) + extra > n_ctx:
+            more = f" + {extra} new tokens" if extra else ""
+            raise ValueError(f"prompt {offset + i} has {len(s)} tokens{more}, more than the model's context "
+                             f"n_ctx={n_ctx}")
+
+
+def _batches(n: int, batch_size: int):
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    for start in range(0, n, batch_size):
+        yield start, min(n, start + batch_size)
+
+
+def _bar(total: int, progress: bool, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not progress, desc=desc, unit="row")
+
+
+# ---- scoring and generation ------------------------------------------------------------------------
+
+@torch.no_grad()
+def score_label_prompts(model: Any, prompts: Sequence[str], tokenizer: Any = None, *, batch_size: int = 8,
+                        chat_template: bool | None = None, yes_no_ids: tuple[int, int] | None = None,
+                        progress: bool = False) -> np.ndarray:
+    """P(yes) of each prompt: the two-way softmax over the " yes"/" no" logits at its last token.
+
+    ``model`` is a TransformerBridge (its tokenizer is used; hooks registered on it apply) or a
+    Hugging Face causal LM with ``tokenizer``. Returns a float array aligned with ``prompts``.
+    """
+    tok = _tokenizer_of(model, tokenizer)
+    yes_id, no_id = yes_no_ids or yes_no_token_ids(tok)
+    seqs = encode_prompts(tok, prompts, chat_template)
+    _check_length(seqs, _n_ctx(model), 0)
+    device, pad = _device(model), _pad_id(tok)
+    out = np.empty(len(seqs), dtype=np.float64)
+    with _bar(len(seqs), progress, "P(yes)") as bar:
+        for a, b in _batches(len(seqs), batch_size):
+            ids, mask, lengths = _pad_right(seqs[a:b], pad, device)
+            logits = model_logits(model, ids, mask)
+            out[a:b] = p_yes_from_logits(logits, lengths, yes_id, no_id).cpu().numpy()
+            bar.update(b - a)
+    return out
+
+
+def _first_line_done(text: str) -> bool:
+    """True once the text has a complete non-empty first line (what the parser reads)."""
+    stripped = text.lstrip()
+    return "\n" in stripped and bool(stripped.split("\n", 1)[0].strip())
+
+
+@torch.no_grad()
+def generate_responses(model: Any, prompts: Sequence[str], tokenizer: Any = None, *, max_new_tokens: int = 16,
+                       batch_size: int = 8, chat_template: bool | None = None, progress: bool = False,
+                       stop_at_newline: bool = True) -> list[str]:
+    """Greedy continuations of ``prompts`` (decoded, special tokens skipped).
+
+    A row stops at the tokenizer's EOS, when its first line is complete (``stop_at_newline``), or
+    after ``max_new_tokens``. Rows are right-padded; each step re-runs the active rows in full.
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    tok = _tokenizer_of(model, tokenizer)
+    seqs = encode_prompts(tok, prompts, chat_template)
+    _check_length(seqs, _n_ctx(model), max_new_tokens)
+    device, pad = _device(model), _pad_id(tok)
+    eos = getattr(tok, "eos_token_id", None)
+    eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+    out: list[str] = []
+    with _bar(len(seqs), progress, "generate") as bar:
+        for a, b in _batches(len(seqs), batch_size):
+            rows = [list(s) for s in seqs[a:b]]
+            new: list[list[int]] = [[] for _ in rows]
+            active = list(range(len(rows)))
+            for _ in range(max_new_tokens):
+                ids, mask, lengths = _pad_right([rows[i] for i in active], pad, device)
+                nxt = last_position_logits(model_logits(model, ids, mask), lengths).argmax(dim=-1).tolist()
+                still = []
+                for i, t in zip(active, nxt):
+                    if t in eos_ids:
+                        continue
+                    rows[i].append(t)
+                    new[i].append(t)
+                    if stop_at_newline and _first_line_done(tok.decode(new[i], skip_special_tokens=True)):
+                        continue
+                    still.append(i)
+                active = still
+                if not active:
+                    break
+            out.extend(tok.decode(n, skip_special_tokens=True) for n in new)
+            bar.update(b - a)
+    return out
+
+
+# ---- the resumable evaluation ----------------------------------------------------------------------
+
+@dataclass
+class EvalRun:
+    """What :func:`evaluate_model` did: the records file, how many rows it reused and computed."""
+
+    path: Path
+    records: list[dict[str, Any]]
+    reused: int
+    computed: int
+    discarded_partial_line: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def responses(self) -> list[Any]:
+        return [r["response"] for r in self.records]
+
+    @property
+    def predictions(self) -> list[str | None]:
+        return [r["parsed"] for r in self.records]
+
+
+def _meta_path(path: Path) -> Path:
+    return path.with_name(path.stem + ".meta.json")
+
+
+def _read_existing(path: Path, prompts: Sequence[str], kind: str) -> tuple[list[dict[str, Any]], bool]:
+    """Records already in ``path`` for the first rows (each checked against its prompt), and
+    whether a partial last line (an interrupted write) was cut off the file."""
+    if not path.exists():
+        return [], False
+    raw = path.read_bytes()
+    cut = raw.rfind(b"\n") + 1
+    partial = cut < len(raw)
+    if partial:
+        with open(path, "r+b") as f:
+            f.truncate(cut)
+    lines = raw[:cut].decode("utf-8").split("\n")[:-1]
+    records = []
+    for i, line in enumerate(lines[: len(prompts)]):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise ValueError(f"{path}, line {i + 1}: not valid JSON; delete the file or pass --fresh") from None
+        if rec.get("row") != i or rec.get("prompt") != prompts[i] or rec.get("prompt_kind") != kind:
+            raise ValueError(f"{path}, line {i + 1}: this record is not row {i} of the current data and "
+                             f"{kind} prompt (was the file written for other data or settings?); "
+                             f"pass --fresh or another --out")
+        records.append(rec)
+    return records, partial
+
+
+def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str = "benchmark",
+                   tokenizer: Any = None, batch_size: int = 8, max_new_tokens: int = 16,
+                   chat_template: bool | None = None, limit: int | None = None, fresh: bool = False,
+                   progress: bool = True, model_name: str | None = None) -> EvalRun:
+    """Ask ``model`` every row of ``data`` (a :class:`~interp.benchmarks.pragworld.PragWorldData`)
+    and append one JSON record per row to ``out`` (a ``.jsonl`` file), resuming a previous run.
+
+    ``prompt``: ``"benchmark"`` (greedy generation + the parser) or ``"label"`` (P(yes) from the
+    " yes"/" no" logits; ``response`` is then ``"yes"`` or ``"no"``). ``limit`` evaluates only the
+    first rows. A ``<out stem>.meta.json`` beside the file records the settings; resuming with
+    other settings is an error (``fresh=True`` starts over).
+    """
+    if prompt not in PROMPTS:
+        raise ValueError(f"prompt must be one of {PROMPTS}, got {prompt!r}")
+    tok = _tokenizer_of(model, tokenizer)
+    rows = data.rows if limit is None else data.rows.iloc[:limit]
+    prompts = [build_prompt(prompt, c, q) for c, q in zip(rows["context"], rows["question"])]
+    yes_id, no_id = yes_no_token_ids(tok) if prompt == "label" else (None, None)
+    data_path = getattr(data, "path", None)
+    meta = {"format": 1, "model": model_name, "data": str(Path(data_path).resolve()) if data_path else None,
+            "prompt": prompt,
+            "chat_template": uses_chat_template(tok, chat_template),
+            "max_new_tokens": max_new_tokens if prompt == "benchmark" else None,
+            "yes_id": yes_id, "no_id": no_id,
+            "yes_token": tok.convert_ids_to_tokens(yes_id) if yes_id is not None else None,
+            "no_token": tok.convert_ids_to_tokens(no_id) if no_id is not None else None}
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mpath = _meta_path(path)
+    if fresh:
+        for p in (path, mpath):
+            if p.exists():
+                p.unlink()
+    if path.exists() and mpath.exists():
+        old = json.loads(mpath.read_text())
+        diff = {k: (old.get(k), meta.get(k)) for k in _META_KEYS if old.get(k) != meta.get(k)}
+        if diff:
+            raise ValueError(f"{path} was written with other settings {diff} (before → now); pass --fresh "
+                             f"or another --out")
+    mpath.write_text(json.dumps(meta, indent=2) + "\n")
+    done, partial = _read_existing(path, prompts, prompt)
+    reused = len(done)
+    todo = list(range(len(done), len(prompts)))
+    with open(path, "a", encoding="utf-8") as f, _bar(len(prompts), progress, f"pragworld {prompt}") as bar:
+        bar.update(len(done))
+        for a, b in _batches(len(todo), batch_size):
+            idx = todo[a:b]
+            batch = [prompts[i] for i in idx]
+            if prompt == "label":
+                p_yes = score_label_prompts(model, batch, tok, batch_size=len(batch), chat_template=chat_template,
+                                            yes_no_ids=(yes_id, no_id))
+                responses: list[Any] = ["yes" if p > 0.5 else "no" for p in p_yes]
+            else:
+                responses = generate_responses(model, batch, tok, max_new_tokens=max_new_tokens,
+                                               batch_size=len(batch), chat_template=chat_template)
+            for k, (i, resp) in enumerate(zip(idx, responses)):
+                r = rows.iloc[i]
+                rec = {"row": i, "group": int(r["group"]), "prompt_kind": prompt, "prompt": prompts[i],
+                       "expected_response": r["answer"], "perturbed": bool(r["altered"]),
+                       "perturbation": {"category": r["category_raw"], "effect": r["effect_raw"],
+                                        "target": str(r["target"]).title()},
+                       "response": resp, "parsed": parse_yes_no(resp)}
+                if prompt == "label":
+                    rec["p_yes"] = float(p_yes[k])
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                done.append(rec)
+            f.flush()
+            os.fsync(f.fileno())
+            bar.update(len(idx))
+    return EvalRun(path, done, reused=reused, computed=len(todo),
+                   discarded_partial_line=partial, meta=meta)
