@@ -301,9 +301,13 @@ def run_sweep(
     n_boot: int = 2000,
     length: int = 12,
     edit_at: int = 4,
+    grouping: str = "clean",
     log: Any = None,
 ) -> SweepRun | PatchingRun:
     """Load the checkpoint ``model``, run the sweep ``kind`` on its held-out data, write the results.
+
+    ``data`` ending in ``.csv`` is a PragWorld file: the sweep runs on its yes/no questions instead
+    (:func:`interp.analysis.pragworld_sweep.run_pragworld_sweep`, ``grouping`` as in the loader).
 
     ``n``: at most this many sequences (None: all); ``layers``: default all, each must exist;
     ``seed``: for fresh sequences (no data file), the edit positions of ``direct-effect`` and the
@@ -322,6 +326,11 @@ def run_sweep(
     log = log or sys.stderr
     if kind not in KINDS:
         raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if data is not None and Path(data).suffix.lower() == ".csv":  # a PragWorld file: yes/no questions
+        from interp.analysis.pragworld_sweep import run_pragworld_sweep
+
+        return run_pragworld_sweep(model, data, kind=kind, grouping=grouping, method=method, layers=layers, out=out,
+                                   seed=seed, batch_size=batch_size, n=n, n_boot=n_boot, log=log)
     if method not in METHODS:
         raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     if n is not None and n < 1:

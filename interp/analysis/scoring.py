@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from jaxtyping import Float, Int, Shaped
 from torch import Tensor
@@ -89,12 +90,12 @@ def logit_diff(pos_ids: int | Sequence[int] | Tensor, neg_ids: int | Sequence[in
     return metric
 
 
-def two_way_prob(yes_id: int, no_id: int, gold: Sequence[int] | Tensor) -> Metric:
+def two_way_prob(yes_id: int, no_id: int, gold: Sequence[int] | Tensor | np.ndarray) -> Metric:
     """Metric: P(gold) in the softmax over the yes/no logits at the last position (PragWorld).
 
     ``gold`` has one entry per example: 1 (or True) for yes, 0 for no.
     """
-    gold_t = torch.as_tensor(gold, dtype=torch.long)
+    gold_t = torch.tensor(np.asarray(gold), dtype=torch.long)
     if gold_t.dim() != 1 or not bool(((gold_t == 0) | (gold_t == 1)).all()):
         raise ValueError("gold must be a 1-D sequence of 0 (no) / 1 (yes), one per example")
 

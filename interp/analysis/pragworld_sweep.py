@@ -1,0 +1,149 @@
+"""Layer sweeps on PragWorld examples (paper §6.1–6.2): ``interp sweep --model M --data FILE.csv``.
+
+The examples are the rows of a PragWorld CSV (the published manual split, the synthetic split or a
+file written by the dialogue world), asked with the interpretability **label prompt** and scored by
+the two-way softmax over the " yes" / " no" logits at the last token
+(:mod:`interp.benchmarks.pragworld.evaluate`). No chat template by default: the reference layer
+analyses scored the bare prompt.
+
+- ``mlp-zero`` (§6.2): zero each layer's MLP output; the per-example metric is P(gold) in the
+  two-way softmax (higher = better). The verdicts report the paper's raw rule on *accuracy*
+  (an example is correct when P(gold) > 0.5: A_ℓ vs A_0) beside the bootstrap verdict on P(gold),
+  and the mean effect per layer × alteration category (which categories a harmful layer hurts).
+- ``direct-effect`` (§6.1): for each (original, alteration) pair of a group, patch the altered
+  prompt's residual stream entering layer ℓ into the original's run at aligned positions; the
+  score is P(altered gold) minus the unpatched original's. Like the reference, only pairs where the
+  model answers the alteration correctly *and* changes its answer from the original are patched;
+  the others are counted by reason, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from interp.analysis.runner import SweepRun, check_layers
+from interp.analysis.scoring import Batch, forward, two_way_prob
+
+
+def pragworld_inputs(bridge: Any, rows: Any, chat_template: bool | None = False) -> tuple[Any, Any, int, int]:
+    """(ids, attention_mask, yes_id, no_id) of the label prompts of PragWorld ``rows`` (the
+    loader's DataFrame), right-padded."""
+    from interp.benchmarks.pragworld import label_prompt
+    from interp.benchmarks.pragworld.evaluate import _check_length, _pad_id, _pad_right, encode_prompts, \
+        yes_no_token_ids
+
+    tok = getattr(bridge, "tokenizer", None)
+    if tok is None:
+        raise ValueError("the model has no tokenizer: a PragWorld sweep needs one to build the prompts")
+    yes_id, no_id = yes_no_token_ids(tok)
+    prompts = [label_prompt(c, q) for c, q in zip(rows["context"], rows["question"])]
+    seqs = encode_prompts(tok, prompts, chat_template)
+    _check_length(seqs, int(bridge.cfg.n_ctx), 0)
+    ids, mask, _ = _pad_right(seqs, _pad_id(tok), torch.device("cpu"))
+    return ids, mask, yes_id, no_id
+
+
+def run_pragworld_sweep(
+    model: str | Path,
+    data: str | Path,
+    *,
+    kind: str = "mlp-zero",
+    grouping: str = "clean",
+    method: str = "reuse",
+    layers: list[int] | None = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    batch_size: int | None = 16,
+    n: int | None = None,
+    n_boot: int = 2000,
+    chat_template: bool | None = False,
+    log: Any = None,
+) -> SweepRun:
+    """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
+    write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
+    to ``out`` (default ``<model>/../sweep_<kind>_pragworld/``). ``n``: the first n rows only."""
+    from interp.analysis.patching import PatchPair, direct_effect_patching
+    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.verdicts import layer_verdicts
+    from interp.benchmarks.pragworld import load_pragworld
+    from interp.models.checkpoint import load_bridge
+    from interp.results import write_json
+    from interp.viz.layers import draw_layer_effects
+
+    log = log or sys.stderr
+    if kind not in ("mlp-zero", "direct-effect"):
+        raise ValueError(f"on PragWorld data --kind must be mlp-zero or direct-effect, got {kind!r}")
+    pw = load_pragworld(data, grouping=grouping)  # a bad file fails before the model loads
+    rows = pw.rows if n is None else pw.rows.iloc[:n]
+    if rows.empty:
+        raise ValueError(f"no data rows in {data}")
+    model = Path(model)
+    bridge = load_bridge(model)
+    bridge.eval()
+    lays = check_layers(layers, int(bridge.cfg.n_layers))
+    ids, mask, yes_id, no_id = pragworld_inputs(bridge, rows, chat_template)
+    gold = rows["gold"].to_numpy(dtype=int)
+    categories = [c if isinstance(c, str) else "original" for c in rows["category"]]
+    info: dict[str, Any] = {"model": str(model), "data": str(data), "grouping": grouping, "kind": kind,
+                            "seed": seed, "n_rows": len(rows), "prompt": "label", "chat_template": bool(chat_template),
+                            "metric": "two_way_prob: P(gold) in the softmax over the ' yes'/' no' logits"}
+
+    if kind == "mlp-zero":
+        sweep = mlp_zero_sweep(bridge, ids, two_way_prob(yes_id, no_id, gold), mask, lays, categories=categories,
+                               batch_size=batch_size, method=method, higher_is_better=True)
+        info.update(n_examples=len(rows), method=method)
+    else:
+        # the model's own answers decide which pairs the reference patches
+        metric = two_way_prob(yes_id, no_id, gold)
+        p_gold = np.concatenate([
+            metric(forward(bridge, ids[a:a + 32], mask[a:a + 32]),
+                   Batch(ids[a:a + 32], mask[a:a + 32], torch.arange(a, min(a + 32, len(rows))))).float().numpy()
+            for a in range(0, len(rows), 32)])
+        answer = np.where(p_gold > 0.5, gold, 1 - gold)
+        pairs, pair_gold, pair_cats, skipped = [], [], [], {"no original in group": 0,
+                                                             "alteration answered wrongly": 0,
+                                                             "answer unchanged": 0}
+        originals = {g: i for i, (g, alt) in enumerate(zip(rows["group"], rows["altered"])) if not alt}
+        for i, (g, alt) in enumerate(zip(rows["group"], rows["altered"])):
+            if not alt:
+                continue
+            o = originals.get(g)
+            if o is None:
+                skipped["no original in group"] += 1
+            elif answer[i] != gold[i]:
+                skipped["alteration answered wrongly"] += 1
+            elif answer[i] == answer[o]:
+                skipped["answer unchanged"] += 1
+            else:
+                pairs.append(PatchPair(ids[o][mask[o].bool()].tolist(), ids[i][mask[i].bool()].tolist()))
+                pair_gold.append(int(gold[i]))
+                pair_cats.append(categories[i])
+        info.update(n_pairs=len(pairs), skipped=skipped, n_failed=sum(skipped.values()))
+        if skipped and any(skipped.values()):
+            print(f"note: patched {len(pairs)} pairs; skipped {skipped}", file=log)
+        if not pairs:
+            raise ValueError(f"no (original, alteration) pair where the model answers the alteration correctly and "
+                             f"changes its answer (skipped: {skipped})")
+        sweep = direct_effect_patching(bridge, pairs, two_way_prob(yes_id, no_id, pair_gold), lays,
+                                       categories=pair_cats, higher_is_better=True)
+        info.update(n_examples=len(pairs), method="loop")
+
+    verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed, threshold=0.5)
+    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_pragworld"
+    sweep.save(out_dir)
+    verdicts.save(out_dir / "verdicts.json")
+    figure = draw_layer_effects(verdicts, out_dir / "layers.png",
+                                title=f"{kind} on {model.name}, PragWorld {Path(data).name} ({len(rows)} rows)")
+    if verdicts.by_category is not None:
+        verdicts.by_category.to_csv(out_dir / "by_category.csv")
+    run = SweepRun(sweep, verdicts, out_dir, figure, info)
+    write_json(out_dir / "run.json", run.summary())
+    return run
+
+
+__all__ = ["pragworld_inputs", "run_pragworld_sweep"]
