@@ -115,3 +115,31 @@ def test_activation_patching_sweep_command(run_dir, tmp_path, tiny_city):
         assert (tmp_path / "ap" / name).is_file(), name
     bad = _cli("--model", str(run_dir / "best"), "--kind", "activation-patching", "--edit-at", "11")
     assert bad.returncode == 2 and "--edit-at must be in" in bad.stderr
+
+
+def test_sweep_under_accelerate_launch_two_processes_equals_one(run_dir, tmp_path):
+    """`accelerate launch` with 2 CPU processes (gloo) shards the examples and gathers them back:
+    the same per-example rows and verdicts as one process."""
+    import shutil
+
+    import pandas as pd
+
+    launcher = shutil.which("accelerate", path=os.path.dirname(sys.executable))
+    if launcher is None:
+        pytest.skip("the accelerate launcher is not installed next to this Python")
+    one = _cli("--model", str(run_dir / "best"), "--n", "9", "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    two = subprocess.run([launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                          "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "interp.cli", "sweep", "--model",
+                          str(run_dir / "best"), "--n", "9", "--out", str(tmp_path / "two"), "--json"],
+                         capture_output=True, text=True, env=env, cwd=REPO, timeout=240)
+    assert two.returncode == 0, two.stderr[-3000:]
+    summary = json.loads(two.stdout.strip().splitlines()[-1])
+    assert summary["processes"] == 2
+    a, b = pd.read_csv(tmp_path / "one" / "sweep.csv"), pd.read_csv(tmp_path / "two" / "sweep.csv")
+    assert list(a["example"]) == list(b["example"]) and list(a["layer"]) == list(b["layer"])
+    np.testing.assert_allclose(b["effect"], a["effect"], atol=1e-5)
+    va = json.loads((tmp_path / "one" / "verdicts.json").read_text())["layers"]
+    vb = json.loads((tmp_path / "two" / "verdicts.json").read_text())["layers"]
+    assert [r["verdict"] for r in va] == [r["verdict"] for r in vb]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from interp.analysis.runner import SweepRun, check_layers
+from interp.analysis.runner import SweepRun, accelerator, check_layers, is_main, rank_and_size, sharded
 from interp.analysis.scoring import Batch, forward, two_way_prob
 
 
@@ -83,7 +83,8 @@ def run_pragworld_sweep(
     if rows.empty:
         raise ValueError(f"no data rows in {data}")
     model = Path(model)
-    bridge = load_bridge(model)
+    acc = accelerator()
+    bridge = load_bridge(model, device=str(acc.device) if acc is not None else "cpu")
     bridge.eval()
     lays = check_layers(layers, int(bridge.cfg.n_layers))
     ids, mask, yes_id, no_id = pragworld_inputs(bridge, rows, chat_template)
@@ -94,8 +95,9 @@ def run_pragworld_sweep(
                             "metric": "two_way_prob: P(gold) in the softmax over the ' yes'/' no' logits"}
 
     if kind == "mlp-zero":
-        sweep = mlp_zero_sweep(bridge, ids, two_way_prob(yes_id, no_id, gold), mask, lays, categories=categories,
-                               batch_size=batch_size, method=method, higher_is_better=True)
+        sweep = sharded(lambda part: mlp_zero_sweep(
+            bridge, ids[part], two_way_prob(yes_id, no_id, gold[part]), mask[part], lays, categories=categories[part],
+            batch_size=batch_size, method=method, higher_is_better=True), len(rows), acc)
         info.update(n_examples=len(rows), method=method)
     else:
         # the model's own answers decide which pairs the reference patches
@@ -129,12 +131,16 @@ def run_pragworld_sweep(
         if not pairs:
             raise ValueError(f"no (original, alteration) pair where the model answers the alteration correctly and "
                              f"changes its answer (skipped: {skipped})")
-        sweep = direct_effect_patching(bridge, pairs, two_way_prob(yes_id, no_id, pair_gold), lays,
-                                       categories=pair_cats, higher_is_better=True)
+        sweep = sharded(lambda part: direct_effect_patching(
+            bridge, pairs[part], two_way_prob(yes_id, no_id, pair_gold[part]), lays, categories=pair_cats[part],
+            higher_is_better=True), len(pairs), acc)
         info.update(n_examples=len(pairs), method="loop")
 
+    info["processes"] = rank_and_size(acc)[1]
     verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed, threshold=0.5)
     out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_pragworld"
+    if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
+        return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info)
     sweep.save(out_dir)
     verdicts.save(out_dir / "verdicts.json")
     figure = draw_layer_effects(verdicts, out_dir / "layers.png",

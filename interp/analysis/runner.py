@@ -174,6 +174,52 @@ def aligned_edit_pairs(world: Any, sequences: Sequence[Sequence[str]], length: i
     return EditPairs(originals, altered, [edit_at] * len(originals), failed)
 
 
+def accelerator() -> Any | None:
+    """An ``accelerate.Accelerator`` when this process was started by a launcher with more than one
+    process (``accelerate launch``, ``torchrun``: ``WORLD_SIZE`` > 1), else None (one process)."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from interp.train.distributed import make_accelerator
+
+    return make_accelerator()
+
+
+def is_main(acc: Any | None) -> bool:
+    return acc is None or bool(acc.is_main_process)
+
+
+def rank_and_size(acc: Any | None) -> tuple[int, int]:
+    from interp.train.distributed import rank_and_size as rs
+
+    return rs(acc)
+
+
+def sharded(run: Any, n: int, acc: Any | None) -> SweepResult:
+    """Run a sweep on this process's share of ``n`` examples and gather every process's rows.
+
+    ``run(part)`` gets a ``slice`` of the examples and returns a :class:`SweepResult` over them;
+    its ``example`` numbers are shifted to global ones and the rows of all processes are gathered
+    (:func:`interp.train.distributed.gather_frame`) and put in the one-process order (layer, then
+    example). Every example's value is computed exactly as in one process: per-example metrics
+    do not depend on which other examples share the forward (up to float summation order)."""
+    from interp.train.distributed import gather_frame, shard_bounds
+
+    rank, size = rank_and_size(acc)
+    if size == 1:
+        return run(slice(0, n))
+    start, stop = shard_bounds(n, rank, size)
+    if stop == start:
+        raise ValueError(f"{n} examples cannot be shared by {size} processes (process {rank} has none)")
+    local = run(slice(start, stop))
+    frame = local.frame.copy()
+    frame["example"] += start
+    frame = gather_frame(frame, acc).sort_values(["layer", "example"], kind="stable").reset_index(drop=True)
+    meta = {**local.meta, "n_examples": n, "processes": size}
+    return SweepResult(frame, meta)
+
+
 @dataclass
 class SweepRun:
     """What :func:`run_sweep` did: the sweep, its verdicts, where it wrote, and the settings."""
@@ -336,7 +382,8 @@ def run_sweep(
     if n is not None and n < 1:
         raise ValueError(f"--n must be ≥ 1, got {n}")
     model = Path(model)
-    ckpt = load_checkpoint(model, world=world)
+    acc = accelerator()
+    ckpt = load_checkpoint(model, world=world, device=str(acc.device) if acc is not None else "cpu")
     bridge, world = ckpt.bridge, ckpt.world
     bridge.eval()
     lays = check_layers(layers, int(bridge.cfg.n_layers))
@@ -365,8 +412,9 @@ def run_sweep(
     if kind == "mlp-zero":
         ids = encode_sequences(sequences, world.vocab, n_ctx)
         mask = (ids != world.vocab.pad_id).long()
-        sweep = mlp_zero_sweep(bridge, ids, token_loss, mask, lays, batch_size=batch_size, method=method,
-                               higher_is_better=False)
+        sweep = sharded(lambda part: mlp_zero_sweep(bridge, ids[part], token_loss, mask[part], lays,
+                                                    batch_size=batch_size, method=method, higher_is_better=False),
+                        len(sequences), acc)
         info.update(n_examples=len(sequences), metric="token_loss")
     else:
         pairs = state_change_pairs(world, sequences, seed)
@@ -381,11 +429,15 @@ def run_sweep(
         if too_long:
             raise ValueError(f"pair {too_long[0]} has more tokens than the model context n_ctx={n_ctx}")
         # the edited token sits at index edit_at + 1 of the ids (<bos> first); score the tokens after it
-        metric = continuation_loss([i + 1 for i in pairs.edit_at])
-        sweep = direct_effect_patching(bridge, [PatchPair(o, a) for o, a in enc], metric, lays,
-                                       higher_is_better=False)
+        patch_pairs = [PatchPair(o, a) for o, a in enc]
+        sweep = sharded(lambda part: direct_effect_patching(
+            bridge, patch_pairs[part], continuation_loss([i + 1 for i in pairs.edit_at[part]]), lays,
+            higher_is_better=False), len(patch_pairs), acc)
         info["method"] = "loop"  # patching runs pair by pair
 
+    info["processes"] = rank_and_size(acc)[1]
+    if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
+        return SweepRun(sweep, layer_verdicts(sweep, n_boot=n_boot, seed=seed), out_dir, out_dir / "layers.png", info)
     verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed)
     sweep.save(out_dir)
     verdicts.save(out_dir / "verdicts.json")

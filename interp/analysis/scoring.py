@@ -53,7 +53,12 @@ class Batch:
 
 def forward(bridge: Any, tokens: Int[Tensor, "batch pos"],
             attention_mask: Shaped[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch pos vocab"]:
-    """Logits of one forward (no grad), with position ids counted over non-padding tokens."""
+    """Logits of one forward (no grad), with position ids counted over non-padding tokens. Inputs
+    move to the model's device (``bridge.cfg.device``) when it has one."""
+    device = getattr(getattr(bridge, "cfg", None), "device", None)
+    if device is not None and str(tokens.device) != str(device):
+        tokens = tokens.to(device)
+        attention_mask = None if attention_mask is None else attention_mask.to(device)
     kwargs: dict[str, Any] = {}
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask
