@@ -217,6 +217,17 @@ def test_patching_altered_pair_moves_metric(bridge):
     assert res.frame["category"].tolist() == ["insert"] * int(bridge.cfg.n_layers)
 
 
+def test_patching_a_substitution_at_layer_0_changes_nothing(bridge):
+    """Aligned positions hold equal tokens, so their embeddings (resid_pre:0) are equal: patching
+    them is exactly a no-op, also next to repeated tokens (where a bare difflib match shifts)."""
+    orig = [1, 5, 6, 9, 9, 7, 7]
+    alt = [1, 5, 6, 9, 9, 8, 7]
+    res = direct_effect_patching(bridge, [PatchPair(orig, alt)], logit_diff(5, 6))
+    row = res.frame[res.frame.layer == 0].iloc[0]
+    assert row["n_aligned"] == 6 and row["effect"] == 0.0
+    assert (res.frame[res.frame.layer > 0]["effect"].abs() > 1e-7).any()
+
+
 # ---- hooks never leak -------------------------------------------------------------------------------
 
 def test_no_hooks_remain_after_sweeps_and_errors(bridge, data):

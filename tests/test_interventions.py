@@ -349,6 +349,10 @@ def test_serialisation_round_trip():
     assert Intervention.from_dict({"site": "mlp_out:1"}) == zero("mlp_out:1")
     assert hash(ivs[5]) == hash(from_json(text)[5])  # frozen and hashable
     assert Alignment.matching("a b c d".split(), "a x c d e".split()).pairs == ((0, 0), (2, 2), (3, 3))
+    # a substitution next to a repeated token pairs positions with themselves (difflib alone shifts them)
+    assert Alignment.matching("2 12 W W E E".split(), "2 12 W W N E".split()).pairs == (
+        (0, 0), (1, 1), (2, 2), (3, 3), (5, 5))
+    assert Alignment.matching("a b a".split(), "a a".split()).pairs == ((0, 0), (2, 1))  # an insertion/deletion
     for bad, match in (
         (lambda: Intervention(Site(0, "mlp_out"), "scale"), "finite factor"),
         (lambda: Intervention(Site(0, "mlp_out"), "patch"), "needs the name of its source"),

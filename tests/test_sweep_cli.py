@@ -107,7 +107,7 @@ def test_activation_patching_sweep_command(run_dir, tmp_path, tiny_city):
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["n_pairs"] == len(pairs.originals) and summary["n_failed"] == pairs.failed
-    grid = np.array(summary["resid_pre"]["recovered"])  # layers × (<bos> + 6 tokens)
+    grid = np.array(summary["resid_pre"]["restored"])  # layers × (<bos> + 6 tokens)
     assert grid.shape == (2, 7)
     # before the edit nothing differs; the edited token's embedding restores the clean run
     assert np.allclose(grid[:, :3], 0) and np.isclose(grid[0, 3], 1.0, atol=1e-4)

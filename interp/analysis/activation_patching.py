@@ -62,6 +62,14 @@ class PatchingMap:
         """The heatmap: mean of ``column`` over examples, layers as rows, positions/heads as columns."""
         return self.frame.pivot_table(index="layer", columns=self.axis, values=column, aggfunc="mean")
 
+    def restored(self) -> pd.DataFrame:
+        """The heatmap to read first: mean effect / mean (clean − corrupted) gap per cell — the share
+        of the average gap one patched activation restores. Steadier than the mean of per-example
+        ``recovered`` ratios, which explode on examples whose own gap is tiny."""
+        gap = self.meta["clean_mean"] - self.meta["corrupted_mean"]
+        mean = self.mean("effect")
+        return mean / gap if abs(gap) > 1e-12 else mean * float("nan")
+
     def stderr(self, column: str = "effect") -> pd.DataFrame:
         g = self.frame.groupby(["layer", self.axis])[column]
         se = g.std(ddof=1) / np.sqrt(g.count())

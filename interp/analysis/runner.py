@@ -258,8 +258,8 @@ class PatchingRun:
     info: dict[str, Any] = field(default_factory=dict)
 
     def table(self) -> str:
-        """The residual-stream heatmap as text: mean share of the gap restored, layers × positions."""
-        grid = self.maps["resid_pre"].mean("recovered")
+        """The residual-stream heatmap as text: share of the mean gap restored, layers × positions."""
+        grid = self.maps["resid_pre"].restored()
         labels = self.info.get("labels") or [str(c) for c in grid.columns]
         lines = ["layer  " + " ".join(f"{str(t)[:6]:>6}" for t in labels)]
         for layer, row in grid.iterrows():
@@ -270,7 +270,7 @@ class PatchingRun:
         out = {**self.info, "out": str(self.out)}
         for comp, m in self.maps.items():
             out[comp] = {"clean_mean": m.meta["clean_mean"], "corrupted_mean": m.meta["corrupted_mean"],
-                         "recovered": m.mean("recovered").round(4).to_numpy().tolist()}
+                         "restored": m.restored().round(4).to_numpy().tolist()}
         return out
 
 

@@ -96,9 +96,24 @@ class Alignment:
 
     @classmethod
     def matching(cls, dest: Sequence[Any], source: Sequence[Any]) -> Alignment:
-        """Pair the positions of equal tokens in the matching blocks of a diff of two sequences."""
-        blocks = difflib.SequenceMatcher(a=list(dest), b=list(source), autojunk=False).get_matching_blocks()
-        return cls(tuple((b.a + k, b.b + k) for b in blocks for k in range(b.size)))
+        """Pair the positions of equal tokens in the matching blocks of a diff of two sequences.
+
+        Like a diff tool, the common prefix and suffix are matched first and ``difflib`` aligns only
+        what lies between: a one-token substitution then pairs every other position with itself.
+        (``difflib`` alone may pair a repeated token with its shifted copy — ``W W E E`` vs ``W W N
+        E`` matched ``E``₂ with ``E``₃ — which is an equally long but position-shifting match.)"""
+        a, b = list(dest), list(source)
+        head = 0
+        while head < min(len(a), len(b)) and a[head] == b[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(a), len(b)) - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+            tail += 1
+        pairs = [(i, i) for i in range(head)]
+        mid = difflib.SequenceMatcher(a=a[head:len(a) - tail], b=b[head:len(b) - tail], autojunk=False)
+        pairs += [(head + m.a + k, head + m.b + k) for m in mid.get_matching_blocks() for k in range(m.size)]
+        pairs += [(len(a) - tail + k, len(b) - tail + k) for k in range(tail)]
+        return cls(tuple(pairs))
 
 
 Positions = str | tuple[int, ...] | Alignment

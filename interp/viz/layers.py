@@ -72,17 +72,18 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     return path
 
 
-def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "recovered",
+def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "restored",
                           title: str | None = None) -> Path:
     """PNG heatmap of a :class:`~interp.analysis.activation_patching.PatchingMap`: layers as rows,
-    positions (or heads) as columns, the mean of ``column`` over examples (``recovered``: share of
-    the clean − corrupted gap that patching one activation restores; ``effect``: the raw change).
+    positions (or heads) as columns; ``restored`` (default): mean effect / mean clean − corrupted
+    gap, the share of the gap one patched activation restores; else the mean of a frame column
+    over examples (``effect``: the raw change; ``recovered``: per-example ratios).
     Diverging colours centred on 0; position labels from ``meta["labels"]`` when present."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.figure import Figure
 
-    grid = patching.mean(column)
+    grid = patching.restored() if column == "restored" else patching.mean(column)
     if grid.empty:
         raise ValueError("no patching cells to draw")
     values = grid.to_numpy(dtype=float)
@@ -104,7 +105,8 @@ def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "recove
     ax.set_ylabel(f"layer ({patching.meta.get('component', '')})")
     n = patching.meta.get("n_examples")
     cbar = fig.colorbar(im, ax=ax)
-    cbar.set_label(f"mean {column} ({patching.meta.get('metric', 'metric')}, n={n})", fontsize=8)
+    what = "share of the mean gap restored" if column == "restored" else f"mean {column}"
+    cbar.set_label(f"{what} ({patching.meta.get('metric', 'metric')}, n={n})", fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
     path = Path(path)
