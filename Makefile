@@ -38,6 +38,7 @@ test-slow: setup
 bench: setup
 	$(BIN)/python bench/train_throughput.py
 	$(BIN)/python bench/mn_estimators.py
+	$(BIN)/python bench/regulariser_step.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -34,14 +34,11 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from interp.metrics.myhill_nerode import myhill_nerode  # noqa: E402
 from interp.metrics.navigation import detour_test, pairs_from_sequences  # noqa: E402
-from interp.metrics.next_token import next_token_test  # noqa: E402
-from interp.metrics.probes import probe_layers  # noqa: E402
-from interp.metrics.table import results_table, save_table, to_markdown  # noqa: E402
+from interp.metrics.table import evaluate_lm, results_table, save_table, to_markdown  # noqa: E402
 from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpoint  # noqa: E402
 from interp.models.lm import BridgeLM, WorldLM  # noqa: E402
-from interp.results import Estimate, write_json  # noqa: E402
+from interp.results import write_json  # noqa: E402
 from interp.train import TrainConfig, encode_sequences, train  # noqa: E402
 from interp.worlds.split import split_sequences  # noqa: E402
 from interp.worlds.streets import StreetsWorld, SyntheticCityConfig, TraversalConfig  # noqa: E402
@@ -122,28 +119,16 @@ def main() -> None:
     summaries: dict[str, dict] = {}
     for name, lm in lms.items():
         t0 = time.time()
-        test = own_test[name][:1000]
-        nt = next_token_test(lm, world, test)
-        probe = None
-        if isinstance(lm, BridgeLM):
-            # each model is probed on its own traversal distribution (the untrained one on random walks)
-            own_train = own_data.get(name, (rw_train, rw_test))[0]
-            pr = probe_layers(lm.bridge, world, own_train[:1000], own_test[name][:500])
-            best = pr.layers.loc[pr.layers["index"] == pr.best_layer].iloc[0]
-            probe = Estimate(float(best["accuracy"]), float(best["se"]), int(best["n_test"]))
-            summaries.setdefault(name, {})["probe"] = pr.summary()
-        summaries.setdefault(name, {})["next_token"] = nt.summary()
-        print(f"\n[{name}] {nt}", flush=True)
-        for estimator in ("exact", "sampled"):
-            mn = myhill_nerode(world, lm, pairs=args.pairs, depth=5, estimator=estimator, seed=args.seed,
-                               max_nodes=args.max_nodes, progress=False)
-            rows[estimator][name] = {"next_token": nt.position_share, "probe": probe,
-                                     "compression_precision": mn.compression_precision,
-                                     "distinction_precision": mn.distinction_precision,
-                                     "distinction_recall": mn.distinction_recall}
-            summaries[name][f"myhill_nerode_{estimator}"] = mn.summary()
-            print(mn, flush=True)
-        print(f"  ({time.time() - t0:.0f} s)", flush=True)
+        # each model is probed on its own traversal distribution (the untrained one on random walks)
+        own_train = own_data.get(name, (rw_train, rw_test))[0]
+        cells, summaries[name] = evaluate_lm(lm, world, own_test[name][:1000],
+                                             probe_data=(own_train[:1000], own_test[name][:500]), pairs=args.pairs,
+                                             depth=5, estimators=("exact", "sampled"), seed=args.seed,
+                                             max_nodes=args.max_nodes)
+        for estimator, row in cells.items():
+            rows[estimator][name] = row
+        print(f"\n[{name}] " + ", ".join(f"{k}: {v}" for k, v in cells["exact"].items()) +
+              f" ({time.time() - t0:.0f} s)", flush=True)
 
     tables = {}
     for estimator in ("exact", "sampled"):

@@ -35,10 +35,11 @@ def test_help_lists_the_subcommands():
         assert cmd in out.stdout
 
 
-def test_worlds_lists_the_four_worlds():
+def test_worlds_lists_every_world():
     out = _cli("worlds")
     assert out.returncode == 0
-    assert [line.split()[0] for line in out.stdout.strip().splitlines()] == ["dfa", "connect4", "streets", "othello"]
+    assert [line.split()[0] for line in out.stdout.strip().splitlines()] == [
+        "dfa", "connect4", "streets", "othello", "dialogue"]
 
 
 def test_data_writes_legal_split_files(tmp_path):

@@ -8,8 +8,9 @@ Missing cells (e.g. no probe for the oracle) print as "—".
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -20,6 +21,38 @@ COLUMNS: tuple[str, ...] = ("next_token", "probe", "compression_precision", "dis
 HEADERS = {"next_token": "next-token", "probe": "probe (best layer)",
            "compression_precision": "compression prec.", "distinction_precision": "distinction prec.",
            "distinction_recall": "distinction rec."}
+
+
+def evaluate_lm(lm: Any, world: Any, test: Sequence[Sequence[str]], *,
+                probe_data: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]] | None = None,
+                pairs: int = 300, depth: int = 5, estimators: Sequence[str] = ("exact",), seed: int = 0,
+                max_nodes: int = 1024) -> tuple[dict[str, dict[str, Estimate | None]], dict[str, Any]]:
+    """The table's row for one LM: the next-token test on ``test``, the best layer's probe (when
+    ``probe_data = (train, test)`` is given and the LM is a bridge), and the Myhill–Nerode metrics
+    with each of ``estimators``. Returns ``({estimator: cells}, summaries)``: the cells of one row
+    per estimator and every number behind them."""
+    from interp.metrics.myhill_nerode import myhill_nerode
+    from interp.metrics.next_token import next_token_test
+    from interp.metrics.probes import probe_layers
+
+    nt = next_token_test(lm, world, test)
+    summaries: dict[str, Any] = {"next_token": nt.summary()}
+    probe = None
+    bridge = getattr(lm, "bridge", None)
+    if probe_data is not None and bridge is not None:
+        pr = probe_layers(bridge, world, probe_data[0], probe_data[1])
+        best = pr.layers.loc[pr.layers["index"] == pr.best_layer].iloc[0]
+        probe = Estimate(float(best["accuracy"]), float(best["se"]), int(best["n_test"]))
+        summaries["probe"] = pr.summary()
+    cells = {}
+    for estimator in estimators:
+        mn = myhill_nerode(world, lm, pairs=pairs, depth=depth, estimator=estimator, seed=seed, max_nodes=max_nodes)
+        summaries[f"myhill_nerode_{estimator}"] = mn.summary()
+        cells[estimator] = {"next_token": nt.position_share, "probe": probe,
+                            "compression_precision": mn.compression_precision,
+                            "distinction_precision": mn.distinction_precision,
+                            "distinction_recall": mn.distinction_recall}
+    return cells, summaries
 
 
 def results_table(rows: Mapping[str, Mapping[str, Estimate | None]]) -> pd.DataFrame:

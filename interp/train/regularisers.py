@@ -1,0 +1,471 @@
+"""HLS and ULA: the regularised fine-tuning objectives of PragWorld §6.3, as trainer loss terms.
+
+Both read MLP outputs of chosen layers **in the training forward pass** — a forward hook on each
+layer's MLP module keeps its output (with its gradient) — so no second forward runs, unlike the
+reference code, which runs one per step.
+
+- **HLS** (harmful-layer suppression)::
+
+      loss = L_next-token + β · mean_{ℓ ∈ H} mean_{non-padding positions, features} MLP_out_ℓ²
+
+- **ULA** (useful-layer amplification): a two-layer classification head (Linear → GELU → Linear)
+  on each useful layer's MLP output, pooled at each row's last position; labels from the task (the
+  yes/no gold for QA data, the current-state label for world sequences)::
+
+      loss = L_next-token + α · mean_{ℓ ∈ U} cross-entropy(head_ℓ(MLP_out_ℓ[last]), label)
+
+β and α default to 1e-3 (the paper's).
+
+**Positions.** Training rows are ``<bos>``-prefixed and right-padded; a :class:`~interp.train.data.Batch`
+marks the input positions whose next token is scored (``batch.mask``). Those are the non-padding
+positions that count: every real token of a row except its final one (which is only ever a
+target). Padding never counts — the reference averages over it — and every row contributes the
+same positions whatever the width of its batch. ULA pools at each row's *last* such position: the
+one that predicts the final token (for QA text ending in the answer, the position before the
+answer, i.e. ``Label:``).
+
+**Which module is hooked** (its output is TransformerLens's ``blocks.{ℓ}.hook_mlp_out``; a test
+checks the two agree on GPT-2 and Llama):
+
+========================  =================================  ======================================
+architecture              hooked module                       computes
+========================  =================================  ======================================
+GPT-2                     ``transformer.h.{ℓ}.mlp``           ``dropout(c_proj(act(c_fc(x))))``
+Llama, Qwen2, Mistral     ``model.layers.{ℓ}.mlp``            ``down_proj(act(gate_proj(x)) * up_proj(x))``
+GPT-NeoX / Pythia         ``gpt_neox.layers.{ℓ}.mlp``         ``dense_4h_to_h(act(dense_h_to_4h(x)))``
+========================  =================================  ======================================
+
+A ``peft`` (LoRA) model or a ``DistributedDataParallel`` wrapper is unwrapped first; the hooks sit
+on the same modules (LoRA adapters live inside them).
+
+Distributed runs: :meth:`HLS.partial` / :meth:`ULA.partial` return ``(sum, count)`` so the
+fine-tuning loop can divide by the count summed over all processes — a data-parallel run then
+equals a single-process run with the same global batch (``compute`` is ``sum / count`` for the
+single-process trainer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from interp.train.data import Batch
+
+DEFAULT_WEIGHT = 1e-3
+HEADS_TENSORS = "ula_heads.safetensors"
+HEADS_JSON = "ula_heads.json"
+HEADS_FORMAT = "interp.ula_heads/1"
+
+#: (attribute path to the list of decoder layers, attribute of the MLP inside a layer), in order tried
+_LAYOUTS = (("transformer.h", "mlp"), ("model.layers", "mlp"), ("gpt_neox.layers", "mlp"),
+            ("model.decoder.layers", "mlp"))
+
+
+class LayerSpecError(ValueError):
+    """A regulariser's layer list is empty with a nonzero weight, out of range, or inconsistent."""
+
+
+# ---- the HF modules ------------------------------------------------------------------------------
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain HF model inside DDP (``.module``) and peft (``get_base_model()``) wrappers."""
+    seen = 0
+    while seen < 8:
+        seen += 1
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif hasattr(model, "get_base_model") and callable(model.get_base_model):
+            model = model.get_base_model()
+        else:
+            break
+    return model
+
+
+def _get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def decoder_layers(model: nn.Module) -> tuple[nn.ModuleList, str]:
+    """The HF model's list of decoder blocks and its attribute path (see the module docstring)."""
+    base = unwrap(model)
+    for path, _ in _LAYOUTS:
+        layers = _get(base, path)
+        if isinstance(layers, nn.ModuleList) and len(layers) and all(hasattr(b, "mlp") for b in layers):
+            return layers, path
+    raise ValueError(
+        f"cannot find the MLP modules of a {type(base).__name__}: tried "
+        f"{', '.join(p + '.{l}.mlp' for p, _ in _LAYOUTS)}; HLS/ULA support GPT-2, Llama/Qwen/Mistral "
+        "and GPT-NeoX layouts")
+
+
+def n_layers_of(model: nn.Module) -> int:
+    return len(decoder_layers(model)[0])
+
+
+def mlp_modules(model: nn.Module, layers: Sequence[int]) -> list[nn.Module]:
+    """The MLP module of each of ``layers`` (its output is ``blocks.{ℓ}.hook_mlp_out``)."""
+    blocks, _ = decoder_layers(model)
+    check_layers(layers, len(blocks), "layers", weight=1.0)
+    return [blocks[i].mlp for i in layers]
+
+
+def mlp_module_names(model: nn.Module, layers: Sequence[int]) -> list[str]:
+    """Attribute paths of the hooked modules, e.g. ``transformer.h.3.mlp`` (for logs and docs)."""
+    _, path = decoder_layers(model)
+    return [f"{path}.{i}.mlp" for i in layers]
+
+
+# ---- layers: lists, verdict files, checks -------------------------------------------------------
+
+
+def check_layers(layers: Sequence[int], n_layers: int, what: str, weight: float) -> list[int]:
+    """Sorted unique layers, each in ``0..n_layers-1``; empty only when ``weight`` is 0.
+
+    Raises :class:`LayerSpecError` with the valid range, or saying the weight needs layers.
+    """
+    out = sorted({int(x) for x in layers})
+    bad = [x for x in out if not 0 <= x < n_layers]
+    if bad:
+        raise LayerSpecError(f"{what}: layer {bad[0]} is out of range; the model has {n_layers} layers "
+                             f"(valid: 0..{n_layers - 1})")
+    if not out and weight != 0:
+        raise LayerSpecError(f"{what}: no layers given but the weight is {weight:g}; name the layers "
+                             "(or set the weight to 0)")
+    return out
+
+
+def layers_from_verdicts(path: str | Path, which: str, bridge: Any | None = None,
+                         n_layers: int | None = None) -> list[int]:
+    """The ``which`` (``harmful`` / ``useful``) layers of a verdict file (``interp sweep`` writes
+    ``verdicts.json``). With ``bridge`` the file's model fingerprint must match it
+    (:class:`~interp.analysis.fingerprint.ModelMismatchError` otherwise); with only ``n_layers``
+    its layer count must."""
+    from interp.analysis.verdicts import load_verdicts
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"verdict file {path} does not exist (run `interp sweep` to make one)")
+    verdicts = load_verdicts(path, bridge)
+    if bridge is None and n_layers is not None:
+        from interp.analysis.fingerprint import ModelMismatchError
+
+        got = int((verdicts.meta.get("model") or {}).get("n_layers", -1))
+        if got != n_layers:
+            raise ModelMismatchError(f"{path} was computed on a model with {got} layers; this model has {n_layers}")
+    return verdicts.layers(which)
+
+
+# ---- collecting MLP outputs ---------------------------------------------------------------------
+
+
+class _Collector:
+    """Forward hooks that keep the latest output of each hooked module (with its gradient)."""
+
+    def __init__(self) -> None:
+        self.outputs: dict[int, Tensor] = {}
+
+    @contextlib.contextmanager
+    def hooks(self, model: nn.Module, layers: Sequence[int]) -> Iterator[None]:
+        handles = []
+        try:
+            for layer, module in zip(layers, mlp_modules(model, layers)):
+                handles.append(module.register_forward_hook(self._hook(layer)))
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+            self.outputs.clear()
+
+    def _hook(self, layer: int) -> Callable[..., None]:
+        def fn(module: nn.Module, args: Any, output: Any) -> None:
+            self.outputs[layer] = output[0] if isinstance(output, tuple) else output
+        return fn
+
+    def take(self, layers: Sequence[int], batch: Batch, what: str) -> list[Tensor]:
+        missing = [x for x in layers if x not in self.outputs]
+        if missing:
+            raise RuntimeError(f"{what}: no MLP output collected for layer {missing[0]}: call install() "
+                               "and run the forward pass before compute()")
+        outs = [self.outputs.pop(x) for x in layers]
+        want = tuple(batch.inputs.shape)
+        if tuple(outs[0].shape[:2]) != want:
+            raise RuntimeError(f"{what}: the collected MLP output has shape {tuple(outs[0].shape)}, not that of "
+                               f"the batch {want}: compute() must follow the batch's own forward")
+        return outs
+
+
+def last_positions(mask: Tensor) -> Int[Tensor, " batch"]:
+    """Index of each row's last scored position (-1 for a row with none)."""
+    n = mask.sum(dim=1)
+    pos = torch.arange(mask.shape[1], device=mask.device)
+    return torch.where(n > 0, (mask * (pos + 1)).max(dim=1).values - 1, torch.full_like(n, -1))
+
+
+# ---- HLS ----------------------------------------------------------------------------------------
+
+
+class HLS:
+    """Harmful-layer suppression: β · mean over ``layers`` of the mean squared MLP output over the
+    non-padding positions (see the module docstring). A :class:`~interp.train.trainer.LossTerm`."""
+
+    name = "hls"
+
+    def __init__(self, layers: Sequence[int], weight: float = DEFAULT_WEIGHT, n_layers: int | None = None):
+        if n_layers is not None:
+            layers = check_layers(layers, n_layers, "HLS harmful layers", weight)
+        elif not layers and weight != 0:
+            raise LayerSpecError(f"HLS harmful layers: no layers given but β = {weight:g}")
+        self.layers = sorted({int(x) for x in layers})
+        self.weight = float(weight)
+        self._collector = _Collector()
+
+    def install(self, model: nn.Module) -> contextlib.AbstractContextManager[None]:
+        check_layers(self.layers, n_layers_of(model), "HLS harmful layers", self.weight)
+        return self._collector.hooks(model, self.layers)
+
+    def partial(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """``(Σ_ℓ Σ_{positions, features} out² / (|H|·d), number of positions)``; ``compute = sum / count``."""
+        mask = batch.mask
+        count = mask.sum().to(torch.float32)
+        if not self.layers:
+            return torch.zeros((), device=mask.device), count
+        outs = self._collector.take(self.layers, batch, "HLS")
+        m = mask.to(outs[0].dtype)[..., None]
+        total = sum(((o * m) * o).sum(dtype=torch.float32) for o in outs)
+        return total / (len(outs) * outs[0].shape[-1]), count
+
+    def compute(self, batch: Batch) -> Tensor:
+        total, count = self.partial(batch)
+        return total / count.clamp(min=1)
+
+
+# ---- ULA ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelledBatch(Batch):
+    """A :class:`Batch` with one class id per row (``-100``: no label) for ULA."""
+
+    labels: Int[Tensor, " batch"] | None = None
+
+
+class ULAHeads(nn.Module):
+    """One two-layer classification head (Linear → GELU → Linear) per useful layer.
+
+    ``classes`` names the class ids (e.g. ``["no", "yes"]`` or the intersections of a city).
+    Saved beside a checkpoint as ``ula_heads.safetensors`` + ``ula_heads.json`` (:meth:`save` /
+    :meth:`load`); no pickles.
+    """
+
+    def __init__(self, layers: Sequence[int], d_model: int, classes: Sequence[str], hidden: int = 128,
+                 seed: int = 0, task: str = ""):
+        super().__init__()
+        if len(classes) < 2:
+            raise ValueError(f"ULA needs at least 2 classes, got {list(classes)}")
+        if hidden < 1:
+            raise ValueError(f"ULA head width must be ≥ 1, got {hidden}")
+        self.layers = [int(x) for x in layers]
+        self.d_model, self.hidden, self.seed, self.task = int(d_model), int(hidden), int(seed), task
+        self.classes = [str(c) for c in classes]
+        gen_state = torch.random.get_rng_state()
+        torch.manual_seed(seed)  # the heads' init depends on the seed only, not on the global RNG
+        try:
+            self.heads = nn.ModuleList(
+                nn.Sequential(nn.Linear(self.d_model, hidden), nn.GELU(), nn.Linear(hidden, len(self.classes)))
+                for _ in self.layers)
+        finally:
+            torch.random.set_rng_state(gen_state)
+
+    def forward(self, pooled: Sequence[Float[Tensor, "batch d_model"]]) -> list[Float[Tensor, "batch n_classes"]]:
+        return [head(x) for head, x in zip(self.heads, pooled)]
+
+    def config(self) -> dict[str, Any]:
+        return {"format": HEADS_FORMAT, "layers": self.layers, "d_model": self.d_model, "hidden": self.hidden,
+                "classes": self.classes, "seed": self.seed, "task": self.task,
+                "architecture": "per layer: Linear(d_model, hidden) → GELU → Linear(hidden, n_classes), "
+                                "on the MLP output at each row's last position"}
+
+    def save(self, folder: str | Path) -> Path:
+        from safetensors.torch import save_model
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_model(self, str(folder / HEADS_TENSORS))
+        (folder / HEADS_JSON).write_text(json.dumps(self.config(), indent=1))
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "ULAHeads":
+        from safetensors.torch import load_model
+
+        folder = Path(folder)
+        meta_path = folder / HEADS_JSON
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{folder} has no {HEADS_JSON}: no ULA heads were saved there")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != HEADS_FORMAT:
+            raise ValueError(f"{meta_path}: format {meta.get('format')!r}, expected {HEADS_FORMAT!r}")
+        heads = cls(meta["layers"], meta["d_model"], meta["classes"], meta["hidden"], meta.get("seed", 0),
+                    meta.get("task", ""))
+        load_model(heads, str(folder / HEADS_TENSORS))
+        return heads
+
+
+class ULA(nn.Module):
+    """Useful-layer amplification: α · mean over the heads of the cross-entropy of each head on its
+    layer's MLP output at the row's last position. A :class:`~interp.train.trainer.LossTerm` and an
+    ``nn.Module`` (the heads are trained with the model; the fine-tuning loop hands them to the
+    optimizer and to data parallelism).
+
+    Labels come from ``batch.labels`` (:class:`LabelledBatch`) or, for the plain trainer, from
+    ``label_fn(batch)``.
+    """
+
+    name = "ula"
+
+    def __init__(self, heads: ULAHeads, weight: float = DEFAULT_WEIGHT,
+                 label_fn: Callable[[Batch], Tensor] | None = None):
+        super().__init__()
+        if not heads.layers and weight != 0:
+            raise LayerSpecError(f"ULA useful layers: no layers given but α = {weight:g}")
+        self.heads = heads
+        self.weight = float(weight)
+        self.label_fn = label_fn
+        self._collector = _Collector()
+
+    @property
+    def layers(self) -> list[int]:
+        return self.heads.layers
+
+    def install(self, model: nn.Module) -> contextlib.AbstractContextManager[None]:
+        check_layers(self.layers, n_layers_of(model), "ULA useful layers", self.weight)
+        return self._collector.hooks(model, self.layers)
+
+    def _labels(self, batch: Batch) -> Tensor:
+        labels = getattr(batch, "labels", None)
+        if labels is None and self.label_fn is not None:
+            labels = self.label_fn(batch)
+        if labels is None:
+            raise ValueError("ULA needs a label per row: pass a LabelledBatch or give label_fn")
+        return labels
+
+    def partial(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """``(Σ_heads Σ_rows cross-entropy / |U|, number of labelled rows)``; ``compute = sum / count``."""
+        labels = self._labels(batch).to(batch.inputs.device)
+        last = last_positions(batch.mask)
+        labels = torch.where(last >= 0, labels, torch.full_like(labels, -100))
+        count = (labels != -100).sum().to(torch.float32)
+        if not self.layers:
+            return torch.zeros((), device=labels.device), count
+        outs = self._collector.take(self.layers, batch, "ULA")
+        rows = torch.arange(len(last), device=last.device)
+        pooled = [o[rows, last.clamp(min=0)].float() for o in outs]
+        logits = self.heads(pooled)
+        total = sum(F.cross_entropy(lg, labels, ignore_index=-100, reduction="sum") for lg in logits)
+        return total / len(logits), count
+
+    def compute(self, batch: Batch) -> Tensor:
+        total, count = self.partial(batch)
+        return total / count.clamp(min=1)
+
+    @torch.no_grad()
+    def accuracy(self, batch: Batch) -> list[float]:
+        """Per head, the share of labelled rows classified right (on the forward that just ran)."""
+        labels = self._labels(batch).to(batch.inputs.device)
+        last = last_positions(batch.mask)
+        keep = (labels != -100) & (last >= 0)
+        outs = self._collector.take(self.layers, batch, "ULA")
+        rows = torch.arange(len(last), device=last.device)
+        logits = self.heads([o[rows, last.clamp(min=0)].float() for o in outs])
+        n = max(int(keep.sum()), 1)
+        return [float(((lg.argmax(-1) == labels) & keep).sum()) / n for lg in logits]
+
+
+# ---- labels for world sequences -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelCoding:
+    """Class names ↔ ids (``None`` labels map to -100, never trained on)."""
+
+    classes: tuple[str, ...]
+
+    @classmethod
+    def fit(cls, labels: Sequence[Any]) -> "LabelCoding":
+        seen = sorted({str(x) for x in labels if x is not None}, key=_natural)
+        return cls(tuple(seen))
+
+    def encode(self, labels: Sequence[Any]) -> Tensor:
+        index = {c: i for i, c in enumerate(self.classes)}
+        return torch.tensor([-100 if x is None else index.get(str(x), -100) for x in labels], dtype=torch.long)
+
+
+def _natural(s: str) -> tuple[int, Any]:
+    return (0, int(s)) if s.lstrip("-").isdigit() else (1, s)
+
+
+def last_state_labels(world: Any, sequences: Sequence[Sequence[str]]) -> list[Any]:
+    """The world's current-state label (``world.state_label``) at each sequence's pooled position:
+    the state after all tokens but the last (token ids carry ``<bos>`` first, so input position
+    ``len(seq) - 1`` has read ``len(seq) - 1`` tokens). ``None`` where the world has no label."""
+    out = []
+    for seq in sequences:
+        if not seq:
+            out.append(None)
+            continue
+        out.append(world.state_label(world.run(seq[:-1])))
+    return out
+
+
+def mean_squared_mlp_out(model: nn.Module, ids: Int[Tensor, "n pos"], pad_id: int, layers: Sequence[int],
+                         batch_size: int = 128) -> dict[int, Tensor]:
+    """Per layer, each row's mean squared MLP output over its non-padding positions (the HLS
+    quantity, same positions and modules), in eval mode without gradients: ``{layer: [n]}``."""
+    from interp.train.data import make_batch
+
+    coll = _Collector()
+    was = model.training
+    model.eval()
+    res: dict[int, list[Tensor]] = {x: [] for x in layers}
+    try:
+        with torch.no_grad(), coll.hooks(model, layers):
+            for i in range(0, len(ids), batch_size):
+                batch = make_batch(ids[i : i + batch_size], pad_id)
+                model(batch.inputs)
+                m = batch.mask.float()
+                for layer, out in zip(layers, coll.take(layers, batch, "mean_squared_mlp_out")):
+                    per_row = (out.float().pow(2).mean(-1) * m).sum(1) / m.sum(1).clamp(min=1)
+                    res[layer].append(per_row.cpu())
+    finally:
+        model.train(was)
+    return {x: torch.cat(v) for x, v in res.items()}
+
+
+def describe_terms(terms: Sequence[Any], model: nn.Module) -> list[str]:
+    """One line per term: which modules it hooks and its weight (for logs)."""
+    lines = []
+    for t in terms:
+        names = mlp_module_names(model, t.layers) if t.layers else []
+        w = "β" if t.name == "hls" else "α"
+        lines.append(f"{t.name.upper()}: {w} = {t.weight:g} on layers {t.layers} ({', '.join(names) or 'none'})")
+    return lines
+
+
+__all__ = ["DEFAULT_WEIGHT", "HLS", "LabelCoding", "LabelledBatch", "LayerSpecError", "ULA", "ULAHeads",
+           "check_layers", "decoder_layers", "describe_terms", "last_positions", "last_state_labels",
+           "layers_from_verdicts", "mean_squared_mlp_out", "mlp_module_names", "mlp_modules", "n_layers_of",
+           "unwrap"]
