@@ -1,10 +1,12 @@
 """Myhill–Nerode metrics: the exact estimator vs the paper's sampled one (M = 30), same pairs.
 
-For one trained model and the same state pairs (same ``--seed``) each estimator runs each metric
-once; we report forward tokens (``lm.forward_tokens``: tokens run through the network, padding
-included) and wall time per prefix pair, side by side with exact/sampled ratios, then the spread
-of the sampled estimator's scores over ``--seeds`` redraws of its continuations (same pairs)
-next to the exact estimator's, which is deterministic (checked by a second run).
+For one trained model and the same state pairs (same ``--seed``), after a warm-up on other pairs,
+each estimator runs each metric ``max(2, --seeds)`` times, interleaved (exact, sampled, exact, …;
+the sampled runs redraw their continuations, same pairs). We report forward tokens
+(``lm.forward_tokens``: tokens run through the network, padding included) and the median wall
+and CPU time per prefix pair, side by side with exact/sampled ratios (CPU time is the steadier
+one on a shared machine), then the spread of the sampled estimator's scores over its seeds next
+to the exact estimator's, which is deterministic (checked across its runs).
 
     python bench/mn_estimators.py [--model runs/demo/best] [--pairs 100] [--seeds 5]
     python bench/mn_estimators.py --world streets:../shared/data/manhattan/edges.csv --pairs 1000
@@ -55,51 +57,66 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def run(world, lm, estimator: str, metric: str, args, sample_seed: int | None = None) -> dict:
+def run(world, lm, estimator: str, metric: str, args, sample_seed: int | None = None,
+        pairs: int | None = None, seed: int | None = None) -> dict:
     before = lm.forward_tokens
-    t = time.perf_counter()
-    r = myhill_nerode(world, lm, rule=Epsilon(args.epsilon), depth=args.depth, pairs=args.pairs,
-                      estimator=estimator, samples=args.samples, seed=args.seed, metrics=(metric,),
-                      sample_seed=sample_seed, max_nodes=args.max_nodes)
+    t, c = time.perf_counter(), time.process_time()
+    r = myhill_nerode(world, lm, rule=Epsilon(args.epsilon), depth=args.depth, pairs=pairs or args.pairs,
+                      estimator=estimator, samples=args.samples, seed=args.seed if seed is None else seed,
+                      metrics=(metric,), sample_seed=sample_seed, max_nodes=args.max_nodes)
     s = r.summary()
     s["wall"] = time.perf_counter() - t
+    s["cpu"] = time.process_time() - c
     s["tokens"] = lm.forward_tokens - before
     s["used"] = s["pairs_used"]
     return s
 
 
 def compare(world, lm, args) -> None:
+    reps = max(2, args.seeds)
     print(f"{world.describe()}\nmodel: {lm.describe()}; epsilon={args.epsilon}, depth {args.depth}, "
-          f"{args.pairs} states / state pairs, seed {args.seed}, sampled M = {args.samples}\n")
-    head = f"{'metric':<12} {'estimator':<8} {'pairs':>5} {'fwd tokens/pair':>16} {'ms/pair':>9}   scores"
+          f"{args.pairs} states / state pairs, seed {args.seed}, sampled M = {args.samples}; "
+          f"{reps} interleaved runs per estimator after a warm-up (sampled: one sampling seed per run, "
+          f"same pairs); times are medians\n")
+    for metric in ("compression", "distinction"):  # warm-up (other pairs): first-call costs out of the timing
+        for est in ("exact", "sampled"):
+            run(world, lm, est, metric, args, pairs=5, seed=args.seed + 12345)
+    head = (f"{'metric':<12} {'estimator':<8} {'pairs':>5} {'fwd tokens/pair':>16} {'ms/pair':>9} "
+            f"{'cpu ms/pair':>12}   scores")
     print(head)
     print("-" * len(head))
-    results: dict[tuple[str, str], dict] = {}
+    totals = {"exact": 0.0, "sampled": 0.0}
+    spreads = []
     for metric in ("compression", "distinction"):
+        runs: dict[str, list[dict]] = {"exact": [], "sampled": []}
+        for i in range(reps):
+            runs["exact"].append(run(world, lm, "exact", metric, args))
+            runs["sampled"].append(run(world, lm, "sampled", metric, args, sample_seed=None if i == 0 else 1000 + i))
+        med = {}
         for est in ("exact", "sampled"):
-            s = results[metric, est] = run(world, lm, est, metric, args)
+            rs = runs[est]
+            s = rs[0]
             n = max(1, s["used"])
+            med[est] = {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "tokens")}
+            totals[est] += med[est]["wall"]
             scores = ", ".join(f"{k.split('_', 1)[1]} {s[k]:.3f}" for k in SCORES if k.startswith(metric))
             skipped = f"  (skipped {s['pairs_skipped_total']})" if s["pairs_skipped_total"] else ""
-            print(f"{metric:<12} {est:<8} {s['used']:>5} {s['tokens'] / n:>16,.0f} {1000 * s['wall'] / n:>9.1f}   "
-                  f"{scores}{skipped}")
-        e, m = results[metric, "exact"], results[metric, "sampled"]
+            print(f"{metric:<12} {est:<8} {s['used']:>5} {med[est]['tokens'] / n:>16,.0f} "
+                  f"{1000 * med[est]['wall'] / n:>9.1f} {1000 * med[est]['cpu'] / n:>12.1f}   {scores}{skipped}")
+        e, m = med["exact"], med["sampled"]
         print(f"{metric:<12} {'ratio':<8} {'':>5} {(e['tokens'] / max(1, m['tokens'])):>15.2f}x "
-              f"{(e['wall'] / m['wall']):>8.2f}x   exact / sampled")
-    tot_e = sum(results[k, "exact"]["wall"] for k in ("compression", "distinction"))
-    tot_m = sum(results[k, "sampled"]["wall"] for k in ("compression", "distinction"))
-    print(f"both metrics: exact {tot_e:.1f} s, sampled {tot_m:.1f} s (ratio {tot_e / tot_m:.2f})\n")
-
-    print(f"spread over {args.seeds} sampling seeds (same pairs) vs the exact estimator:")
-    for metric in ("compression", "distinction"):
-        draws = [run(world, lm, "sampled", metric, args, sample_seed=1000 + i) for i in range(args.seeds)]
-        again = run(world, lm, "exact", metric, args)
+              f"{(e['wall'] / m['wall']):>8.2f}x {(e['cpu'] / m['cpu']):>11.2f}x   exact / sampled")
         for key in (k for k in SCORES if k.startswith(metric)):
-            vals = [d[key] for d in draws]
-            exact = results[metric, "exact"][key]
-            print(f"  {key:<22} sampled {statistics.mean(vals):.4f} ± sd {statistics.stdev(vals):.4f} "
-                  f"(min {min(vals):.4f}, max {max(vals):.4f});  exact {exact:.4f}, rerun "
-                  f"{'identical' if again[key] == exact else f'DIFFERS: {again[key]:.4f}'}")
+            vals = [r[key] for r in runs["sampled"]]
+            exact = [r[key] for r in runs["exact"]]
+            same = all(v == exact[0] for v in exact)
+            spreads.append(f"  {key:<22} sampled {statistics.mean(vals):.4f} ± sd {statistics.stdev(vals):.4f} "
+                           f"(min {min(vals):.4f}, max {max(vals):.4f});  exact {exact[0]:.4f}, "
+                           f"{reps} runs {'identical' if same else 'DIFFER: ' + str(exact)}")
+    print(f"both metrics: exact {totals['exact']:.1f} s, sampled {totals['sampled']:.1f} s "
+          f"(ratio {totals['exact'] / totals['sampled']:.2f})\n")
+    print(f"spread over {reps} sampling seeds (same pairs) vs the exact estimator:")
+    print("\n".join(spreads))
     print(f"\npeak RSS {peak_rss_mb():.0f} MB")
 
 
@@ -119,7 +136,8 @@ def main() -> None:
     ap.add_argument("--model", help="checkpoint folder (default: train a small one / oracle with --world)")
     ap.add_argument("--world", help="world argument; with no --model, run the oracle on it (scale check)")
     ap.add_argument("--pairs", type=int, default=100)
-    ap.add_argument("--seeds", type=int, default=5, help="sampling seeds for the variance check")
+    ap.add_argument("--seeds", type=int, default=5,
+                    help="runs per estimator (sampled: one sampling seed each), at least 2")
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--depth", type=int, default=5)
     ap.add_argument("--epsilon", type=float, default=0.01)

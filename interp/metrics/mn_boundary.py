@@ -39,13 +39,16 @@ while sampling finds boundary elements in proportion to the model's probability 
 so a model with a tail of barely-accepted tokens (just above ε) has many improbable, mostly wrong
 boundary elements that the exact precision counts and the sampled one rarely sees. Sampled
 compression is an upper bound on the exact one (every cut-off is in ``MNB^m``). The exact cost
-grows with the model interior (a near-uniform model accepts everything: such pairs hit the
-frontier bound); the sampled cost is ``samples × depth`` rows plus the true interior.
+is two LM rows per model-interior suffix shorter than ``depth`` (``|MNB^m|`` cannot be counted
+without both next-token distributions of every such suffix; a near-uniform model accepts
+everything: such pairs hit the frontier bound); the sampled cost is at most
+``2 × samples × (depth − 1)`` rows plus the true interior. On distinction pairs of models that
+give more than ε to many wrong continuations the first is the larger.
 
 Frontier bound: a pair whose tree would hold more than ``max_nodes`` nodes at one level is skipped
-with the reason ``frontier too large`` (never truncated). Forwards hold at most ``max_rows`` rows
-(the LM's ``batch_size``); a level that outgrows a cursor is continued from fresh cursors over the
-full prefixes (counted in :attr:`EngineStats.restarted_rows`).
+with the reason ``frontier too large`` (never truncated). A group's level is one LM call
+(``lm.extend`` of the previous level's cursor), which the LM splits into forwards of its own
+``batch_size``; groups are sized so that a level holds about ``max_rows`` rows.
 """
 
 from __future__ import annotations
@@ -64,8 +67,10 @@ from interp.worlds.base import IllegalTokenError, State, World, WorldError
 
 #: the world state of a sequence with an undefined transition
 DEAD: Any = type("Dead", (), {"__repr__": lambda self: "DEAD"})()
-#: log-prob elements one level may hold per forward (rows × vocab), bounding memory for big vocabularies
+#: log-prob elements (rows × vocab) one tree level of a group may hold, bounding memory for big
+#: vocabularies; and at most this many rows (groups are sized to it, one wide pair may exceed it)
 ROW_ELEMENT_BUDGET = 1 << 24
+MAX_LEVEL_ROWS = 16384
 
 # skip reasons (keys of the summary's pairs_skipped)
 FRONTIER = "frontier too large"
@@ -126,70 +131,40 @@ class PairOutcome:
 
 @dataclass
 class EngineStats:
+    #: LM calls (``start`` / ``extend``: one per tree level of a group; the LM splits each into
+    #: network forwards of its own size) and the rows they read
     forwards: int = 0
     rows: int = 0
-    restarted_rows: int = 0
     groups: int = 0
 
 
-# ---- LM rows across cursor segments -------------------------------------------------------------
+# ---- LM rows of one tree level ------------------------------------------------------------------
 
 
 class _Level:
-    """The LM rows of one tree level: cursor segments and their concatenated log-probs."""
+    """The LM rows of one tree level: one cursor (the LM splits it into forwards as it needs)."""
 
-    def __init__(self, segments: list[Cursor]):
-        self.segments = segments
-        sizes = np.array([len(c) for c in segments], dtype=np.int64)
-        self.ends = np.cumsum(sizes)
-        self.starts = self.ends - sizes
-        self.logprobs = torch.cat([c.logprobs for c in segments]) if segments else None
+    def __init__(self, cursor: Cursor | None):
+        self.cursor = cursor
+        self.logprobs = cursor.logprobs if cursor is not None else None
 
     def __len__(self) -> int:
-        return int(self.ends[-1]) if len(self.ends) else 0
+        return 0 if self.cursor is None else len(self.cursor)
 
 
-def _start(lm: LM, prefixes: Sequence[Sequence[str]], max_rows: int, stats: EngineStats) -> _Level:
-    segments = []
-    for i in range(0, len(prefixes), max_rows):
-        chunk = prefixes[i:i + max_rows]
-        segments.append(lm.start(chunk))
-        stats.forwards += 1
-        stats.rows += len(chunk)
-    return _Level(segments)
+def _start(lm: LM, prefixes: Sequence[Sequence[str]], stats: EngineStats) -> _Level:
+    stats.forwards += 1
+    stats.rows += len(prefixes)
+    return _Level(lm.start(prefixes))
 
 
-def _advance(lm: LM, level: _Level, parents: np.ndarray, tokens: np.ndarray,
-             prefix_of: Callable[[int], list[str]], max_rows: int,
-             stats: EngineStats) -> tuple[_Level, np.ndarray]:
-    """Rows ``parents[i]`` + ``tokens[i]``; returns the new level and each request's row in it."""
-    n = len(parents)
-    row_of = np.empty(n, dtype=np.int64)
-    if n == 0:
-        return _Level([]), row_of
-    seg_of = np.searchsorted(level.ends, parents, side="right")
-    order = np.argsort(seg_of, kind="stable")
-    bounds = np.flatnonzero(np.diff(seg_of[order])) + 1
-    segments: list[Cursor] = []
-    next_row = 0
-    for idxs in np.split(order, bounds):
-        seg = int(seg_of[idxs[0]])
-        head, rest = idxs[:max_rows], idxs[max_rows:]
-        local = torch.as_tensor(parents[head] - level.starts[seg])
-        segments.append(lm.extend(level.segments[seg], local, torch.as_tensor(tokens[head])))
-        stats.forwards += 1
-        stats.rows += len(head)
-        row_of[head] = np.arange(next_row, next_row + len(head))
-        next_row += len(head)
-        for j in range(0, len(rest), max_rows):  # the cursor is consumed: read the rest afresh
-            chunk = rest[j:j + max_rows]
-            segments.append(lm.start([prefix_of(int(i)) for i in chunk]))
-            stats.forwards += 1
-            stats.rows += len(chunk)
-            stats.restarted_rows += len(chunk)
-            row_of[chunk] = np.arange(next_row, next_row + len(chunk))
-            next_row += len(chunk)
-    return _Level(segments), row_of
+def _advance(lm: LM, level: _Level, parents: np.ndarray, tokens: np.ndarray, stats: EngineStats) -> _Level:
+    """Rows ``parents[i]`` + ``tokens[i]``, in this order."""
+    if len(parents) == 0:
+        return _Level(None)
+    stats.forwards += 1
+    stats.rows += len(parents)
+    return _Level(lm.extend(level.cursor, torch.as_tensor(parents), torch.as_tensor(tokens)))
 
 
 # ---- the engine ---------------------------------------------------------------------------------
@@ -230,11 +205,11 @@ class _Group:
     def __init__(self, world: World, lm: LM, rule: AcceptanceRule, jobs: list[PairJob],
                  job_ids: list[int], outcomes: list[PairOutcome], *, depth: int, exact: bool,
                  samples: int, max_nodes: int, seed: int, keep: bool, exhaustive: bool,
-                 max_rows: int, stats: EngineStats):
+                 stats: EngineStats):
         self.world, self.lm, self.rule, self.jobs = world, lm, rule, jobs
         self.job_ids, self.out = job_ids, outcomes
         self.depth, self.exact, self.samples, self.max_nodes = depth, exact, samples, max_nodes
-        self.keep, self.max_rows, self.stats = keep, max_rows, stats
+        self.keep, self.stats = keep, stats
         self.stop_early = exact and not (exhaustive or keep)
         self.tokens = lm.vocab.tokens
         self.rngs = [np.random.default_rng([seed, j]) for j in job_ids] if not exact else []
@@ -294,8 +269,7 @@ class _Group:
                 o.true_boundary, o.true_boundary_recalled = 0, 0
             if self.keep:
                 o.model_set, o.true_set = {}, ({} if job.recall else None)
-        level = _start(self.lm, [p for job in jobs for p in (job.prefix1, job.prefix2)],
-                       self.max_rows, self.stats)
+        level = _start(self.lm, [p for job in jobs for p in (job.prefix1, job.prefix2)], self.stats)
         self.peak_rows = len(level)
         nodes: list[_Node] = []
         conts: list[_Cont] = []
@@ -444,45 +418,25 @@ class _Group:
     def _next_level(self, level: _Level, children: list, conts: list) -> tuple[_Level, list[_Node], list[_Cont]]:
         parents: list[int] = []
         toks: list[int] = []
-        meta: list[tuple[int, tuple[int, ...], int]] = []  # (job, path, side) for restarts
         nodes: list[_Node] = []
         for n, tok, m1, m12, ti, w1, w2 in children:
-            path = n.path + (tok,)
-            node = _Node(n.job, path, w1, w2, m1, m12, ti)
+            node = _Node(n.job, n.path + (tok,), w1, w2, m1, m12, ti)
             if m1:
                 node.r1 = len(parents)
                 parents.append(n.r1)
                 toks.append(tok)
-                meta.append((n.job, path, 1))
             if m12:
                 node.r2 = len(parents)
                 parents.append(n.r2)
                 toks.append(tok)
-                meta.append((n.job, path, 2))
             nodes.append(node)
         new_conts: list[_Cont] = []
         for c, tok in conts:
-            path = c.path + (tok,)
-            nc = _Cont(c.job, path, len(parents), len(parents) + 1)
+            new_conts.append(_Cont(c.job, c.path + (tok,), len(parents), len(parents) + 1))
             parents += [c.r1, c.r2]
             toks += [tok, tok]
-            meta += [(c.job, path, 1), (c.job, path, 2)]
-            new_conts.append(nc)
-
-        def prefix_of(i: int) -> list[str]:
-            j, path, side = meta[i]
-            job = self.jobs[j]
-            return [*(job.prefix1 if side == 1 else job.prefix2), *self._suffix(path)]
-
-        new_level, row_of = _advance(self.lm, level, np.asarray(parents, dtype=np.int64),
-                                     np.asarray(toks, dtype=np.int64), prefix_of, self.max_rows, self.stats)
-        for node in nodes:
-            if node.r1 >= 0:
-                node.r1 = int(row_of[node.r1])
-            if node.r2 >= 0:
-                node.r2 = int(row_of[node.r2])
-        for c in new_conts:
-            c.r1, c.r2 = int(row_of[c.r1]), int(row_of[c.r2])
+        new_level = _advance(self.lm, level, np.asarray(parents, dtype=np.int64),
+                             np.asarray(toks, dtype=np.int64), self.stats)
         return new_level, nodes, new_conts
 
     def _score_cutoffs(self) -> None:
@@ -504,10 +458,8 @@ class _Group:
 
 
 def max_rows_for(lm: LM, row_element_budget: int = ROW_ELEMENT_BUDGET) -> int:
-    """Rows per forward: the LM's ``batch_size`` if it has one, and rows × vocab within budget."""
-    budget = max(2, row_element_budget // max(1, len(lm.vocab)))
-    bs = getattr(lm, "batch_size", None)
-    return max(2, min(budget, int(bs))) if bs else budget
+    """Rows one tree level of a group may hold: rows × vocab within budget, at most ``MAX_LEVEL_ROWS``."""
+    return max(2, min(MAX_LEVEL_ROWS, row_element_budget // max(1, len(lm.vocab))))
 
 
 def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: AcceptanceRule, *,
@@ -518,9 +470,10 @@ def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: Acceptan
                    stats: EngineStats | None = None) -> list[PairOutcome]:
     """Boundary counts of every job (same order), with the exact or the sampled estimator.
 
-    Jobs are evaluated in groups whose rows fill the LM's forwards (the group size adapts to the
-    widest level seen so far), in order of prefix length so that a group's rows share one width
-    (less padding in every cached forward). ``on_progress(n)`` is called after each group with the
+    Jobs are evaluated in groups whose widest tree level holds about ``max_rows`` rows (default
+    :func:`max_rows_for`; the group size adapts to the mean widest level per job seen so far; the
+    LM splits a level into forwards of its own size), in order of prefix length so that a group's
+    rows share one width (less padding in every forward). ``on_progress(n)`` is called after each group with the
     number of jobs it finished. The exact estimator stops expanding a compression job (``recall``
     false) at its first model-boundary element, which decides its score, unless ``exhaustive`` or
     ``keep_boundaries`` is set.
@@ -549,20 +502,21 @@ def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: Acceptan
     todo.sort(key=lambda i: max(len(jobs[i].prefix1), len(jobs[i].prefix2)))
     if on_progress and len(todo) < len(jobs):
         on_progress(len(jobs) - len(todo))
-    per_job = 2.0  # rows per job at the widest level, learnt as groups run
-    size = 1       # groups grow by doubling, so a first wide tree cannot overflow a huge group
+    peak_rows, peak_jobs = 0, 0  # the widest level of each group so far, and its jobs
+    size = 1                     # groups grow by doubling, so a first wide tree cannot overflow a huge group
     pos = 0
     while pos < len(todo):
-        size = max(1, min(2 * size, rows_cap // 2, int(rows_cap / (1.5 * per_job))))
+        per_job = max(2.0, peak_rows / peak_jobs) if peak_jobs else 2.0
+        size = max(1, min(2 * size, rows_cap // 2, int(rows_cap / (2 * per_job))))
         ids = todo[pos:pos + size]
         pos += len(ids)
         group = _Group(world, lm, rule, [jobs[i] for i in ids], ids, [outcomes[i] for i in ids],
                        depth=depth, exact=estimator == "exact", samples=samples, max_nodes=max_nodes,
-                       seed=seed, keep=keep_boundaries, exhaustive=exhaustive, max_rows=rows_cap,
-                       stats=stats)
+                       seed=seed, keep=keep_boundaries, exhaustive=exhaustive, stats=stats)
         group.run()
         stats.groups += 1
-        per_job = max(per_job, group.peak_rows / len(ids))
+        peak_rows += group.peak_rows
+        peak_jobs += len(ids)
         if on_progress:
             on_progress(len(ids))
     return outcomes

@@ -282,6 +282,7 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
                     recall=r.metric == "distinction") for r in ready]
     stats = EngineStats()
     tokens_before = int(getattr(lm, "forward_tokens", 0))
+    calls_before = int(getattr(lm, "forward_calls", 0))
     from tqdm.auto import tqdm
 
     with tqdm(total=len(jobs), disable=not progress, desc="myhill-nerode pairs", unit="pair") as bar:
@@ -303,7 +304,8 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
                   **({"samples": samples, "sample_seed": seed if sample_seed is None else sample_seed}
                      if estimator == "sampled" else {})},
         stats={"forward_tokens": int(getattr(lm, "forward_tokens", 0)) - tokens_before,
-               "forwards": stats.forwards, "lm_rows": stats.rows, "restarted_rows": stats.restarted_rows,
+               "forwards": int(getattr(lm, "forward_calls", 0)) - calls_before, "lm_calls": stats.forwards,
+               "lm_rows": stats.rows,
                "seconds": round(time.perf_counter() - t0, 3)},
     )
     return result
