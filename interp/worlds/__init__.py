@@ -31,6 +31,9 @@ WORLD_KINDS: dict[str, tuple[str, str, str]] = {
                 "streets[:CONFIG.toml|EDGES.csv]"),
     "othello": ("interp.worlds.othello", "OthelloWorld",
                 "8x8 Othello, 60 move tokens, passes implicit, state = board and side to move"),
+    "dialogue": ("interp.worlds.dialogue", "DialogueWorld",
+                 "PragWorld-style conversations (objects placed at locations) with exact yes/no "
+                 "probes: dialogue[:objects=3,locations=3,max_utts=8,...]"),
 }
 
 

@@ -1,0 +1,104 @@
+"""A model's question answering on the dialogue world, scored as PragWorld scores LLMs.
+
+At the answer position (right after a probe's ``?``) the world allows only the gold token; the
+model's answer is the two-way softmax over the ``yes`` and ``no`` logits there — the paper's
+interpretability protocol (P(yes) / (P(yes) + P(no)), yes when > 0.5). Reused, not rewritten:
+:func:`interp.benchmarks.pragworld.evaluate.model_logits` / ``p_yes_from_logits`` for the scoring
+and :func:`interp.metrics.pragworld.score_pragworld` for the accuracies (robust, yes / no,
+original / altered, flip / invariant, per category and length).
+
+- :func:`probe_accuracy`: every probe of held-out training-style sequences (plain accuracy, and
+  by question type);
+- :func:`evaluate_benchmark`: a benchmark file written by :func:`~.export.write_benchmark`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from interp.worlds.dialogue.export import prompt_tokens
+from interp.worlds.dialogue.grammar import ANSWERS, PROBE, parse
+from interp.worlds.dialogue.questions import question_type
+
+
+def _encode(world, prompts: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    vocab = world.vocab
+    rows = [vocab.encode(p) for p in prompts]
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), vocab.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1
+    return ids, mask, torch.tensor([len(r) for r in rows])
+
+
+@torch.no_grad()
+def p_yes(model: Any, world, prompts: Sequence[Sequence[str]], batch_size: int = 128) -> np.ndarray:
+    """P(yes) / (P(yes) + P(no)) after each prompt (world tokens, no ``<bos>``), in order."""
+    from interp.benchmarks.pragworld.evaluate import model_logits, p_yes_from_logits
+
+    yes_id, no_id = world.vocab.id(ANSWERS[0]), world.vocab.id(ANSWERS[1])
+    out = []
+    for s in range(0, len(prompts), batch_size):
+        ids, mask, lengths = _encode(world, prompts[s: s + batch_size])
+        logits = model_logits(model, ids, mask)
+        out.append(p_yes_from_logits(logits, lengths, yes_id, no_id).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def probe_prompts(sequences: Sequence[Sequence[str]]) -> tuple[list[list[str]], list[int], list[list[str]]]:
+    """Every probe of every sequence: (prefix up to its ``?``, gold 1/0, the probe's tokens)."""
+    prompts, gold, probes = [], [], []
+    for seq in sequences:
+        for i, t in enumerate(seq):
+            if t == "?" and i + 1 < len(seq) and seq[i + 1] in ANSWERS:
+                start = max(j for j in range(i + 1) if seq[j] == PROBE)
+                prompts.append(list(seq[: i + 1]))
+                gold.append(int(seq[i + 1] == ANSWERS[0]))
+                probes.append(list(seq[start: i + 2]))
+    return prompts, gold, probes
+
+
+def probe_accuracy(model: Any, world, sequences: Sequence[Sequence[str]], batch_size: int = 128) -> dict[str, Any]:
+    """Accuracy (with a standard error) over every probe in ``sequences``, overall and by question
+    type, with the yes / no accuracies and the always-no baseline."""
+    prompts, gold, probes = probe_prompts(sequences)
+    if not prompts:
+        raise ValueError("no probes in these sequences")
+    p = p_yes(model, world, prompts, batch_size)
+    pred = (p > 0.5).astype(int)
+    g = np.asarray(gold)
+    correct = pred == g
+    kinds = [question_type(world.lexicon, parse(list(pr))[0].question) for pr in probes]
+    df = pd.DataFrame({"correct": correct, "gold": g, "type": kinds})
+
+    def acc(mask) -> float:
+        return float(df.correct[mask].mean()) if mask.any() else float("nan")
+
+    n = len(df)
+    return {"probes": n, "accuracy": acc(df.gold >= 0),
+            "accuracy_se": float(df.correct.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan"),
+            "yes": acc(df.gold == 1), "no": acc(df.gold == 0),
+            "always_no_baseline": float((g == 0).mean()),
+            "by_type": {k: acc(df.type == k) for k in sorted(set(kinds))}}
+
+
+def evaluate_benchmark(model: Any, world, path: str | os.PathLike, batch_size: int = 128, seed: int = 0):
+    """Load a benchmark CSV with the PragWorld loader, answer every row, score it.
+
+    Returns ``(score, p_yes)``: the :class:`~interp.metrics.pragworld.PragWorldScore` and the
+    model's P(yes) per row."""
+    from interp.benchmarks.pragworld import load_pragworld
+    from interp.metrics.pragworld import score_pragworld
+
+    data = load_pragworld(path)
+    prompts = [prompt_tokens(c, q) for c, q in zip(data.rows["context"], data.rows["question"])]
+    p = p_yes(model, world, prompts, batch_size)
+    return score_pragworld(data, ["yes" if x > 0.5 else "no" for x in p], seed=seed), p
