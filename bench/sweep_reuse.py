@@ -9,7 +9,11 @@ Against it, in the same run and on the same batch: :func:`interp.analysis.mlp_ze
 runs ``--rounds`` times in alternation; the median wall time is reported with the ratio to the
 baseline and the max abs difference of every per-example value from the baseline's.
 
-    python bench/sweep_reuse.py [--model runs/demo/best] [--n 200] [--rounds 5] [--batch-size N]
+    python bench/sweep_reuse.py [--model runs/demo/best] [--n 200] [--rounds 5] [--batch-size 64|0]
+
+``--batch-size 0`` runs interp's sweeps on the whole batch at once, as the baseline does, which
+isolates the reuse of early layers (at most 2× for a metric over every position: the variants
+run L(L+1)/2 blocks instead of L(L+1)); the default 64 adds the library's length-grouped chunks.
 
 Without ``--model`` (or when runs/demo/best is missing) the default demo architecture (``interp
 run``: 4 layers, d_model 128) is built with random weights: the cost does not depend on the weights.
@@ -76,7 +80,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", default="runs/demo/best")
     p.add_argument("--n", type=int, default=200, help="held-out sequences (default 200, as interp sweep)")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=None, help="examples per forward (default all)")
+    p.add_argument("--batch-size", type=int, default=64,
+                   help="examples per forward of interp's sweeps (default 64, the library default: "
+                        "length-grouped chunks); 0 = all at once, as the baseline")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
@@ -91,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def ours(method):
         def run():
-            res = mlp_zero_sweep(bridge, ids, token_loss, mask, batch_size=args.batch_size, method=method,
+            res = mlp_zero_sweep(bridge, ids, token_loss, mask, batch_size=args.batch_size or None, method=method,
                                  higher_is_better=False)
             wide = res.frame.pivot(index="example", columns="layer", values="ablated").to_numpy().T
             clean = res.frame[res.frame.layer == 0].sort_values("example")["clean"].to_numpy()

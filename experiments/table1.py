@@ -39,6 +39,7 @@ from interp.metrics.table import evaluate_lm, results_table, save_table, to_mark
 from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpoint  # noqa: E402
 from interp.models.lm import BridgeLM, WorldLM  # noqa: E402
 from interp.results import write_json  # noqa: E402
+from interp.viz.tables import draw_table1  # noqa: E402
 from interp.train import TrainConfig, encode_sequences, train  # noqa: E402
 from interp.worlds.split import split_sequences  # noqa: E402
 from interp.worlds.streets import StreetsWorld, SyntheticCityConfig, TraversalConfig  # noqa: E402
@@ -151,7 +152,8 @@ def main() -> None:
     write_json(out / "results.json", {"args": vars(args), "summaries": summaries,
                                       "detours": {m: d.table.to_dict(orient="records") for m, d in detours.items()},
                                       "seconds": round(time.time() - t_start, 1)})
-    _figure(table, REPO / "figures" / "table1.png")
+    draw_table1(table, REPO / "figures" / "table1.png",
+                title="World-model metrics on a synthetic city (cf. Vafa et al. 2024, Table 1)")
     print(f"\nwrote {out}/table1_exact.md, table1_sampled.md, detours.md and figures/table1.png "
           f"in {time.time() - t_start:.0f} s")
 
@@ -165,32 +167,6 @@ def _detour_markdown(detours) -> str:
             t = d.table[d.table["kind"] == kind].set_index("p")
             lines.append(f"| {model} | {kind} | " + " | ".join(f"{t.loc[p, 'valid']:.2f}" for p in probs) + " |")
     return "\n".join(lines) + "\n"
-
-
-def _figure(table, path: Path) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from interp.metrics.table import COLUMNS, HEADERS
-
-    fig = Figure(figsize=(10, 4))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    n = len(table)
-    width = 0.8 / n
-    for i, (_, r) in enumerate(table.iterrows()):
-        xs = np.arange(len(COLUMNS)) + (i - (n - 1) / 2) * width
-        means = [r[c] for c in COLUMNS]
-        ses = [0 if np.isnan(r[f"{c}_se"]) else r[f"{c}_se"] for c in COLUMNS]
-        ax.bar(xs, np.nan_to_num(means), width, yerr=ses, label=r["model"], capsize=2)
-    ax.set_xticks(np.arange(len(COLUMNS)), [HEADERS[c] for c in COLUMNS])
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("score (± s.e.)")
-    ax.set_title("World-model metrics on a synthetic city (cf. Vafa et al. 2024, Table 1)")
-    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -49,7 +50,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    return _cmd_train(args)
+    from interp.experiment import load_experiment
+    from interp.pipeline import run_main_job
+
+    cfg, base = load_experiment(args.config)
+    results = run_main_job(cfg, base, fresh=args.fresh, progress=not args.no_progress)
+    print(results["run_dir"])
+    return 0
 
 
 def _ablations(args: argparse.Namespace) -> list:
@@ -260,14 +267,188 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     info = sys.stderr if args.json else sys.stdout
     run = run_sweep(args.model, kind=args.kind, world=parse_world(args.world) if args.world else None,
                     data=args.data, n=args.n, method=args.method, layers=layers, out=args.out, seed=args.seed,
-                    batch_size=args.batch_size, log=sys.stderr)
+                    batch_size=args.batch_size, length=args.length, edit_at=args.edit_at, grouping=args.grouping,
+                    log=sys.stderr)
+    if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports
+        return 0
     s = run.summary()
     extra = f"; {s['n_pairs']} pairs, {s['n_failed']} sequences without one" if "n_pairs" in s else ""
     print(f"model {args.model}: {args.kind} sweep on {s['data']}{extra}", file=info)
     print(run.table(), file=info)
-    print(f"wrote {run.out}/sweep.csv, sweep_layers.csv, sweep.json, verdicts.json, {run.figure.name}", file=info)
+    if args.kind == "activation-patching":
+        print(f"wrote {run.out}/patching_resid_pre.csv, patching_heads.csv (+ _mean.csv, .json), "
+              f"{', '.join(f.name for f in run.figures)}", file=info)
+    else:
+        print(f"wrote {run.out}/sweep.csv, sweep_layers.csv, sweep.json, verdicts.json, {run.figure.name}", file=info)
     if args.json:
         print(json.dumps(s, default=str))
+    return 0
+
+
+def _print_pragworld(data, score, source: str, out=None) -> None:
+    """The text report of a PragWorld score: data, source, headline numbers, the two tables."""
+    out = out or sys.stdout
+    print(data.describe(), file=out)
+    print(f"predictions: {source}", file=out)
+    print(score, file=out)
+    print("\nper category (%):", file=out)
+    print(score.per_category.drop(columns=["name"]).round(2).to_string(index=False), file=out)
+    print("\nper length bucket (short < 11 utterances, medium 11-15, long > 15) (%):", file=out)
+    print(score.per_length.round(2).to_string(index=False), file=out)
+
+
+def _cmd_pragworld_score(args: argparse.Namespace) -> int:
+    from interp.benchmarks.pragworld import load_pragworld, parse_yes_no
+    from interp.benchmarks.pragworld.parse import read_predictions, read_responses
+    from interp.metrics.pragworld import score_pragworld
+
+    data = load_pragworld(args.data, grouping=args.grouping)
+    if args.responses:
+        responses = read_responses(args.responses, len(data), gold=data.rows["gold"].to_numpy())
+        preds = [parse_yes_no(r) for r in responses]
+        source = f"{args.responses} ({len(responses)} responses, read by the benchmark's yes/no parser)"
+    else:
+        preds = read_predictions(args.predictions, len(data))
+        source = f"{args.predictions} ({len(preds)} predictions)"
+    score = score_pragworld(data, preds, n_boot=args.n_boot, seed=args.seed)
+    score.settings["predictions"] = str(args.responses or args.predictions)
+    _print_pragworld(data, score, source)
+    if args.out:
+        score.save(args.out)
+        print(f"wrote {Path(args.out) / 'pragworld.json'}, pragworld.csv, pragworld_groups.csv, "
+              f"pragworld_categories.csv, pragworld_lengths.csv")
+    if args.json:
+        print(json.dumps(score.summary))
+    return 0
+
+
+def _cmd_pragworld_eval(args: argparse.Namespace) -> int:
+    import re
+
+    from interp.benchmarks.pragworld import load_pragworld
+    from interp.benchmarks.pragworld.evaluate import evaluate_model
+    from interp.metrics.pragworld import score_pragworld
+    from interp.models.checkpoint import load_bridge
+
+    data = load_pragworld(args.data, grouping=args.grouping)  # a bad file fails before the model loads
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be >= 1")
+    out = Path(args.out) if args.out else (
+        Path("runs") / "pragworld" / (re.sub(r"[^A-Za-z0-9._-]+", "_", str(args.model)).strip("._") + f"_{args.prompt}"))
+    dtype = None
+    if args.dtype != "float32":
+        import torch
+
+        dtype = getattr(torch, args.dtype)
+    bridge = load_bridge(args.model, device=args.device, dtype=dtype)
+    template = {"auto": None, "on": True, "off": False}[args.chat_template]
+    info = sys.stderr if args.json else sys.stdout
+    run = evaluate_model(bridge, data, out / "responses.jsonl", prompt=args.prompt, batch_size=args.batch_size,
+                         max_new_tokens=args.max_new_tokens, chat_template=template, limit=args.limit,
+                         fresh=args.fresh, progress=not args.no_progress, model_name=str(args.model))
+    print(f"model {args.model}: {args.prompt} prompt"
+          f"{' (chat template)' if run.meta['chat_template'] else ''}; {run.reused} rows reused from "
+          f"{run.path}, {run.computed} computed"
+          f"{' (a partial last line was discarded)' if run.discarded_partial_line else ''}", file=info)
+    if run.meta.get("yes_id") is not None:
+        print(f"yes/no tokens: {run.meta['yes_token']!r} (id {run.meta['yes_id']}), "
+              f"{run.meta['no_token']!r} (id {run.meta['no_id']})", file=info)
+    rows = data if args.limit is None else data.rows.iloc[: args.limit]
+    score = score_pragworld(rows, run.predictions, n_boot=args.n_boot, seed=args.seed)
+    score.settings.update(model=str(args.model), prompt=args.prompt, grouping=args.grouping,
+                          limit=args.limit, responses=str(run.path))
+    _print_pragworld(data, score, f"{run.path} ({len(run.records)} rows)", out=info)
+    score.save(out)
+    print(f"wrote {out}/responses.jsonl, pragworld.json and the per-row/category/length CSVs", file=info)
+    if args.json:
+        print(json.dumps(score.summary))
+    return 0
+
+
+def _add_pragworld(sub) -> None:
+    s = sub.add_parser("pragworld", help="PragWorld (AAAI 2026): score published responses or evaluate a model")
+    pw = s.add_subparsers(dest="pragworld_command", metavar="{score,eval}", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--grouping", choices=("clean", "reference"), default="clean",
+                       help="clean (default): Perturbation? flags read whitespace-insensitively (manual split: "
+                            "88 groups, 412 alterations); reference: as the published evaluation, which reads ten "
+                            "'TRUE ' cells as unaltered rows (98 groups; reproduces the paper's Table 1)")
+        p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples of groups (default 2000)")
+        p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+        p.add_argument("--json", action="store_true",
+                       help="print the summary as one JSON line last (robust, yes, no, original, altered, flip, "
+                            "invariant, total in %%; groups, rows; unparseable in %%; robust_ci_low/high, ...)")
+
+    s = pw.add_parser("score", help="accuracies of responses (published outputs format) or predictions")
+    s.add_argument("data", help="PragWorld CSV (manual or synthetic split)")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--responses", help="JSONL, one record per data row with a 'response' field (the released "
+                                         "outputs format), read by the benchmark's yes/no parser")
+    src.add_argument("--predictions", help="CSV with a 'prediction' column (yes / no / other), in data-row order")
+    s.add_argument("--out", help="also write pragworld.json and the per-row/group/category/length CSVs here")
+    common(s)
+    s.set_defaults(fn=_cmd_pragworld_score)
+
+    s = pw.add_parser("eval", help="ask a model every row (resumable) and score it")
+    s.add_argument("--model", required=True, help="checkpoint folder or a Hugging Face model name in the local "
+                                                  "cache (never downloaded)")
+    s.add_argument("--data", required=True, help="PragWorld CSV (manual or synthetic split)")
+    s.add_argument("--prompt", choices=("benchmark", "label"), default="benchmark",
+                   help="benchmark (default): greedy generation read by the yes/no parser; label: P(yes) from "
+                        "the two-way softmax over the ' yes'/' no' logits at the last position")
+    s.add_argument("--out", help="output folder (default runs/pragworld/<model>_<prompt>); responses.jsonl there "
+                                 "is appended row by row, so a rerun resumes")
+    s.add_argument("--batch-size", type=int, default=8, help="prompts per forward (default 8)")
+    s.add_argument("--max-new-tokens", type=int, default=16,
+                   help="benchmark prompt: generation stops at the end of the first line or after this many "
+                        "tokens (default 16)")
+    s.add_argument("--chat-template", choices=("auto", "on", "off"), default="auto",
+                   help="wrap the prompt as a user message of the tokenizer's chat template: auto (default: "
+                        "when it has one), on, off")
+    s.add_argument("--limit", type=int, help="only the first N data rows")
+    s.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    s.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    s.add_argument("--fresh", action="store_true", help="discard earlier responses in --out instead of resuming")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    common(s)
+    s.set_defaults(fn=_cmd_pragworld_eval)
+
+
+def _cmd_finetune(args: argparse.Namespace) -> int:
+    from interp.train.finetune import _worker, load_finetune_config, run_finetune
+
+    cfg = load_finetune_config(args.config)  # errors in the config surface before any process starts
+    if args.processes < 1:
+        raise ValueError(f"--processes must be ≥ 1, got {args.processes}")
+    if args.processes > 1:
+        from interp.train.distributed import launch_local
+
+        launch_local(_worker, args.processes, str(args.config), args.fresh, not args.no_progress)
+        print((cfg.out_dir / "finetune_table.md").read_text(), end="")
+        print(cfg.out_dir)
+        return 0
+    report = run_finetune(cfg, fresh=args.fresh, progress=not args.no_progress)
+    if report is not None:  # under `accelerate launch` / `torchrun` only the main process reports
+        print(report.markdown())
+        print(f"wrote {report.out}/finetune_table.csv, finetune_table.md, {report.figure.name}, results.json",
+              file=sys.stderr)
+        print(report.out)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from interp.viz.report import write_report
+
+    sequences = None
+    if args.sequences:
+        from interp.worlds.io import read_sequences
+
+        sequences = read_sequences(args.sequences)[: args.n_sequences]
+    model = False if args.no_attention else args.model
+    path = write_report(args.run_dir, model=model, sequences=sequences, max_rows=args.max_rows,
+                        n_sequences=args.n_sequences, max_tokens=args.max_tokens, out=args.out)
+    print(path)
     return 0
 
 
@@ -296,7 +477,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_data)
 
     for name, text in (("train", "train a GPT-2 on a world from a TOML config and run the next-token test"),
-                       ("run", "the main job on a config (default: the embedded demo config)")):
+                       ("run", "the main job: train, world-model metrics, layer sweeps, HLS fine-tuning, "
+                               "report (default: the embedded demo config)")):
         s = sub.add_parser(name, help=text)
         if name == "train":
             s.add_argument("--config", required=True, help="TOML file (see experiments/configs/)")
@@ -377,20 +559,52 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="layer sweep: MLP zero-out or direct-effect patching, with layer verdicts")
     s.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
     s.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
-    s.add_argument("--data", help="sequence file (default: the run's data/test.txt; else fresh sequences)")
-    s.add_argument("--n", type=int, default=200, help="at most this many sequences (default 200)")
-    s.add_argument("--kind", choices=("mlp-zero", "direct-effect"), default="mlp-zero",
+    s.add_argument("--data", help="sequence file (default: the run's data/test.txt; else fresh sequences), or a "
+                                  "PragWorld CSV: the sweep then scores its yes/no questions (label prompt)")
+    s.add_argument("--grouping", choices=("clean", "reference"), default="clean",
+                   help="PragWorld CSV: how rows form groups (see interp pragworld score)")
+    s.add_argument("--n", type=int, default=200, help="at most this many sequences or PragWorld rows (default 200)")
+    s.add_argument("--kind", choices=("mlp-zero", "direct-effect", "activation-patching"), default="mlp-zero",
                    help="mlp-zero: zero each layer's MLP output, per-example next-token loss (default); "
                         "direct-effect: patch resid_pre from a one-token state-changing edit into the "
-                        "original, loss on the original's tokens after the edit")
-    s.add_argument("--method", choices=("loop", "batched"), default="loop",
-                   help="mlp-zero: one forward per layer (loop, default) or all layers stacked (batched)")
+                        "original, loss on the original's tokens after the edit; activation-patching: "
+                        "layer × position and layer × head heatmaps (transformer_lens.patching) of how much "
+                        "of the clean state's legal-token mass one patched activation restores")
+    s.add_argument("--length", type=int, default=12,
+                   help="activation-patching: prefix length in tokens (default 12)")
+    s.add_argument("--edit-at", type=int, default=4,
+                   help="activation-patching: the edited token's index in the prefix (default 4)")
+    s.add_argument("--method", choices=("reuse", "loop", "batched"), default="reuse",
+                   help="mlp-zero: reuse the clean run's early layers (reuse, default), one full forward "
+                        "per layer (loop), or all layers stacked in one forward (batched); equal to 1e-5")
     s.add_argument("--layers", help="comma-separated layers, e.g. 0,1,3 (default: all)")
     s.add_argument("--batch-size", type=int, help="examples per forward (default: all at once)")
     s.add_argument("--out", help="output folder (default: <checkpoint>/../sweep_<kind>/)")
     s.add_argument("--seed", type=int, default=0, help="edit positions, fresh sequences, bootstrap (default 0)")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     s.set_defaults(fn=_cmd_sweep)
+
+    s = sub.add_parser("finetune", help="fine-tune a checkpoint (plain, HLS or ULA) and evaluate before/after")
+    s.add_argument("--config", required=True, help="TOML file (see experiments/configs/finetune_*.toml)")
+    s.add_argument("--processes", type=int, default=1,
+                   help="data-parallel local processes (gloo on CPU); or keep 1 and run under "
+                        "`accelerate launch` / `torchrun`")
+    s.add_argument("--fresh", action="store_true", help="retrain and re-evaluate finished runs")
+    s.add_argument("--no-progress", action="store_true", help="no progress bars")
+    s.set_defaults(fn=_cmd_finetune)
+
+    s = sub.add_parser("report", help="write RUN_DIR/report.html: tables, figures, CircuitsVis views; opens offline")
+    s.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (e.g. runs/demo)")
+    s.add_argument("--model", help="checkpoint for the attention patterns (default: RUN_DIR/best, else last)")
+    s.add_argument("--no-attention", action="store_true", help="no attention patterns (no model is loaded)")
+    s.add_argument("--sequences", help="sequence file whose first lines to show (default: RUN_DIR/data/test.txt)")
+    s.add_argument("--n-sequences", type=int, default=2, help="how many sequences (default 2)")
+    s.add_argument("--max-tokens", type=int, default=24, help="cut each sequence to this many tokens (default 24)")
+    s.add_argument("--max-rows", type=int, default=20, help="rows shown of each CSV (default 20)")
+    s.add_argument("--out", help="output file (default: RUN_DIR/report.html)")
+    s.set_defaults(fn=_cmd_report)
+
+    _add_pragworld(sub)
     return p
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from interp.config import ConfigError, load_toml, to_dict
 from interp.models.gpt2 import ModelConfig
+from interp.pipeline import AnalysisConfig, FixConfig
 from interp.results import write_json
 from interp.train.trainer import TrainConfig
 from interp.worlds import World, parse_world
@@ -53,6 +54,9 @@ class ExperimentConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(
         steps=800, batch_size=32, lr=2e-3, min_lr=2e-4, warmup_steps=50, eval_every=200))
+    #: ``interp run`` only: world-model table and layer analyses, then HLS fine-tuning
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    fix: FixConfig = field(default_factory=FixConfig)
 
 
 def load_experiment(path: str | Path | None) -> tuple[ExperimentConfig, Path]:

@@ -1,0 +1,224 @@
+"""The main job behind ``interp run [CONFIG]`` (``make demo``): from a world to a fixed model.
+
+Stages, each writing into the run folder ``<runs_dir>/<name>/``:
+
+1. **train** (:func:`interp.experiment.run_experiment`): data → GPT-2 → next-token test.
+2. **world model** (Vafa et al. 2024, Table 1): the trained model beside two references, an
+   untrained transformer of the same shape and the true world model (the oracle), each with the
+   next-token test, the best layer's current-state probe and the Myhill–Nerode metrics →
+   ``table1.csv`` / ``table1.md`` / ``table1.png``.
+3. **layers** (PragWorld §6.1–6.2): the MLP zero-out sweep with verdicts (``sweep_mlp-zero/``),
+   direct-effect patching of one-token state-changing edits (``sweep_direct-effect/``) and the
+   activation-patching heatmaps (``sweep_activation-patching/``).
+4. **fix** (PragWorld §6.3): HLS fine-tuning of the harmful layers, beside plain fine-tuning on the
+   same data and steps as the control; before and after: held-out loss, next-token test, each
+   layer's mean squared MLP output, the MLP zero-out sweep and the Myhill–Nerode metrics
+   (``finetune/``). When the sweep finds no harmful layer (a well-trained small model often has
+   none) the layer whose removal costs least stands in, and ``results.json`` says so.
+5. **report**: ``report.html`` (tables, figures, CircuitsVis attention and patching views; opens
+   offline) and ``results.json`` with every number, the config and the seed.
+
+The same config and seed give the same ``results.json`` numbers (timings aside).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from interp.results import write_json
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """The world-model table and the layer analyses (stages 2–3)."""
+
+    enabled: bool = True
+    #: state pairs of the Myhill–Nerode metrics, suffix depth, estimator (exact | sampled)
+    mn_pairs: int = 100
+    mn_depth: int = 5
+    estimator: str = "exact"
+    #: exact estimator: skip (and count) a pair whose suffix tree exceeds this many nodes at a depth
+    max_nodes: int = 1024
+    #: current-state probe: training and test sequences (a probe fits one multinomial regression
+    #: per layer by L-BFGS over every position: ~11k positions from 200 demo sequences)
+    probe_train: int = 200
+    probe_test: int = 100
+    #: held-out sequences of the MLP zero-out sweep and of direct-effect patching
+    sweep_n: int = 200
+    patch_n: int = 200
+    #: activation patching: prefix length and the edited token
+    patching_length: int = 12
+    patching_edit_at: int = 4
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class FixConfig:
+    """HLS fine-tuning of the harmful layers against a plain fine-tuning control (stage 4)."""
+
+    enabled: bool = True
+    #: the layers HLS suppresses; empty: the sweep's harmful layers (else the least useful one)
+    layers: tuple[int, ...] = ()
+    beta: float = 1e-3
+    steps: int = 200
+    lr: float = 3e-4
+    batch_size: int = 32
+    seeds: tuple[int, ...] = (0,)
+    #: held-out sequences and state pairs in the before/after evaluation
+    n_eval: int = 200
+    mn_pairs: int = 100
+    mn_depth: int = 3
+
+
+def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progress: bool = True,
+                 log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Run every enabled stage of ``cfg`` (an :class:`~interp.experiment.ExperimentConfig`) and
+    return the ``results.json`` content (plus ``run_dir``)."""
+    from interp.experiment import run_experiment
+
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    results = run_experiment(cfg, base, fresh=fresh, progress=progress, log=log)
+    timings["train"] = time.perf_counter() - t
+    run_dir = Path(results.pop("run_dir"))
+    if cfg.analysis.enabled:
+        t = time.perf_counter()
+        results["world_model"] = world_model_stage(run_dir, cfg.analysis, log)
+        timings["world_model"] = time.perf_counter() - t
+        t = time.perf_counter()
+        results["layers"] = layer_stage(run_dir, cfg.analysis, log)
+        timings["layers"] = time.perf_counter() - t
+        if cfg.fix.enabled:
+            t = time.perf_counter()
+            results["fix"] = fix_stage(run_dir, cfg.fix, results["layers"]["mlp_zero"], progress, log)
+            timings["fix"] = time.perf_counter() - t
+    results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    write_json(run_dir / "results.json", results)
+    t = time.perf_counter()
+    from interp.viz.report import write_report
+
+    report = write_report(run_dir)
+    log(f"report: {report} ({time.perf_counter() - t:.0f} s)")
+    results["run_dir"] = str(run_dir)
+    return results
+
+
+def world_model_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any]) -> dict[str, Any]:
+    """Table 1 on this world: trained model, untrained transformer, true world model."""
+    from interp.metrics.table import evaluate_lm, results_table, save_table, to_markdown
+    from interp.models.checkpoint import load_checkpoint, save_checkpoint
+    from interp.models.gpt2 import ModelConfig, build_gpt2
+    from interp.models.lm import BridgeLM, WorldLM
+    from interp.viz.tables import draw_table1
+    from interp.worlds.io import read_sequences
+
+    ckpt = load_checkpoint(run_dir / "best")
+    world = ckpt.world
+    train = read_sequences(run_dir / "data" / "train.txt", world)
+    test = read_sequences(run_dir / "data" / "test.txt", world)
+    model_cfg = ModelConfig(**_model_config(run_dir))
+    untrained = run_dir / "untrained"
+    if not (untrained / "config.json").exists():
+        save_checkpoint(build_gpt2(world.vocab, model_cfg), world, untrained)
+    lms = {"untrained transformer": BridgeLM(load_checkpoint(untrained).bridge, world.vocab),
+           "trained model": BridgeLM(ckpt.bridge, world.vocab),
+           "true world model": WorldLM(world)}
+    rows, summaries = {}, {}
+    for name, lm in lms.items():
+        t = time.perf_counter()
+        cells, summaries[name] = evaluate_lm(
+            lm, world, test[:1000], probe_data=(train[: cfg.probe_train], test[: cfg.probe_test]),
+            pairs=cfg.mn_pairs, depth=cfg.mn_depth, estimators=(cfg.estimator,), seed=cfg.seed,
+            max_nodes=cfg.max_nodes)
+        rows[name] = cells[cfg.estimator]
+        log(f"[{name}] " + ", ".join(f"{k} {v}" for k, v in rows[name].items() if v is not None)
+            + f" ({time.perf_counter() - t:.0f} s)")
+    table = results_table(rows)
+    save_table(table, run_dir, "table1")
+    draw_table1(table, run_dir / "table1.png",
+                title=f"world-model metrics ({cfg.estimator} estimator, {cfg.mn_pairs} state pairs, depth {cfg.mn_depth})")
+    log("\n" + to_markdown(table))
+    return {"table": table.to_dict(orient="records"), "summaries": summaries,
+            "settings": {"pairs": cfg.mn_pairs, "depth": cfg.mn_depth, "estimator": cfg.estimator}}
+
+
+def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any]) -> dict[str, Any]:
+    """MLP zero-out sweep + verdicts, direct-effect patching, activation-patching heatmaps."""
+    from interp.analysis.runner import run_sweep
+
+    model = run_dir / "best"
+    out: dict[str, Any] = {}
+    say = _LogFile(log)
+    for kind, key, n in (("mlp-zero", "mlp_zero", cfg.sweep_n), ("direct-effect", "direct_effect", cfg.patch_n),
+                         ("activation-patching", "activation_patching", cfg.patch_n)):
+        t = time.perf_counter()
+        run = run_sweep(model, kind=kind, n=n, seed=cfg.seed, length=cfg.patching_length,
+                        edit_at=cfg.patching_edit_at, log=say)
+        out[key] = run.summary()
+        log(f"[{kind}] ({time.perf_counter() - t:.0f} s)\n{run.table()}")
+    return out
+
+
+def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress: bool,
+              log: Callable[[str], Any]) -> dict[str, Any]:
+    """HLS on the harmful layers (or the least useful one) against plain fine-tuning."""
+    from interp.train.finetune import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, run_finetune
+    from interp.train.trainer import TrainConfig
+
+    layers, why = choose_hls_layers(cfg.layers, mlp_zero["layers"])
+    log(f"HLS layers {layers}: {why}")
+    ft = FinetuneConfig(
+        name="finetune", checkpoint=str(run_dir / "best"), out=str(run_dir / "finetune"),
+        objectives=("plain", "hls"), seeds=tuple(cfg.seeds), device="cpu",
+        data=FinetuneData(kind="world", n_eval=cfg.n_eval),
+        regulariser=RegulariserConfig(harmful=tuple(layers), beta=cfg.beta),
+        train=TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, min_lr=cfg.lr / 10,
+                          warmup_steps=min(20, cfg.steps // 10), eval_every=0, checkpoint_every=0),
+        eval=FinetuneEval(mn_pairs=cfg.mn_pairs, mn_depth=cfg.mn_depth))
+    report = run_finetune(ft, progress=progress, log=log)
+    log(report.markdown())
+    return {"layers": layers, "why": why, "beta": cfg.beta, "steps": cfg.steps, "seeds": list(cfg.seeds),
+            "table": report.table.to_dict(orient="records"), "out": str(report.out)}
+
+
+def choose_hls_layers(explicit: tuple[int, ...], verdict_rows: list[dict[str, Any]]) -> tuple[list[int], str]:
+    """The layers HLS suppresses and why: the explicit list; else the sweep's harmful layers; else
+    (no harmful layer) the layer whose zeroing changes the metric least — a stand-in, said so."""
+    if explicit:
+        return list(explicit), "given in the config"
+    harmful = [r["layer"] for r in verdict_rows if r["verdict"] == "harmful"]
+    if harmful:
+        return harmful, "the MLP zero-out sweep's harmful layers (bootstrap interval of the benefit below 0)"
+    weakest = min(verdict_rows, key=lambda r: abs(r["effect"]))
+    return [weakest["layer"]], (f"no harmful layer in the sweep; layer {weakest['layer']} (smallest effect "
+                                f"{weakest['effect']:+.4f}, {weakest['verdict']}) stands in to show what HLS does")
+
+
+def _model_config(run_dir: Path) -> dict[str, Any]:
+    import json
+
+    return json.loads((run_dir / "config.json").read_text())["model"]
+
+
+@dataclass
+class _LogFile:
+    """A file-like object that forwards lines to ``log`` (for functions that print notes to a file)."""
+
+    log: Callable[[str], Any]
+    buffer: list[str] = field(default_factory=list)
+
+    def write(self, text: str) -> int:
+        self.buffer.append(text)
+        if text.endswith("\n"):
+            self.log("".join(self.buffer).rstrip("\n"))
+            self.buffer.clear()
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+__all__ = ["AnalysisConfig", "FixConfig", "choose_hls_layers", "run_main_job"]
