@@ -6,7 +6,9 @@ Stages, each writing into the run folder ``<runs_dir>/<name>/``:
 2. **world model** (Vafa et al. 2024, Table 1): the trained model beside two references, an
    untrained transformer of the same shape and the true world model (the oracle), each with the
    next-token test, the best layer's current-state probe and the Myhill–Nerode metrics →
-   ``table1.csv`` / ``table1.md`` / ``table1.png``.
+   ``table1.csv`` / ``table1.md`` / ``table1.png``, probe accuracy by layer (``probes.png``);
+   on a street map also greedy routes and the map reconstructed from sampled routes
+   (``navigation/``, ``map.png``).
 3. **layers** (PragWorld §6.1–6.2): the MLP zero-out sweep with verdicts (``sweep_mlp-zero/``),
    direct-effect patching of one-token state-changing edits (``sweep_direct-effect/``) and the
    activation-patching heatmaps (``sweep_activation-patching/``).
@@ -52,6 +54,8 @@ class AnalysisConfig:
     #: activation patching: prefix length and the edited token
     patching_length: int = 12
     patching_edit_at: int = 4
+    #: streets: held-out (origin, destination) pairs for greedy routes and map reconstruction (0: skip)
+    map_routes: int = 200
     seed: int = 0
 
 
@@ -112,6 +116,7 @@ def world_model_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], A
     from interp.models.checkpoint import load_checkpoint, save_checkpoint
     from interp.models.gpt2 import ModelConfig, build_gpt2
     from interp.models.lm import BridgeLM, WorldLM
+    from interp.viz.layers import draw_probe_layers
     from interp.viz.tables import draw_table1
     from interp.worlds.io import read_sequences
 
@@ -140,9 +145,32 @@ def world_model_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], A
     save_table(table, run_dir, "table1")
     draw_table1(table, run_dir / "table1.png",
                 title=f"world-model metrics ({cfg.estimator} estimator, {cfg.mn_pairs} state pairs, depth {cfg.mn_depth})")
+    draw_probe_layers({name: s["probe"] for name, s in summaries.items() if "probe" in s}, run_dir / "probes.png")
     log("\n" + to_markdown(table))
-    return {"table": table.to_dict(orient="records"), "summaries": summaries,
-            "settings": {"pairs": cfg.mn_pairs, "depth": cfg.mn_depth, "estimator": cfg.estimator}}
+    out = {"table": table.to_dict(orient="records"), "summaries": summaries,
+           "settings": {"pairs": cfg.mn_pairs, "depth": cfg.mn_depth, "estimator": cfg.estimator}}
+    if getattr(world, "kind", None) == "streets" and cfg.map_routes:
+        out["navigation"] = navigation_stage(run_dir, lms["trained model"], world, test, cfg, log)
+    return out
+
+
+def navigation_stage(run_dir: Path, lm: Any, world: Any, test: list, cfg: AnalysisConfig,
+                     log: Callable[[str], Any]) -> dict[str, Any]:
+    """Streets only: greedy routes between held-out (origin, destination) pairs, and the map
+    reconstructed from routes sampled at temperature 1 (Vafa et al. App. B) → ``map.png``."""
+    from interp.metrics.navigation import decode_routes, pairs_from_sequences, reconstruct_map
+    from interp.viz.maps import draw_reconstruction
+
+    pairs = pairs_from_sequences(test)[: cfg.map_routes]
+    greedy = decode_routes(lm, world, pairs, seed=cfg.seed)
+    sampled = decode_routes(lm, world, pairs, sample=True, seed=cfg.seed)
+    rec = reconstruct_map(world.graph, sampled.routes)
+    folder = run_dir / "navigation"
+    greedy.save(folder, "routes")
+    rec.save(folder, "map")
+    draw_reconstruction(rec, run_dir / "map.png")
+    log(f"routes: {greedy}\nmap from {len(pairs)} sampled routes: {rec}")
+    return {"routes": greedy.summary(), "map": rec.summary()}
 
 
 def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any]) -> dict[str, Any]:

@@ -115,4 +115,36 @@ def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "restor
     return path
 
 
-__all__ = ["VERDICT_COLOURS", "draw_layer_effects", "draw_patching_heatmap"]
+def draw_probe_layers(probes: dict[str, dict[str, Any]], path: str | Path, title: str | None = None) -> Path:
+    """PNG of current-state probe accuracy by layer (embeddings = −1), one line per model, with
+    standard errors and each model's majority-class baseline dashed. ``probes``: model name →
+    :meth:`~interp.metrics.probes.ProbeResult.summary`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not probes:
+        raise ValueError("no probe results to draw")
+    fig = Figure(figsize=(6.0, 3.6), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for name, summary in probes.items():
+        rows = summary["per_layer"]
+        x = np.array([r["index"] for r in rows], dtype=float)
+        acc = np.array([r["accuracy"] for r in rows], dtype=float)
+        se = np.array([r["se"] if r["se"] is not None else 0.0 for r in rows], dtype=float)
+        line = ax.errorbar(x, acc, yerr=se, marker="o", capsize=3, label=name)
+        ax.axhline(summary["probe_baseline"], color=line[0].get_color(), linestyle=":", linewidth=0.8)
+    ax.set_xticks(x)
+    ax.set_xticklabels(["emb" if v < 0 else str(int(v)) for v in x])
+    ax.set_xlabel("residual stream after layer")
+    ax.set_ylabel("held-out probe accuracy")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(title or "current-state probe by layer (dotted: majority class)", fontsize=10)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", bbox_inches="tight")
+    return path
+
+
+__all__ = ["VERDICT_COLOURS", "draw_layer_effects", "draw_patching_heatmap", "draw_probe_layers"]
