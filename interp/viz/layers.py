@@ -19,6 +19,14 @@ from typing import Any
 
 import numpy as np
 
+def save_png(fig: Any, path: str | Path) -> Path:
+    """Write a matplotlib figure as a tight PNG, creating the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", bbox_inches="tight")
+    return path
+
+
 VERDICT_COLOURS = {"useful": "#2a9d3f", "harmful": "#d1372b", "neutral": "#9a9a9a"}
 
 
@@ -66,10 +74,7 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
               title=f"{int(round(conf * 100))}% bootstrap CI" if conf else None, title_fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", bbox_inches="tight")
-    return path
+    return save_png(fig, path)
 
 
 def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "restored",
@@ -109,10 +114,7 @@ def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "restor
     cbar.set_label(f"{what} ({patching.meta.get('metric', 'metric')}, n={n})", fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", bbox_inches="tight")
-    return path
+    return save_png(fig, path)
 
 
 def draw_probe_layers(probes: dict[str, dict[str, Any]], path: str | Path, title: str | None = None) -> Path:
@@ -141,10 +143,7 @@ def draw_probe_layers(probes: dict[str, dict[str, Any]], path: str | Path, title
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8, frameon=False)
     ax.set_title(title or "current-state probe by layer (dotted: majority class)", fontsize=10)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", bbox_inches="tight")
-    return path
+    return save_png(fig, path)
 
 
 __all__ = ["VERDICT_COLOURS", "draw_layer_effects", "draw_patching_heatmap", "draw_probe_layers"]
