@@ -465,3 +465,65 @@ def test_finetune_on_pragworld_qa_rows(qa_model, tmp_path):
     assert ULAHeads.load(tmp_path / "out" / "ula_s0" / "model").classes == ["no", "yes"]
     assert (tmp_path / "out" / "hls_s0" / "model" / "tokenizer.json").is_file()
     assert "pragworld_robust" in report.markdown()
+
+
+# ---- the dialogue world: ULA on the gold answer, QA accuracy before / after ----------------------
+
+
+@pytest.fixture(scope="module")
+def dialogue_ckpt(tmp_path_factory):
+    """A tiny GPT-2 on a small dialogue world, with its run's data/train.txt and test.txt."""
+    from interp.models import ModelConfig, build_gpt2, save_checkpoint
+    from interp.worlds.dialogue import DialogueWorld
+    from interp.worlds.io import write_sequences
+
+    world = DialogueWorld(agents=2, objects=2, locations=2, max_count=2, max_utts=2, probes=1)
+    seqs = world.generate(60, np.random.default_rng(0))
+    run = tmp_path_factory.mktemp("ft_dialogue") / "run"
+    model = build_gpt2(world.vocab, ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=64, seed=0))
+    best = save_checkpoint(model, world, run / "best")
+    write_sequences(run / "data" / "train.txt", seqs[:48])
+    write_sequences(run / "data" / "test.txt", seqs[48:])
+    return best, world, seqs
+
+
+def test_ula_labels_are_the_gold_answer_on_dialogue(dialogue_ckpt, tiny_city, world_data):
+    from interp.train.regularisers import LabelCoding, last_state_labels, ula_labels
+
+    _, world, seqs = dialogue_ckpt
+    labels, name = ula_labels(world, seqs)
+    assert name == "yes/no gold answer"
+    assert labels == [s[-1] for s in seqs] and set(labels) == {"yes", "no"}
+    assert LabelCoding.fit(labels).classes == ("no", "yes")
+    # the current-state label there would be the conversation's facts: many classes, not the answer
+    assert len(LabelCoding.fit(last_state_labels(world, seqs)).classes) > 2
+    assert ula_labels(world, [seqs[0][:-1]])[0] == [None]  # no answer at the end: not trained on
+    # other worlds keep the current-state label
+    assert ula_labels(tiny_city, world_data[0]) == (last_state_labels(tiny_city, world_data[0]),
+                                                    "current-state label")
+
+
+def test_finetune_on_dialogue_adds_qa_accuracy(dialogue_ckpt, tmp_path):
+    import pandas as pd
+
+    from interp.models import load_checkpoint
+    from interp.train.finetune import load_finetune_config, run_finetune
+    from interp.train.regularisers import ULAHeads
+    from interp.worlds.dialogue.qa import probe_accuracy
+    from interp.worlds.io import read_sequences
+
+    best, world, _ = dialogue_ckpt
+    cfg = _write_config(tmp_path / "ft.toml", best, tmp_path / "out", objectives=["plain", "ula"], steps=4,
+                        regulariser="useful = [1]\nalpha = 0.1\nhead_hidden = 16\n",
+                        eval="mn = false\nnext_token = false\nsweep = false\nqa_groups = 6\nn_boot = 50\n")
+    run_finetune(load_finetune_config(cfg), progress=False, log=lambda s: None)
+    table = pd.read_csv(tmp_path / "out" / "finetune_table.csv")
+    for m in ("qa_probe_accuracy", "qa_probe_yes", "qa_probe_no", "pragworld_robust", "pragworld_flip"):
+        assert set(table[table.metric == m].model) == {"before", "plain", "ula"}, m
+    # every held-out probe (the whole test file, not capped by n_eval = 12), as probe_accuracy scores it
+    held_out = read_sequences(best.parent / "data" / "test.txt", world)
+    direct = probe_accuracy(load_checkpoint(best).bridge, world, held_out)
+    row = table[(table.metric == "qa_probe_accuracy") & (table.model == "before")].iloc[0]
+    assert row.value == pytest.approx(direct["accuracy"]) and row.n == direct["probes"]
+    heads = ULAHeads.load(tmp_path / "out" / "ula_s0" / "model")
+    assert heads.classes == ["no", "yes"] and heads.task == "yes/no gold answer"

@@ -12,6 +12,9 @@ The data is either
   last input position; the evaluation is the held-out next-token loss, the next-token test, the
   mean squared MLP output per layer (what HLS pushes down), the MLP zero-out layer sweep with
   bootstrap intervals (the regularised layers' effect should shrink), and the Myhill–Nerode metrics;
+  for the ``dialogue`` world, ULA's label is the probe's gold answer and the evaluation adds the
+  QA accuracy at the answer position on the held-out probes and PragWorld accuracies on a
+  generated benchmark (``eval.qa``, ``eval.qa_groups``);
 - ``pragworld`` QA rows (a user's HF model with its own tokenizer): yes/no questions in the
   interpretability prompt ending in ``Label:``, trained on the gold answer token; ULA labels are
   the gold; the evaluation is the PragWorld accuracies (robust / yes / no / …,
@@ -116,6 +119,13 @@ class FinetuneEval:
     mn_depth: int = 3
     n_boot: int = 1000
     seed: int = 0
+    #: dialogue-world checkpoints: QA accuracy at the answer position (two-way yes/no softmax) on
+    #: every probe of the held-out file (all of it, not capped by ``data.n_eval``), and the
+    #: PragWorld accuracies on a generated benchmark of ``qa_groups`` groups (0: none) drawn with
+    #: ``qa_bench_seed``
+    qa: bool = True
+    qa_groups: int = 200
+    qa_bench_seed: int = 1000
 
 
 @dataclass(frozen=True)
@@ -168,6 +178,12 @@ class Task:
     eval_sequences: list[list[str]] | None = None
     qa: dict[str, Any] | None = None
     source: dict[str, str] = field(default_factory=dict)
+    #: what ULA's labels are (names the heads' task)
+    label_name: str = "yes/no gold"
+    #: world data: every held-out sequence (uncapped; dialogue QA accuracy reads them)
+    heldout_sequences: list[list[str]] | None = None
+    #: dialogue QA benchmarks already drawn, by (groups, seed)
+    benchmarks: dict[Any, Any] = field(default_factory=dict)
 
     def save_model(self, model: nn.Module, path: Path) -> Path:
         if self.world is not None:
@@ -184,10 +200,11 @@ def _cap(items: Any, n: int) -> Any:
 
 
 def world_task(checkpoint: Path, data: FinetuneData) -> Task:
-    """Sequences of the checkpoint's world; labels: the current state at each row's last position."""
+    """Sequences of the checkpoint's world; labels: the current state at each row's last position
+    (the dialogue world: the gold answer there, :func:`~interp.train.regularisers.ula_labels`)."""
     from interp.models.checkpoint import read_meta, run_data_dir
     from interp.train.data import encode_sequences
-    from interp.train.regularisers import LabelCoding, last_state_labels
+    from interp.train.regularisers import LabelCoding, ula_labels
     from interp.worlds import world_from_spec
     from interp.worlds.io import read_sequences
 
@@ -201,15 +218,17 @@ def world_task(checkpoint: Path, data: FinetuneData) -> Task:
         if not p.is_file():
             raise FileNotFoundError(f"data.{what}: {p} does not exist (give data.{what} = a sequence file)")
     train = _cap(read_sequences(train_path, world), data.n_train)
-    test = _cap(read_sequences(test_path, world), data.n_eval)
+    heldout = read_sequences(test_path, world)
+    test = _cap(heldout, data.n_eval)
     config = json.loads((checkpoint / "config.json").read_text())
     n_ctx = config.get("n_positions") or config.get("max_position_embeddings")
-    raw = last_state_labels(world, train)
+    raw, label_name = ula_labels(world, train)
     coding = LabelCoding.fit(raw)
     return Task(kind="world", train_ids=encode_sequences(train, world.vocab, n_ctx), labels=coding.encode(raw),
                 classes=coding.classes, pad_id=world.vocab.pad_id,
                 eval_ids=encode_sequences(test, world.vocab, n_ctx), world=world, eval_sequences=test,
-                source={"train": str(train_path), "test": str(test_path)})
+                source={"train": str(train_path), "test": str(test_path)}, label_name=label_name,
+                heldout_sequences=heldout)
 
 
 def qa_prompt(context: str, question: str) -> str:
@@ -440,7 +459,7 @@ def build_terms(objective: str, cfg: RegulariserConfig, layers: list[int], task:
     if objective == "hls":
         return [HLS(layers, cfg.beta)]
     heads = ULAHeads(layers, d_model, task.classes, hidden=cfg.head_hidden, seed=seed,
-                     task="current-state label" if task.kind == "world" else "yes/no gold")
+                     task=task.label_name)
     return [ULA(heads, cfg.alpha)]
 
 
@@ -515,7 +534,9 @@ def evaluate(path: Path, task: Task, ev: FinetuneEval, sweep_layers: Sequence[in
         for layer, v in sq.items():
             add("mlp_out_sq", _est(v.numpy()), layer)
     del hf
-    need_bridge = ev.sweep or (task.kind == "world" and (ev.next_token or ev.mn)) or task.kind == "pragworld"
+    dialogue_qa = ev.qa and task.kind == "world" and _is_dialogue(task.world)
+    need_bridge = (ev.sweep or (task.kind == "world" and (ev.next_token or ev.mn)) or task.kind == "pragworld"
+                   or dialogue_qa)
     bridge = load_bridge(path) if need_bridge else None
     if task.kind == "world" and ev.next_token:
         from interp.metrics.next_token import next_token_test
@@ -527,6 +548,8 @@ def evaluate(path: Path, task: Task, ev: FinetuneEval, sweep_layers: Sequence[in
                                     "n": s["sequences"]})
     if task.kind == "pragworld":
         extra["pragworld"] = _pragworld_scores(bridge, task, add)
+    if dialogue_qa:
+        extra["dialogue_qa"] = _dialogue_qa(bridge, task, ev, add)
     if ev.sweep:
         extra["sweep"] = _sweep(bridge, task, ev, sweep_layers, add)
     if task.kind == "world" and ev.mn:
@@ -558,9 +581,14 @@ def _pragworld_scores(bridge: Any, task: Task, add: Callable[..., None]) -> dict
         probs.append(two[:, 1].exp())
     p_yes = torch.cat(probs).numpy()
     preds = (p_yes > 0.5).astype(int)
+    summary = dict(score_pragworld(qa["rows"], preds.tolist(), n_boot=1000).summary)
+    _add_pragworld_summary(summary, add, len(preds))
+    return {"summary": summary, "p_yes": p_yes.tolist()}
+
+
+def _add_pragworld_summary(summary: dict[str, Any], add: Callable[..., None], n_rows: int) -> None:
     from interp.metrics.pragworld import SUMMARY_KEYS
 
-    summary = dict(score_pragworld(qa["rows"], preds.tolist(), n_boot=1000).summary)
     for key in SUMMARY_KEYS:
         value = summary.get(key)
         if key in ("groups", "rows") or not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -568,8 +596,45 @@ def _pragworld_scores(bridge: Any, task: Task, add: Callable[..., None]) -> dict
         ci = ({"ci_low": summary.get("robust_ci_low", math.nan), "ci_high": summary.get("robust_ci_high", math.nan)}
               if key == "robust" else {})
         add(f"pragworld_{key}", {"value": float(value), "se": summary.get(f"{key}_se", math.nan),
-                                 "n": int(summary.get("groups" if key == "robust" else "rows", len(preds)))}, **ci)
-    return {"summary": summary, "p_yes": p_yes.tolist()}
+                                 "n": int(summary.get("groups" if key == "robust" else "rows", n_rows))}, **ci)
+
+
+def _is_dialogue(world: Any) -> bool:
+    from interp.worlds.dialogue import DialogueWorld
+
+    return isinstance(world, DialogueWorld)
+
+
+def _dialogue_qa(bridge: Any, task: Task, ev: FinetuneEval, add: Callable[..., None]) -> dict[str, Any]:
+    """Dialogue world: accuracy at the answer position on every held-out probe
+    (:func:`interp.worlds.dialogue.qa.probe_accuracy`, metrics ``qa_probe_*``) and, with
+    ``ev.qa_groups``, the PragWorld accuracies on a generated benchmark (``pragworld_*``)."""
+    import tempfile
+
+    from interp.benchmarks.pragworld import load_pragworld
+    from interp.metrics.pragworld import score_pragworld
+    from interp.worlds.dialogue.export import prompt_tokens, write_benchmark
+    from interp.worlds.dialogue.qa import p_yes, probe_accuracy
+
+    world = task.world
+    h = probe_accuracy(bridge, world, task.heldout_sequences or task.eval_sequences)
+    add("qa_probe_accuracy", {"value": h["accuracy"], "se": h["accuracy_se"], "n": h["probes"]})
+    for key in ("yes", "no"):
+        add(f"qa_probe_{key}", {"value": h[key], "n": h["probes"]})
+    out: dict[str, Any] = {"held_out_probes": h}
+    if ev.qa_groups > 0:
+        key = (ev.qa_groups, ev.qa_bench_seed)
+        if key not in task.benchmarks:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = write_benchmark(world, Path(tmp) / "bench.csv", ev.qa_groups, ev.qa_bench_seed)
+                task.benchmarks[key] = load_pragworld(path).rows
+        rows = task.benchmarks[key]
+        p = p_yes(bridge, world, [prompt_tokens(c, q) for c, q in zip(rows["context"], rows["question"])])
+        summary = dict(score_pragworld(rows, ["yes" if x > 0.5 else "no" for x in p], n_boot=ev.n_boot,
+                                       seed=ev.seed).summary)
+        _add_pragworld_summary(summary, add, len(p))
+        out["benchmark"] = {"groups": ev.qa_groups, "seed": ev.qa_bench_seed, "summary": summary}
+    return out
 
 
 def _sweep(bridge: Any, task: Task, ev: FinetuneEval, layers: Sequence[int] | None,

@@ -431,6 +431,23 @@ def last_state_labels(world: Any, sequences: Sequence[Sequence[str]]) -> list[An
     return out
 
 
+def ula_labels(world: Any, sequences: Sequence[Sequence[str]]) -> tuple[list[Any], str]:
+    """ULA's label per sequence for world data, and what it is.
+
+    The dialogue world's sequences end in a probe's answer (``… ? yes``): the pooled position is the
+    ``?``, where the model predicts the answer, so the label is the gold answer (``yes`` / ``no``;
+    ``None`` for a sequence that does not end in one). Every other world: :func:`last_state_labels`.
+    """
+    from interp.worlds.dialogue import DialogueWorld
+
+    if isinstance(world, DialogueWorld):
+        from interp.worlds.dialogue.grammar import ANSWERS
+
+        return ([s[-1] if len(s) >= 2 and s[-2] == "?" and s[-1] in ANSWERS else None for s in sequences],
+                "yes/no gold answer")
+    return last_state_labels(world, sequences), "current-state label"
+
+
 def mean_squared_mlp_out(model: nn.Module, ids: Int[Tensor, "n pos"], pad_id: int, layers: Sequence[int],
                          batch_size: int = 128) -> dict[int, Tensor]:
     """Per layer, each row's mean squared MLP output over its non-padding positions (the HLS
@@ -468,4 +485,4 @@ def describe_terms(terms: Sequence[Any], model: nn.Module) -> list[str]:
 __all__ = ["DEFAULT_WEIGHT", "HLS", "LabelCoding", "LabelledBatch", "LayerSpecError", "ULA", "ULAHeads",
            "check_layers", "decoder_layers", "describe_terms", "last_positions", "last_state_labels",
            "layers_from_verdicts", "mean_squared_mlp_out", "mlp_module_names", "mlp_modules", "n_layers_of",
-           "unwrap"]
+           "ula_labels", "unwrap"]
