@@ -265,8 +265,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     layers = parse_layers(args.layers)
     info = sys.stderr if args.json else sys.stdout
+    pragworld = bool(args.data) and Path(args.data).suffix.lower() == ".csv"
+    n = args.n if args.n is not None else (None if pragworld else 200)
     run = run_sweep(args.model, kind=args.kind, world=parse_world(args.world) if args.world else None,
-                    data=args.data, n=args.n, method=args.method, layers=layers, out=args.out, seed=args.seed,
+                    data=args.data, n=n, method=args.method, layers=layers, out=args.out, seed=args.seed,
                     batch_size=args.batch_size, length=args.length, edit_at=args.edit_at, grouping=args.grouping,
                     log=sys.stderr)
     if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports
@@ -563,7 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "PragWorld CSV: the sweep then scores its yes/no questions (label prompt)")
     s.add_argument("--grouping", choices=("clean", "reference"), default="clean",
                    help="PragWorld CSV: how rows form groups (see interp pragworld score)")
-    s.add_argument("--n", type=int, default=200, help="at most this many sequences or PragWorld rows (default 200)")
+    s.add_argument("--n", type=int, default=None,
+                   help="at most this many sequences (default 200) or PragWorld rows (default all)")
     s.add_argument("--kind", choices=("mlp-zero", "direct-effect", "activation-patching"), default="mlp-zero",
                    help="mlp-zero: zero each layer's MLP output, per-example next-token loss (default); "
                         "direct-effect: patch resid_pre from a one-token state-changing edit into the "
