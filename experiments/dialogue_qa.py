@@ -56,9 +56,7 @@ def train_curriculum(cfg, base: Path, run_dir: Path, stages: list[int], fresh: b
                      progress: bool = True, log=print) -> dict:
     """``interp train`` with warm-up stages on shorter conversations (see the module docstring)."""
     from interp.config import to_dict
-    from interp.experiment import make_data, resolve_world_arg
-    from interp.metrics.next_token import next_token_test
-    from interp.models.checkpoint import load_checkpoint
+    from interp.experiment import make_data, resolve_world_arg, test_best
     from interp.models.gpt2 import build_gpt2, count_parameters
     from interp.results import write_json
     from interp.train.data import encode_sequences
@@ -108,11 +106,7 @@ def train_curriculum(cfg, base: Path, run_dir: Path, stages: list[int], fresh: b
         log(f"stage {i + 1}/{len(plan)} (max_utts {w.max_utts}): {result.steps} steps, train loss "
             f"{result.final_train_loss:.4f}, best held-out loss {result.best_eval_loss:.4f}, "
             f"{result.tokens_per_second:,.0f} tokens/s")
-    ckpt = load_checkpoint(run_dir / "best")
-    scored = test_seqs if cfg.eval_sequences == 0 else test_seqs[: cfg.eval_sequences]
-    nt = next_token_test(ckpt.bridge, world, scored, progress=progress)
-    nt.save(run_dir)
-    log(str(nt))
+    nt = test_best(run_dir, world, test_seqs, cfg.eval_sequences, progress, log)
     results = {"config": to_dict(cfg), "world": world.describe(), "curriculum": stage_info,
                "data": {"train": len(train_seqs), "test": len(test_seqs)},
                "train": {**result.to_dict(), "steps": done, "final_stage_steps": result.steps},

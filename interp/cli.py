@@ -454,6 +454,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_checkpoint(parser: argparse.ArgumentParser) -> None:
+    """``--model CHECKPOINT`` and ``--world`` (override the world the checkpoint carries)."""
+    parser.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
+    parser.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
+
+
 def _add_ablate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ablate", action="append", metavar="SITE",
                         help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
@@ -491,8 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
         s.set_defaults(fn=_cmd_train if name == "train" else _cmd_run)
 
     s = sub.add_parser("next-token", help="the next-token test of a checkpoint")
-    s.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
-    s.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
+    _add_checkpoint(s)
     s.add_argument("--data", help="sequence file (default: the run's data/test.txt)")
     s.add_argument("--n", type=int, default=1000, help="at most this many sequences (default 1000)")
     s.add_argument("--seed", type=int, default=0)
@@ -501,8 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_next_token)
 
     s = sub.add_parser("probe", help="current-state linear probes at every layer of a checkpoint")
-    s.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
-    s.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
+    _add_checkpoint(s)
     s.add_argument("--data", help="folder with train.txt/test.txt (default: the run's data/; "
                                    "else fresh sequences)")
     s.add_argument("--train-sequences", type=int, default=1000, help="at most this many to fit on (default 1000)")
@@ -559,8 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_metrics)
 
     s = sub.add_parser("sweep", help="layer sweep: MLP zero-out or direct-effect patching, with layer verdicts")
-    s.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
-    s.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
+    _add_checkpoint(s)
     s.add_argument("--data", help="sequence file (default: the run's data/test.txt; else fresh sequences), or a "
                                   "PragWorld CSV: the sweep then scores its yes/no questions (label prompt)")
     s.add_argument("--grouping", choices=("clean", "reference"), default="clean",

@@ -92,8 +92,6 @@ def make_data(world: World, cfg: DataConfig, base: Path) -> tuple[list[list[str]
 def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool = False,
                    progress: bool = True, log=print) -> dict[str, Any]:
     """Generate data, train, run the next-token test; write and return ``results.json``."""
-    from interp.metrics.next_token import next_token_test
-    from interp.models.checkpoint import load_checkpoint
     from interp.models.gpt2 import build_gpt2, count_parameters
     from interp.train.data import encode_sequences
     from interp.train.trainer import train
@@ -131,17 +129,28 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
     log(f"trained {result.steps} steps: train loss {result.final_train_loss:.4f}, best held-out loss "
         f"{result.best_eval_loss:.4f} at step {result.best_step}, {result.tokens_per_second:,.0f} tokens/s")
 
-    ckpt = load_checkpoint(run_dir / "best")
-    scored = test_seqs if cfg.eval_sequences == 0 else test_seqs[: cfg.eval_sequences]
-    nt = next_token_test(ckpt.bridge, world, scored, progress=progress)
-    nt.save(run_dir)
-    log(str(nt))
+    nt = test_best(run_dir, world, test_seqs, cfg.eval_sequences, progress, log)
     results = {"config": to_dict(cfg), "world": world.describe(),
                "data": {"train": len(train_seqs), "test": len(test_seqs)},
                "train": result.to_dict(), "next_token": nt.summary()}
     write_json(run_dir / "results.json", results)
     results["run_dir"] = str(run_dir)
     return results
+
+
+def test_best(run_dir: Path, world: World, test_seqs: list[list[str]], eval_sequences: int,
+              progress: bool = True, log=print):
+    """The next-token test of ``run_dir/best`` on the first ``eval_sequences`` held-out sequences
+    (0: all), saved beside it and logged; returns the result."""
+    from interp.metrics.next_token import next_token_test
+    from interp.models.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(run_dir / "best")
+    scored = test_seqs if eval_sequences == 0 else test_seqs[:eval_sequences]
+    nt = next_token_test(ckpt.bridge, world, scored, progress=progress)
+    nt.save(run_dir)
+    log(str(nt))
+    return nt
 
 
 def _save(model, path: Path, world: World) -> None:

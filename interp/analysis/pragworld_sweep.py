@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from interp.analysis.runner import SweepRun, accelerator, check_layers, is_main, rank_and_size, sharded
+from interp.analysis.runner import SweepRun, accelerator, check_layers, is_main, sharded
+from interp.train.distributed import rank_and_size
 from interp.analysis.scoring import Batch, forward, two_way_prob
 
 

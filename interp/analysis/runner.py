@@ -36,6 +36,7 @@ from torch import Tensor
 from interp.analysis.scoring import Batch, Metric, token_loss
 from interp.analysis.sweeps import METHODS, SweepResult
 from interp.analysis.verdicts import LayerVerdicts
+from interp.train.distributed import rank_and_size
 
 KINDS = ("mlp-zero", "direct-effect", "activation-patching")
 
@@ -188,12 +189,6 @@ def accelerator() -> Any | None:
 
 def is_main(acc: Any | None) -> bool:
     return acc is None or bool(acc.is_main_process)
-
-
-def rank_and_size(acc: Any | None) -> tuple[int, int]:
-    from interp.train.distributed import rank_and_size as rs
-
-    return rs(acc)
 
 
 def sharded(run: Any, n: int, acc: Any | None) -> SweepResult:
