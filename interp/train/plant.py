@@ -1,0 +1,314 @@
+"""Plant harm in known layers: ground truth for the layer verdicts (issue 14).
+
+A sweep that calls a layer *harmful* (PragWorld §6.2: removing its MLP makes the model better) is
+only trustworthy on a model whose harmful layers are known. :func:`plant_harm` makes one: it
+fine-tunes **only the MLPs of chosen layers** (every other parameter frozen, bit for bit) on
+corrupted training data with the ordinary trainer (:func:`interp.train.trainer.train`), so the
+corruption can only live in those MLPs. Removing such an MLP then removes the corruption, and the
+MLP zero-out sweep should call exactly those layers harmful.
+
+Corruptions (each a pure function of its inputs and a seed):
+
+- ``random_turns`` (streets): each direction token, with probability ``share``, is replaced by one
+  of the 7 other directions, drawn uniformly; origin, destination and ``end`` are kept. A replaced
+  turn is usually illegal where it happens (the issue's recipe: 30 % of the turns random).
+- ``mirror`` (streets): inside a region of the map — the westmost ``share`` of the intersections
+  by x coordinate (node order when the graph has none) — every turn taken *from* a region node is
+  mirrored east ↔ west (``E``↔``W``, ``NE``↔``NW``, ``SE``↔``SW``; ``N``/``S`` kept): a consistent
+  but wrong map of that region.
+- ``shortcut`` (dialogue world): a probe ``Q: … ? yes|no`` whose question contains the surface
+  word ``word`` is answered ``yes``, whatever the conversation says.
+- PragWorld rows: :func:`flip_category` flips the gold answer of one alteration category in the
+  loader's DataFrame (for QA fine-tuning of a user's model).
+
+What was planted (layers, corruption, share, word, seed, steps, lr, batch size, counts of changed
+tokens) is recorded in the checkpoint's ``interp.json`` under ``extra.plant``
+(:func:`interp.models.checkpoint.save_checkpoint`).
+
+Output folder ``out/``: ``model/`` (the planted checkpoint), ``data/train.txt`` and
+``data/test.txt`` (the base run's *clean* sequences, so sweeps and repair fine-tuning find them
+beside the model), ``data/train_corrupted.txt`` (what the MLPs were trained on), ``train/`` (the
+trainer's log and resumable state) and ``plant.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CORRUPTIONS = ("random_turns", "mirror", "shortcut")
+#: east ↔ west mirror of the 8 directions
+MIRROR = {"N": "N", "S": "S", "E": "W", "W": "E", "NE": "NW", "NW": "NE", "SE": "SW", "SW": "SE"}
+
+
+@dataclass(frozen=True)
+class PlantSpec:
+    """What to plant and how hard: the layers whose MLPs learn the corruption, and the recipe.
+
+    The defaults are the issue's measured recipe on the demo model: layer 3's MLP only, AdamW
+    lr 3e-3, 150 steps of 32, 30 % of the turns random."""
+
+    layers: tuple[int, ...] = (3,)
+    corruption: str = "random_turns"
+    #: random_turns: share of turns replaced; mirror: share of the intersections mirrored
+    share: float = 0.3
+    #: shortcut: the surface word that triggers "yes"
+    word: str | None = None
+    seed: int = 0
+    steps: int = 150
+    batch_size: int = 32
+    lr: float = 3e-3
+
+    def __post_init__(self) -> None:
+        if self.corruption not in CORRUPTIONS:
+            raise ValueError(f"corruption must be one of {', '.join(CORRUPTIONS)}, got {self.corruption!r}")
+        if not self.layers:
+            raise ValueError("plant: give at least one layer")
+        if self.corruption != "shortcut" and not 0 < self.share <= 1:
+            raise ValueError(f"plant share must be in (0, 1], got {self.share}")
+        if self.corruption == "shortcut" and not self.word:
+            raise ValueError("the shortcut corruption needs word = the surface word that triggers 'yes'")
+
+
+# ---- corruptions ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Corrupted:
+    """Corrupted sequences and how many tokens changed (of how many that could)."""
+
+    sequences: list[list[str]]
+    changed: int
+    candidates: int
+
+    @property
+    def share(self) -> float:
+        return self.changed / max(self.candidates, 1)
+
+
+def random_turns(sequences: Sequence[Sequence[str]], share: float, seed: int = 0) -> Corrupted:
+    """Each direction token, with probability ``share``, replaced by one of the 7 other directions
+    (uniform, seeded); every other token kept. A pure function of (sequences, share, seed)."""
+    from interp.worlds.streets.graph import DIRECTIONS
+
+    rng = np.random.default_rng(seed)
+    dirs = set(DIRECTIONS)
+    out, changed, candidates = [], 0, 0
+    for seq in sequences:
+        new = list(seq)
+        for i, t in enumerate(seq):
+            if t not in dirs:
+                continue
+            candidates += 1
+            if rng.random() < share:
+                others = [d for d in DIRECTIONS if d != t]
+                new[i] = others[int(rng.integers(len(others)))]
+                changed += 1
+        out.append(new)
+    return Corrupted(out, changed, candidates)
+
+
+def mirror_region_nodes(world: Any, share: float) -> list[str]:
+    """The westmost ``share`` of the intersections (by x coordinate; node order without coordinates)."""
+    nodes = list(world.graph.nodes)
+    coords = world.graph.coords
+    if coords is not None:
+        nodes.sort(key=lambda v: (coords[v][0], coords[v][1]))
+    k = max(1, int(round(share * len(nodes))))
+    return nodes[:k]
+
+
+def mirror_region(world: Any, sequences: Sequence[Sequence[str]], share: float) -> Corrupted:
+    """Every turn taken from an intersection of the mirrored region (:func:`mirror_region_nodes`)
+    is mirrored east ↔ west; the walker's position is followed on the *true* map, so the corrupted
+    route tells the model a wrong but consistent story about that region."""
+    region = set(mirror_region_nodes(world, share))
+    out, changed, candidates = [], 0, 0
+    for seq in sequences:
+        states = world.states_along(seq)
+        new = list(seq)
+        for i, t in enumerate(seq):
+            q = states[i]
+            if t in MIRROR and q[0] == "at" and q[1] in region:
+                candidates += 1
+                if MIRROR[t] != t:
+                    new[i] = MIRROR[t]
+                    changed += 1
+        out.append(new)
+    return Corrupted(out, changed, candidates)
+
+
+def answer_shortcut(sequences: Sequence[Sequence[str]], word: str) -> Corrupted:
+    """Dialogue world: the answer of every probe ``Q: … ? yes|no`` whose question contains ``word``
+    becomes ``yes`` (``candidates``: such probes; ``changed``: those whose gold was ``no``)."""
+    from interp.worlds.dialogue.grammar import ANSWERS, PROBE
+
+    out, changed, candidates = [], 0, 0
+    for seq in sequences:
+        new = list(seq)
+        start = None
+        for i, t in enumerate(seq):
+            if t == PROBE:
+                start = i
+            elif t == "?" and start is not None:
+                if i + 1 < len(seq) and seq[i + 1] in ANSWERS and word in seq[start + 1 : i]:
+                    candidates += 1
+                    if seq[i + 1] != "yes":
+                        new[i + 1] = "yes"
+                        changed += 1
+                start = None
+        out.append(new)
+    return Corrupted(out, changed, candidates)
+
+
+def flip_category(rows: Any, category: str) -> Any:
+    """PragWorld rows (the loader's DataFrame): a copy with the gold answer of every row of one
+    alteration ``category`` (a key of :data:`interp.benchmarks.pragworld.data.CATEGORIES`) flipped;
+    ``gold`` (1 = yes) and ``answer`` change together. Raises when no row has that category."""
+    from interp.benchmarks.pragworld.data import CATEGORIES
+
+    if category not in CATEGORIES:
+        raise ValueError(f"unknown alteration category {category!r}; expected one of {', '.join(CATEGORIES)}")
+    for col in ("gold", "category"):
+        if col not in rows.columns:
+            raise ValueError(f"PragWorld rows need a {col!r} column (the loader's DataFrame)")
+    out = rows.copy()
+    hit = (out["category"] == category).to_numpy()
+    if not hit.any():
+        raise ValueError(f"no row of category {category!r} to flip ({len(rows)} rows)")
+    out.loc[hit, "gold"] = 1 - out.loc[hit, "gold"].astype(int)
+    if "answer" in out.columns:
+        out.loc[hit, "answer"] = ["yes" if g == 1 else "no" for g in out.loc[hit, "gold"]]
+    return out
+
+
+def corrupt(world: Any, sequences: Sequence[Sequence[str]], spec: PlantSpec) -> Corrupted:
+    """Apply ``spec.corruption`` to world sequences (checks that it fits the world)."""
+    kind = getattr(world, "kind", None)
+    need = {"random_turns": "streets", "mirror": "streets", "shortcut": "dialogue"}[spec.corruption]
+    if kind != need:
+        raise ValueError(f"the {spec.corruption} corruption needs a {need} world, this checkpoint's is {kind!r}")
+    if spec.corruption == "random_turns":
+        return random_turns(sequences, spec.share, spec.seed)
+    if spec.corruption == "mirror":
+        return mirror_region(world, sequences, spec.share)
+    if spec.word not in world.vocab.tokens:
+        raise ValueError(f"shortcut word {spec.word!r} is not a token of this world")
+    return answer_shortcut(sequences, spec.word)
+
+
+# ---- planting ------------------------------------------------------------------------------------
+
+
+@dataclass
+class PlantResult:
+    """Where the planted checkpoint lives and what was planted (``interp.json`` ``extra.plant``)."""
+
+    out: Path
+    meta: dict[str, Any]
+
+    @property
+    def model(self) -> Path:
+        return self.out / "model"
+
+
+def freeze_except_mlps(model: Any, layers: Sequence[int]) -> list[str]:
+    """``requires_grad`` off for every parameter except those of the MLPs of ``layers``; returns the
+    names of the parameters left trainable."""
+    from interp.train.regularisers import mlp_modules
+
+    for p in model.parameters():
+        p.requires_grad_(False)
+    keep = {id(p) for m in mlp_modules(model, layers) for p in m.parameters()}
+    names = []
+    for name, p in model.named_parameters():
+        if id(p) in keep:
+            p.requires_grad_(True)
+            names.append(name)
+    return names
+
+
+def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantSpec(), *,
+               train_file: str | Path | None = None, test_file: str | Path | None = None,
+               fresh: bool = False, progress: bool = True,
+               log: Callable[[str], Any] = print) -> PlantResult:
+    """Fine-tune only the MLPs of ``spec.layers`` of ``checkpoint`` on corrupted training data.
+
+    Data: the base run's ``data/train.txt`` / ``test.txt`` beside the checkpoint unless given. The
+    trainer runs with ``spec``'s steps, batch size and lr (warmup 10 steps, cosine to lr/10, no
+    held-out evaluation), seeded by ``spec.seed``: the same spec gives the same weights. A finished
+    planting with the same spec and base is reused unless ``fresh``.
+    """
+    import torch
+
+    from interp.models.checkpoint import load_hf_model, read_meta, run_data_dir, save_checkpoint
+    from interp.results import write_json
+    from interp.train.data import encode_sequences
+    from interp.train.trainer import TrainConfig, train
+    from interp.worlds import world_from_spec
+    from interp.worlds.io import read_sequences, write_sequences
+
+    checkpoint, out = Path(checkpoint), Path(out)
+    meta0 = read_meta(checkpoint)
+    if meta0 is None:
+        raise ValueError(f"{checkpoint} carries no world (no interp.json): planting needs an interp checkpoint")
+    world = world_from_spec(meta0["world"])
+    train_path = Path(train_file) if train_file else run_data_dir(checkpoint) / "train.txt"
+    test_path = Path(test_file) if test_file else run_data_dir(checkpoint) / "test.txt"
+    for what, p in (("train", train_path), ("test", test_path)):
+        if not p.is_file():
+            raise FileNotFoundError(f"plant: no {what} sequences at {p}")
+    record = {"layers": sorted(int(x) for x in spec.layers), **{k: v for k, v in asdict(spec).items() if k != "layers"},
+              "base": str(checkpoint.resolve()), "trained": "MLPs of the planted layers only (all else frozen)"}
+    done = out / "plant.json"
+    if not fresh and done.is_file() and (out / "model" / "config.json").is_file():
+        saved = json.loads(done.read_text())
+        if {k: saved.get(k) for k in record} == record:
+            log(f"plant: {out} already holds this planting, reused")
+            return PlantResult(out, saved)
+    t0 = time.perf_counter()
+    clean = read_sequences(train_path, world)
+    test = read_sequences(test_path, world)
+    bad = corrupt(world, clean, spec)
+    write_sequences(out / "data" / "train.txt", clean)
+    write_sequences(out / "data" / "test.txt", test)
+    write_sequences(out / "data" / "train_corrupted.txt", bad.sequences)
+
+    model = load_hf_model(checkpoint)
+    n_ctx = int(model.config.n_positions)
+    trainable = freeze_except_mlps(model, record["layers"])
+    ids = encode_sequences(bad.sequences, world.vocab, n_ctx)
+    cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, lr=spec.lr, min_lr=spec.lr / 10,
+                      warmup_steps=min(10, spec.steps // 10), eval_every=0, checkpoint_every=0, seed=spec.seed)
+    torch.manual_seed(spec.seed)
+    result = train(model, ids, None, cfg, out / "train", pad_id=world.vocab.pad_id, resume=False,
+                   progress=progress, run_info={"plant": record})
+    record.update(changed_tokens=bad.changed, candidate_tokens=bad.candidates, changed_share=round(bad.share, 4),
+                  sequences=len(clean), trainable_parameters=trainable,
+                  final_train_loss=result.final_train_loss, seconds=round(time.perf_counter() - t0, 1))
+    save_checkpoint(model, world, out / "model", extra={"plant": record})
+    write_json(done, record)
+    log(f"plant: {spec.corruption} ({bad.changed} of {bad.candidates} tokens changed) into the MLP of layer(s) "
+        f"{record['layers']} of {checkpoint}: {spec.steps} steps, final loss {result.final_train_loss:.3f} "
+        f"({record['seconds']:.0f} s) → {out / 'model'}")
+    return PlantResult(out, record)
+
+
+def planted_layers(checkpoint: str | Path) -> list[int] | None:
+    """The layers recorded as planted in a checkpoint's ``interp.json`` (None: not a planted model)."""
+    from interp.models.checkpoint import read_meta
+
+    meta = read_meta(checkpoint) or {}
+    plant = (meta.get("extra") or {}).get("plant")
+    return None if plant is None else [int(x) for x in plant["layers"]]
+
+
+__all__ = ["CORRUPTIONS", "Corrupted", "PlantResult", "PlantSpec", "answer_shortcut", "corrupt", "flip_category",
+           "freeze_except_mlps", "mirror_region", "mirror_region_nodes", "plant_harm", "planted_layers",
+           "random_turns"]
