@@ -113,10 +113,16 @@ def test_hls_penalty_equals_hand_computation_over_non_padding(ckpts, world_data,
                     total += float((outs[layer][b, p].double() ** 2).sum())
                     count += outs[layer].shape[-1]
         per_layer.append(total / count)
-    want = sum(per_layer) / 2
+    want = sum(per_layer)  # the paper's HLS: a sum over the penalised layers
     assert float(got) == pytest.approx(want, rel=1e-5)
-    with_padding = float(sum((outs[x].double() ** 2).mean() for x in (0, 1)) / 2)
+    mean_term = HLS([0, 1], weight=1.0, reduction="mean")
+    with mean_term.install(model):
+        model(batch.inputs)
+        assert float(mean_term.compute(batch)) == pytest.approx(want / 2, rel=1e-5)
+    with_padding = float(sum((outs[x].double() ** 2).mean() for x in (0, 1)))
     assert abs(with_padding - want) > 1e-3 * want  # counting padding (the reference's defect) differs
+    with pytest.raises(ValueError, match="reduction"):
+        HLS([0], reduction="max")
 
 
 def test_beta_zero_is_plain_training_bit_for_bit(ckpts, world_data, tiny_city):
@@ -414,7 +420,7 @@ def qa_model(tmp_path_factory):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    from interp.train.finetune import qa_prompt
+    from interp.benchmarks.pragworld import label_prompt
 
     root = tmp_path_factory.mktemp("qa")
     with src.open(newline="") as f:
@@ -425,7 +431,7 @@ def qa_model(tmp_path_factory):
     for name, rows in (("train.csv", train), ("test.csv", test)):
         with (root / name).open("w", newline="") as f:
             csv.writer(f).writerows([header] + rows)
-    words = sorted({w for r in train + test for w in qa_prompt(r[0], r[1]).split()} | {"yes", "no"})
+    words = sorted({w for r in train + test for w in label_prompt(r[0], r[1]).split()} | {"yes", "no"})
     vocab = {t: i for i, t in enumerate(["<pad>", "<bos>", "<unk>"] + words)}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()

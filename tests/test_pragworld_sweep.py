@@ -51,9 +51,9 @@ def model_dir(data_csv, tmp_path_factory):
 
 def test_mlp_zero_on_pragworld_rows(model_dir, data_csv, tmp_path):
     from interp.analysis import run_sweep
-    from interp.analysis.pragworld_sweep import pragworld_inputs
     from interp.analysis.scoring import Batch, two_way_prob
     from interp.models import load_bridge
+    from interp.tasks import YesNoTask
 
     run = run_sweep(model_dir, data=data_csv, kind="mlp-zero", out=tmp_path / "s", n_boot=200)
     assert run.info["n_examples"] == 9
@@ -62,8 +62,9 @@ def test_mlp_zero_on_pragworld_rows(model_dir, data_csv, tmp_path):
     # oracle: a hand-written zero hook per layer gives the same P(gold)
     bridge = load_bridge(model_dir).eval()
     rows = load_pragworld(data_csv).rows
-    ids, mask, yes_id, no_id = pragworld_inputs(bridge, rows)
-    metric = two_way_prob(yes_id, no_id, rows["gold"].tolist())
+    task = YesNoTask.pragworld(model_dir, rows)
+    ids, mask = task.inputs()
+    metric = two_way_prob(task.yes_id, task.no_id, rows["gold"].tolist())
     kw = {"attention_mask": mask, "position_ids": (mask.cumsum(1) - 1).clamp(min=0)}
     for layer in (0, 1):
         with torch.no_grad():
@@ -83,13 +84,15 @@ def test_direct_effect_patches_the_pairs_the_reference_would(model_dir, data_csv
     """Gold answers set to the model's own answers on the alterations: every alteration is answered
     correctly, so exactly those whose answer differs from their original's are patched."""
     from interp.analysis import run_sweep
-    from interp.analysis.pragworld_sweep import pragworld_inputs
     from interp.analysis.scoring import forward
     from interp.models import load_bridge
+    from interp.tasks import YesNoTask
 
     rows = load_pragworld(data_csv).rows
     bridge = load_bridge(model_dir).eval()
-    ids, mask, yes_id, no_id = pragworld_inputs(bridge, rows)
+    task = YesNoTask.pragworld(model_dir, rows)
+    ids, mask = task.inputs()
+    yes_id, no_id = task.yes_no_ids
     logits = forward(bridge, ids, mask)
     last = logits[torch.arange(len(rows)), mask.sum(1) - 1]
     answer = (last[:, yes_id] > last[:, no_id]).long().numpy()

@@ -1,10 +1,12 @@
 """Layer sweeps on PragWorld examples (paper §6.1–6.2): ``interp sweep --model M --data FILE.csv``.
 
 The examples are the rows of a PragWorld CSV (the published manual split, the synthetic split or a
-file written by the dialogue world), asked with the interpretability **label prompt** and scored by
-the two-way softmax over the " yes" / " no" logits at the last token
-(:mod:`interp.benchmarks.pragworld.evaluate`). No chat template by default: the reference layer
-analyses scored the bare prompt.
+file written by the dialogue world), asked through :class:`interp.tasks.YesNoTask` — the
+interpretability **label prompt**, tokenized with the model's own tokenizer settings (BOS only
+where that tokenizer adds one, unless ``prepend_bos`` says otherwise), scored by the two-way
+softmax over the " yes" / " no" logits at the last prompt token. No chat template by default: the
+reference layer analyses scored the bare prompt. ``interp pragworld eval --prompt label`` and
+``interp finetune`` (``kind = "pragworld"``) build their ids from the same task.
 
 - ``mlp-zero`` (§6.2): zero each layer's MLP output; the per-example metric is P(gold) in the
   two-way softmax (higher = better). The verdicts report the paper's raw rule on *accuracy*
@@ -28,25 +30,7 @@ import torch
 
 from interp.analysis.runner import SweepRun, accelerator, check_layers, is_main, sharded
 from interp.train.distributed import rank_and_size
-from interp.analysis.scoring import Batch, forward, two_way_prob
-
-
-def pragworld_inputs(bridge: Any, rows: Any, chat_template: bool | None = False) -> tuple[Any, Any, int, int]:
-    """(ids, attention_mask, yes_id, no_id) of the label prompts of PragWorld ``rows`` (the
-    loader's DataFrame), right-padded."""
-    from interp.benchmarks.pragworld import label_prompt
-    from interp.benchmarks.pragworld.evaluate import _check_length, _pad_id, _pad_right, encode_prompts, \
-        yes_no_token_ids
-
-    tok = getattr(bridge, "tokenizer", None)
-    if tok is None:
-        raise ValueError("the model has no tokenizer: a PragWorld sweep needs one to build the prompts")
-    yes_id, no_id = yes_no_token_ids(tok)
-    prompts = [label_prompt(c, q) for c, q in zip(rows["context"], rows["question"])]
-    seqs = encode_prompts(tok, prompts, chat_template)
-    _check_length(seqs, int(bridge.cfg.n_ctx), 0)
-    ids, mask, _ = _pad_right(seqs, _pad_id(tok), torch.device("cpu"))
-    return ids, mask, yes_id, no_id
+from interp.analysis.scoring import Batch, forward
 
 
 def run_pragworld_sweep(
@@ -63,17 +47,20 @@ def run_pragworld_sweep(
     n: int | None = None,
     n_boot: int = 2000,
     chat_template: bool | None = False,
+    prepend_bos: bool | None = None,
     log: Any = None,
 ) -> SweepRun:
     """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
     write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
-    to ``out`` (default ``<model>/../sweep_<kind>_pragworld/``). ``n``: the first n rows only."""
+    to ``out`` (default ``<model>/../sweep_<kind>_pragworld/``). ``n``: the first n rows only;
+    ``prepend_bos`` / ``chat_template``: :class:`interp.tasks.Tokenization`."""
     from interp.analysis.patching import PatchPair, direct_effect_patching
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
     from interp.benchmarks.pragworld import load_pragworld
     from interp.models.checkpoint import load_bridge
     from interp.results import write_json
+    from interp.tasks import YesNoTask
     from interp.viz.layers import draw_layer_effects
 
     log = log or sys.stderr
@@ -88,42 +75,37 @@ def run_pragworld_sweep(
     bridge = load_bridge(model, device=str(acc.device) if acc is not None else "cpu")
     bridge.eval()
     lays = check_layers(layers, int(bridge.cfg.n_layers))
-    ids, mask, yes_id, no_id = pragworld_inputs(bridge, rows, chat_template)
-    gold = rows["gold"].to_numpy(dtype=int)
-    categories = [c if isinstance(c, str) else "original" for c in rows["category"]]
+    task = YesNoTask.pragworld(model, rows, prompt="label", prepend_bos=prepend_bos, chat_template=chat_template)
+    task.check_fits(int(bridge.cfg.n_ctx))
+    ids, mask = task.inputs()
+    gold = task.gold
+    categories = task.categories
     info: dict[str, Any] = {"model": str(model), "data": str(data), "grouping": grouping, "kind": kind,
-                            "seed": seed, "n_rows": len(rows), "prompt": "label", "chat_template": bool(chat_template),
-                            "metric": "two_way_prob: P(gold) in the softmax over the ' yes'/' no' logits"}
+                            "seed": seed, "n_rows": len(rows), **task.settings()}
 
     if kind == "mlp-zero":
         sweep = sharded(lambda part: mlp_zero_sweep(
-            bridge, ids[part], two_way_prob(yes_id, no_id, gold[part]), mask[part], lays, categories=categories[part],
+            bridge, ids[part], task.metric(gold[part]), mask[part], lays, categories=categories[part],
             batch_size=batch_size, method=method, higher_is_better=True), len(rows), acc)
         info.update(n_examples=len(rows), method=method)
     else:
         # the model's own answers decide which pairs the reference patches
-        metric = two_way_prob(yes_id, no_id, gold)
+        metric = task.metric()
         p_gold = np.concatenate([
             metric(forward(bridge, ids[a:a + 32], mask[a:a + 32]),
                    Batch(ids[a:a + 32], mask[a:a + 32], torch.arange(a, min(a + 32, len(rows))))).float().numpy()
             for a in range(0, len(rows), 32)])
         answer = np.where(p_gold > 0.5, gold, 1 - gold)
-        pairs, pair_gold, pair_cats, skipped = [], [], [], {"no original in group": 0,
-                                                             "alteration answered wrongly": 0,
-                                                             "answer unchanged": 0}
-        originals = {g: i for i, (g, alt) in enumerate(zip(rows["group"], rows["altered"])) if not alt}
-        for i, (g, alt) in enumerate(zip(rows["group"], rows["altered"])):
-            if not alt:
-                continue
-            o = originals.get(g)
-            if o is None:
-                skipped["no original in group"] += 1
-            elif answer[i] != gold[i]:
+        candidates, unpaired = task.pairs()
+        pairs, pair_gold, pair_cats = [], [], []
+        skipped = {"no original in group": unpaired, "alteration answered wrongly": 0, "answer unchanged": 0}
+        for o, i in candidates:
+            if answer[i] != gold[i]:
                 skipped["alteration answered wrongly"] += 1
             elif answer[i] == answer[o]:
                 skipped["answer unchanged"] += 1
             else:
-                pairs.append(PatchPair(ids[o][mask[o].bool()].tolist(), ids[i][mask[i].bool()].tolist()))
+                pairs.append(PatchPair(list(task.ids[o]), list(task.ids[i])))
                 pair_gold.append(int(gold[i]))
                 pair_cats.append(categories[i])
         info.update(n_pairs=len(pairs), skipped=skipped, n_failed=sum(skipped.values()))
@@ -133,7 +115,7 @@ def run_pragworld_sweep(
             raise ValueError(f"no (original, alteration) pair where the model answers the alteration correctly and "
                              f"changes its answer (skipped: {skipped})")
         sweep = sharded(lambda part: direct_effect_patching(
-            bridge, pairs[part], two_way_prob(yes_id, no_id, pair_gold[part]), lays, categories=pair_cats[part],
+            bridge, pairs[part], task.metric(pair_gold[part]), lays, categories=pair_cats[part],
             higher_is_better=True), len(pairs), acc)
         info.update(n_examples=len(pairs), method="loop")
 
@@ -153,4 +135,4 @@ def run_pragworld_sweep(
     return run
 
 
-__all__ = ["pragworld_inputs", "run_pragworld_sweep"]
+__all__ = ["run_pragworld_sweep"]

@@ -15,11 +15,15 @@ The data is either
   for the ``dialogue`` world, ULA's label is the probe's gold answer and the evaluation adds the
   QA accuracy at the answer position on the held-out probes and PragWorld accuracies on a
   generated benchmark (``eval.qa``, ``eval.qa_groups``);
-- ``pragworld`` QA rows (a user's HF model with its own tokenizer): yes/no questions in the
-  interpretability prompt ending in ``Label:``, trained on the gold answer token; ULA labels are
-  the gold; the evaluation is the PragWorld accuracies (robust / yes / no / …,
-  :func:`interp.metrics.pragworld.score_pragworld`) on the held-out alterations, the layer sweep
-  with the two-way P(gold) metric, and the mean squared MLP output.
+- ``pragworld`` QA rows (a user's HF model with its own tokenizer): each row asked exactly as
+  ``interp sweep`` and ``interp pragworld eval --prompt label`` ask it
+  (:class:`interp.tasks.YesNoTask`: the label prompt ending in ``Label:``, the model's own BOS
+  rule), followed by the gold answer's token; the next-token loss is on that answer token only
+  (``data.loss_on = "answer"``, the default: supervised fine-tuning with the prompt masked, as the
+  reference's LLaMA-Factory SFT ran it) or on every token (``"all"``); the regularisers see every
+  real token either way. ULA labels are the gold; the evaluation is the PragWorld accuracies
+  (robust / yes / no / …, :func:`interp.metrics.pragworld.score_pragworld`) on the held-out
+  alterations, the layer sweep with the two-way P(gold) metric, and the mean squared MLP output.
 
 **Data parallelism.** :func:`finetune_model` runs under ``accelerate`` (see
 :mod:`interp.train.distributed`): every process draws the same global batch for a step (the same
@@ -58,7 +62,6 @@ from interp.config import ConfigError, load_toml, to_dict
 from interp.train.trainer import TrainConfig
 
 OBJECTIVES = ("plain", "hls", "ula")
-QA_INSTRUCTION = "The answer should only be a label i.e. either yes or no."
 
 
 # ---- config ------------------------------------------------------------------------------------
@@ -77,6 +80,22 @@ class FinetuneData:
     n_train: int = 0
     #: at most this many held-out rows in every evaluation (0: all)
     n_eval: int = 200
+    #: pragworld: the next-token loss on the gold ``answer`` token only (the default: supervised
+    #: fine-tuning as the reference ran it, prompt masked) or on ``all`` tokens of prompt + answer;
+    #: world data always trains on every token (unset or ``"all"``)
+    loss_on: Literal["answer", "all"] | None = None
+    #: pragworld: BOS as the model's tokenizer adds it (unset), always (true) or never (false);
+    #: see :mod:`interp.tasks.tokens`
+    prepend_bos: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.loss_on not in (None, "answer", "all"):
+            raise ValueError(f"data.loss_on must be 'answer' or 'all', got {self.loss_on!r}")
+        if self.kind == "world" and self.loss_on == "answer":
+            raise ValueError("data.loss_on = 'answer' needs pragworld data (world sequences have no answer "
+                             "token): use 'all' or leave it unset")
+        if self.kind == "world" and self.prepend_bos is not None:
+            raise ValueError("data.prepend_bos applies to pragworld data (world sequences always start with <bos>)")
 
 
 @dataclass(frozen=True)
@@ -87,7 +106,11 @@ class RegulariserConfig:
     useful: tuple[int, ...] | None = None
     #: a verdict file of ``interp sweep`` (``verdicts.json``), checked against the model
     verdicts: str | None = None
+    #: HLS weight: β · Σ over the harmful layers of each layer's mean squared MLP output (paper §6.3)
     beta: float = 1e-3
+    #: ``"sum"`` over the harmful layers (the paper's and the reference code's HLS) or ``"mean"``
+    #: (the sum / number of layers)
+    hls_reduction: Literal["sum", "mean"] = "sum"
     alpha: float = 1e-3
     #: width of each ULA head's hidden layer
     head_hidden: int = 128
@@ -184,6 +207,9 @@ class Task:
     heldout_sequences: list[list[str]] | None = None
     #: dialogue QA benchmarks already drawn, by (groups, seed)
     benchmarks: dict[Any, Any] = field(default_factory=dict)
+    #: per training row, the first token position the next-token loss counts (the answer's);
+    #: None: every token
+    loss_from: Tensor | None = None
 
     def save_model(self, model: nn.Module, path: Path) -> Path:
         if self.world is not None:
@@ -231,11 +257,6 @@ def world_task(checkpoint: Path, data: FinetuneData) -> Task:
                 heldout_sequences=heldout)
 
 
-def qa_prompt(context: str, question: str) -> str:
-    """PragWorld's interpretability prompt; the answer (`` yes`` / `` no``) follows ``Label:``."""
-    return f"{context}\nQuestion: {question}\n{QA_INSTRUCTION}\nLabel:"
-
-
 def _unused_id(rows: list[list[int]], preferred: int | None, vocab_size: int) -> int:
     used = {t for r in rows for t in r}
     if preferred is not None and preferred not in used:
@@ -258,36 +279,23 @@ def _whole_groups(rows: pd.DataFrame, n: int) -> pd.DataFrame:
 
 
 def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
-    """PragWorld rows through the model's own tokenizer; trained on prompt + gold answer."""
-    from transformers import AutoTokenizer
-
+    """PragWorld rows asked as everywhere else (:class:`interp.tasks.YesNoTask`: the label prompt,
+    the model's own tokenizer settings); trained on prompt + gold answer token, with the loss on
+    the answer (``data.loss_on = "answer"``, the default) or on every token (``"all"``)."""
     from interp.benchmarks.pragworld import load_pragworld
+    from interp.tasks import YesNoTask
 
     if not data.train or not data.test:
         raise ConfigError("pragworld data needs data.train and data.test (CSV files)")
-    tok = AutoTokenizer.from_pretrained(str(checkpoint), local_files_only=True)
-    yes = tok.encode(" yes", add_special_tokens=False)
-    no = tok.encode(" no", add_special_tokens=False)
-    if len(yes) != 1 or len(no) != 1:
-        raise ValueError(f"the tokenizer splits ' yes'/' no' into {yes}/{no}: need one token each")
-    train_rows = load_pragworld(data.train).rows
-    test_rows = load_pragworld(data.test).rows
-    train_rows = _cap(train_rows, data.n_train)
-    test_rows = _whole_groups(test_rows, data.n_eval)
-    bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-
-    def encode(rows: pd.DataFrame, with_answer: bool) -> list[list[int]]:
-        out = []
-        for r in rows.itertuples(index=False):
-            ids = bos + tok.encode(qa_prompt(r.context, r.question), add_special_tokens=False)
-            if with_answer:
-                ids = ids + (yes if int(r.gold) == 1 else no)
-            out.append(ids)
-        return out
-
-    tr, te = encode(train_rows, True), encode(test_rows, False)
+    train_rows = _cap(load_pragworld(data.train).rows, data.n_train)
+    test_rows = _whole_groups(load_pragworld(data.test).rows, data.n_eval)
+    train = YesNoTask.pragworld(checkpoint, train_rows, prompt="label", prepend_bos=data.prepend_bos)
+    test = YesNoTask.pragworld(checkpoint, test_rows, prompt="label", prepend_bos=data.prepend_bos,
+                               tokenizer=train.tokenization.tokenizer)
+    tr, answer_start = train.training_rows()
+    te = test.ids
     config = json.loads((checkpoint / "config.json").read_text())
-    pad = _unused_id(tr + te, tok.pad_token_id, int(config["vocab_size"]))
+    pad = _unused_id(tr + te, train.pad_id, int(config["vocab_size"]))
 
     def pad_rows(rows: list[list[int]]) -> Tensor:
         width = max(len(r) for r in rows)
@@ -296,11 +304,13 @@ def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
             t[i, : len(r)] = torch.tensor(r)
         return t
 
-    return Task(kind="pragworld", train_ids=pad_rows(tr),
-                labels=torch.tensor([int(g) for g in train_rows["gold"]], dtype=torch.long), classes=("no", "yes"),
-                pad_id=pad, eval_ids=pad_rows(te),
-                qa={"tokenizer": tok, "yes_id": yes[0], "no_id": no[0], "rows": test_rows},
-                source={"train": str(data.train), "test": str(data.test)})
+    loss_on = data.loss_on or "answer"
+    return Task(kind="pragworld", train_ids=pad_rows(tr), labels=torch.tensor(train.gold, dtype=torch.long),
+                classes=("no", "yes"), pad_id=pad, eval_ids=pad_rows(te),
+                qa={"tokenizer": train.tokenization.tokenizer, "yes_id": train.yes_id, "no_id": train.no_id,
+                    "rows": test.rows, "task": test},
+                source={"train": str(data.train), "test": str(data.test)},
+                loss_from=torch.tensor(answer_start, dtype=torch.long) if loss_on == "answer" else None)
 
 
 def load_task(checkpoint: Path, data: FinetuneData) -> Task:
@@ -321,15 +331,19 @@ class Objective(nn.Module):
         self.terms = list(terms)
         self.term_modules = nn.ModuleList([t for t in self.terms if isinstance(t, nn.Module)])
 
-    def forward(self, inputs: Tensor, targets: Tensor, labels: Tensor) -> tuple[Tensor, ...]:
+    def forward(self, inputs: Tensor, targets: Tensor, labels: Tensor,
+                loss_targets: Tensor | None = None) -> tuple[Tensor, ...]:
+        """``loss_targets``: the targets the next-token loss counts (e.g. the answer only), when
+        they differ from ``targets`` (every real token: what the terms see)."""
         from interp.train.regularisers import LabelledBatch
 
         out = self.model(inputs)
         logits = out if isinstance(out, Tensor) else out.logits
-        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+        scored = targets if loss_targets is None else loss_targets
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), scored.reshape(-1),
                              ignore_index=-100, reduction="sum")
         batch = LabelledBatch(inputs=inputs, targets=targets, labels=labels)
-        parts: list[Tensor] = [ce, batch.mask.sum().to(torch.float32)]
+        parts: list[Tensor] = [ce, (scored != -100).sum().to(torch.float32)]
         for term in self.terms:
             parts.extend(term.partial(batch))
         return tuple(parts)
@@ -346,6 +360,7 @@ def finetune_model(
     accelerator: Any = None,
     eval_ids: Tensor | None = None,
     progress: bool = True,
+    loss_from: Tensor | None = None,
 ) -> pd.DataFrame:
     """Fine-tune ``model`` (an HF causal LM, or a peft model) in place; returns the log.
 
@@ -353,7 +368,9 @@ def finetune_model(
     objects (the ULA heads train with the model). ``labels``: one class id per row of
     ``train_ids`` (ULA). Batches, learning-rate schedule, optimizer (fused AdamW, decay on ≥2-D
     parameters), clipping: as :func:`interp.train.train`. With ``accelerator`` running N processes,
-    each computes its shard of every global batch (see the module docstring).
+    each computes its shard of every global batch (see the module docstring). ``loss_from``: per
+    row, the first token the next-token loss counts (the answer of a QA row); the regularisers
+    still see every real token.
     """
     from tqdm.auto import tqdm
 
@@ -371,6 +388,8 @@ def finetune_model(
         labels = torch.full((len(train_ids),), -100, dtype=torch.long)
     if len(labels) != len(train_ids):
         raise ValueError(f"{len(labels)} labels for {len(train_ids)} training rows")
+    if loss_from is not None and len(loss_from) != len(train_ids):
+        raise ValueError(f"{len(loss_from)} loss_from entries for {len(train_ids)} training rows")
     objective = Objective(model, terms)
     opt = make_optimizer(objective, cfg)
     with contextlib.ExitStack() as stack:
@@ -396,7 +415,11 @@ def finetune_model(
             lr = learning_rate(cfg, step)
             for g in opt.param_groups:
                 g["lr"] = lr
-            parts = wrapped(batch.inputs.to(device), batch.targets.to(device), labels[rows].to(device))
+            scored = None
+            if loss_from is not None:  # input position p predicts token p + 1: keep p + 1 >= loss_from
+                pos = torch.arange(batch.targets.shape[1])[None]
+                scored = batch.targets.masked_fill(pos + 1 < loss_from[rows][:, None], -100).to(device)
+            parts = wrapped(batch.inputs.to(device), batch.targets.to(device), labels[rows].to(device), scored)
             counts = all_sum(torch.stack([parts[1]] + [parts[3 + 2 * i] for i in range(len(terms))]), acc)
             ce = parts[0] / counts[0].clamp(min=1)
             loss = ce
@@ -457,7 +480,7 @@ def build_terms(objective: str, cfg: RegulariserConfig, layers: list[int], task:
     if objective == "plain":
         return []
     if objective == "hls":
-        return [HLS(layers, cfg.beta)]
+        return [HLS(layers, cfg.beta, reduction=cfg.hls_reduction)]
     heads = ULAHeads(layers, d_model, task.classes, hidden=cfg.head_hidden, seed=seed,
                      task=task.label_name)
     return [ULA(heads, cfg.alpha)]
@@ -577,8 +600,7 @@ def _pragworld_scores(bridge: Any, task: Task, add: Callable[..., None]) -> dict
     for i in range(0, len(ids), 64):
         b = Batch(ids[i : i + 64], mask[i : i + 64], torch.arange(i, min(i + 64, len(ids))))
         lg = forward(bridge, b.tokens, b.attention_mask)[torch.arange(len(b.tokens)), b.last()]
-        two = torch.log_softmax(lg[:, [qa["no_id"], qa["yes_id"]]].float(), dim=-1)
-        probs.append(two[:, 1].exp())
+        probs.append(qa["task"].p_yes(lg))
     p_yes = torch.cat(probs).numpy()
     preds = (p_yes > 0.5).astype(int)
     summary = dict(score_pragworld(qa["rows"], preds.tolist(), n_boot=1000).summary)
@@ -640,7 +662,7 @@ def _dialogue_qa(bridge: Any, task: Task, ev: FinetuneEval, add: Callable[..., N
 def _sweep(bridge: Any, task: Task, ev: FinetuneEval, layers: Sequence[int] | None,
            add: Callable[..., None]) -> dict[str, Any]:
     from interp.analysis.runner import layer_rows
-    from interp.analysis.scoring import token_loss, two_way_prob
+    from interp.analysis.scoring import token_loss
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
 
@@ -650,8 +672,7 @@ def _sweep(bridge: Any, task: Task, ev: FinetuneEval, layers: Sequence[int] | No
         metric, hib, name = token_loss, False, "sweep_effect_token_loss"
         cats = None
     else:
-        gold = torch.tensor([int(g) for g in task.qa["rows"]["gold"]])
-        metric, hib, name = two_way_prob(task.qa["yes_id"], task.qa["no_id"], gold), True, "sweep_effect_p_gold"
+        metric, hib, name = task.qa["task"].metric(), True, "sweep_effect_p_gold"
         cats = [str(c) for c in task.qa["rows"]["category"]]
     sweep = mlp_zero_sweep(bridge, ids, metric, mask, list(layers) if layers else None, categories=cats,
                            batch_size=64, method="batched", higher_is_better=hib)
@@ -762,7 +783,7 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
                 t0 = time.perf_counter()
                 hist = finetune_model(model, task.train_ids, replace(cfg.train, seed=seed), terms=terms,
                                       labels=task.labels, pad_id=task.pad_id, accelerator=acc,
-                                      eval_ids=task.eval_ids, progress=progress)
+                                      eval_ids=task.eval_ids, progress=progress, loss_from=task.loss_from)
                 seconds = time.perf_counter() - t0
                 if main:
                     run_dir.mkdir(parents=True, exist_ok=True)
@@ -995,4 +1016,4 @@ def _worker(config_path: str, fresh: bool, progress: bool) -> None:
 
 __all__ = ["FinetuneConfig", "FinetuneData", "FinetuneEval", "FinetuneReport", "LoraSettings", "OBJECTIVES",
            "Objective", "RegulariserConfig", "Task", "build_terms", "draw_finetune", "evaluate", "finetune_model",
-           "load_finetune_config", "load_task", "qa_prompt", "resolve_layers", "run_finetune", "summarise"]
+           "load_finetune_config", "load_task", "resolve_layers", "run_finetune", "summarise"]

@@ -4,9 +4,14 @@ Both read MLP outputs of chosen layers **in the training forward pass** — a fo
 layer's MLP module keeps its output (with its gradient) — so no second forward runs, unlike the
 reference code, which runs one per step.
 
-- **HLS** (harmful-layer suppression)::
+- **HLS** (harmful-layer suppression), as the paper writes it (§6.3) and the reference code
+  computes it (``weight · Σ_layers mean(mlp_out²)``)::
 
-      loss = L_next-token + β · mean_{ℓ ∈ H} mean_{non-padding positions, features} MLP_out_ℓ²
+      loss = L_next-token + β · Σ_{ℓ ∈ H} mean_{non-padding positions, features} MLP_out_ℓ²
+
+  a *sum* over the penalised layers, each term the layer's mean squared MLP output over the real
+  tokens (the reference also averages over padding: not here). ``reduction = "mean"`` divides the
+  sum by |H| (interp's earlier definition: with 5 layers its β acts 5× weaker).
 
 - **ULA** (useful-layer amplification): a two-layer classification head (Linear → GELU → Linear)
   on each useful layer's MLP output, pooled at each row's last position; labels from the task (the
@@ -218,13 +223,21 @@ def last_positions(mask: Tensor) -> Int[Tensor, " batch"]:
 # ---- HLS ----------------------------------------------------------------------------------------
 
 
+HLS_REDUCTIONS = ("sum", "mean")
+
+
 class HLS:
-    """Harmful-layer suppression: β · mean over ``layers`` of the mean squared MLP output over the
-    non-padding positions (see the module docstring). A :class:`~interp.train.trainer.LossTerm`."""
+    """Harmful-layer suppression: β · Σ over ``layers`` of each layer's mean squared MLP output
+    over the non-padding positions (``reduction="sum"``, the paper's; ``"mean"`` divides by the
+    number of layers). See the module docstring. A :class:`~interp.train.trainer.LossTerm`."""
 
     name = "hls"
 
-    def __init__(self, layers: Sequence[int], weight: float = DEFAULT_WEIGHT, n_layers: int | None = None):
+    def __init__(self, layers: Sequence[int], weight: float = DEFAULT_WEIGHT, n_layers: int | None = None,
+                 reduction: str = "sum"):
+        if reduction not in HLS_REDUCTIONS:
+            raise ValueError(f"HLS reduction must be one of {HLS_REDUCTIONS}, got {reduction!r}")
+        self.reduction = reduction
         if n_layers is not None:
             layers = check_layers(layers, n_layers, "HLS harmful layers", weight)
         elif not layers and weight != 0:
@@ -238,7 +251,8 @@ class HLS:
         return self._collector.hooks(model, self.layers)
 
     def partial(self, batch: Batch) -> tuple[Tensor, Tensor]:
-        """``(Σ_ℓ Σ_{positions, features} out² / (|H|·d), number of positions)``; ``compute = sum / count``."""
+        """``(Σ_ℓ Σ_{positions, features} out² / d, number of positions)`` (``/ |H|`` more with
+        ``reduction="mean"``); ``compute = sum / count``."""
         mask = batch.mask
         count = mask.sum().to(torch.float32)
         if not self.layers:
@@ -246,7 +260,8 @@ class HLS:
         outs = self._collector.take(self.layers, batch, "HLS")
         m = mask.to(outs[0].dtype)[..., None]
         total = sum(((o * m) * o).sum(dtype=torch.float32) for o in outs)
-        return total / (len(outs) * outs[0].shape[-1]), count
+        per = outs[0].shape[-1] * (len(outs) if self.reduction == "mean" else 1)
+        return total / per, count
 
     def compute(self, batch: Batch) -> Tensor:
         total, count = self.partial(batch)
@@ -482,7 +497,7 @@ def describe_terms(terms: Sequence[Any], model: nn.Module) -> list[str]:
     return lines
 
 
-__all__ = ["DEFAULT_WEIGHT", "HLS", "LabelCoding", "LabelledBatch", "LayerSpecError", "ULA", "ULAHeads",
+__all__ = ["DEFAULT_WEIGHT", "HLS", "HLS_REDUCTIONS", "LabelCoding", "LabelledBatch", "LayerSpecError", "ULA", "ULAHeads",
            "check_layers", "decoder_layers", "describe_terms", "last_positions", "last_state_labels",
            "layers_from_verdicts", "mean_squared_mlp_out", "mlp_module_names", "mlp_modules", "n_layers_of",
            "ula_labels", "unwrap"]

@@ -1,0 +1,225 @@
+"""One yes/no question-answering task: how a PragWorld row (or a dialogue-world probe) is asked.
+
+A :class:`YesNoTask` holds the rows (the schema of
+:func:`~interp.benchmarks.pragworld.load_pragworld`: ``context``, ``question``, ``gold``,
+``group``, ``altered``, ``category``, …), the prompt kind and the model's
+:class:`~interp.tasks.tokens.Tokenization`. From them, and only here, come
+
+- the prompt texts (:attr:`prompts`; ``label``: the interpretability prompt ending in
+  ``Label:``, ``benchmark``: the evaluation prompt ending in an open ``(``, ``dialogue``: a
+  dialogue-world item as its whitespace-joined tokens ``… Q: <question>``);
+- their token ids (:attr:`ids`), right-padded ids and attention masks (:meth:`inputs`);
+- the scored position: each row's last prompt token, where the answer is predicted;
+- the yes / no token ids (:func:`~interp.tasks.tokens.yes_no_token_ids`) and the metric,
+  P(gold) in the two-way softmax over the yes/no logits at that position (:meth:`metric`,
+  PragWorld's interpretability score; the answer is yes when P(yes) > 0.5);
+- the fine-tuning rows: the same prompt ids followed by the gold answer's token, the loss on the
+  answer (:meth:`training_rows`) — supervised fine-tuning as the reference ran it (LLaMA-Factory
+  SFT masks the prompt). The reference's SFT also appends an EOS to the response; here the answer
+  is the one token the label prompt is scored on, and no EOS follows it;
+- categories, groups and the (original, alteration) pairs (:meth:`pairs`).
+
+``interp sweep --data CSV``, ``interp pragworld eval --prompt label|benchmark`` and ``interp
+finetune`` with ``[data] kind = "pragworld"`` all build their inputs here, so one row is asked the
+same way everywhere (a test checks the three agree id for id).
+
+**Dialogue probes.** :meth:`YesNoTask.dialogue` asks a dialogue-world benchmark row the way the
+world's models read it: the checkpoint's word-level tokenizer, a ``<bos>`` first (interp's world
+models are trained on ``<bos>``-prefixed sequences), the answer token ``yes`` / ``no`` — the ids of
+``Vocab.encode(prompt_tokens(context, question))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from interp.tasks.tokens import Tokenization, check_length, own_tokenizer, pad_id_of, pad_right, yes_no_token_ids
+
+PROMPT_KINDS = ("label", "benchmark", "dialogue")
+
+
+def dialogue_prompt(context: str, question: str) -> str:
+    """A dialogue-world row as text: its tokens (:func:`~interp.worlds.dialogue.export.prompt_tokens`)
+    joined by spaces, so a whitespace-splitting tokenizer gives them back."""
+    from interp.worlds.dialogue.export import prompt_tokens
+
+    return " ".join(prompt_tokens(context, question))
+
+
+def _rows_of(data: Any) -> pd.DataFrame:
+    from interp.benchmarks.pragworld import load_pragworld
+
+    if isinstance(data, pd.DataFrame):
+        rows = data
+    elif hasattr(data, "rows"):
+        rows = data.rows
+    else:
+        rows = load_pragworld(data).rows
+    missing = [c for c in ("context", "question", "gold") if c not in rows.columns]
+    if missing:
+        raise ValueError(f"task rows need the columns context, question, gold; missing {missing}")
+    return rows.reset_index(drop=True)
+
+
+class YesNoTask:
+    """Yes/no questions asked of one model (module docstring). Build with :meth:`pragworld` or
+    :meth:`dialogue`."""
+
+    def __init__(self, rows: pd.DataFrame, tokenization: Tokenization, prompt: str = "label",
+                 yes_no_ids: tuple[int, int] | None = None):
+        if prompt not in PROMPT_KINDS:
+            raise ValueError(f"prompt must be one of {PROMPT_KINDS}, got {prompt!r}")
+        self.rows = _rows_of(rows)
+        if self.rows.empty:
+            raise ValueError("a task needs at least one row")
+        gold = self.rows["gold"].to_numpy()
+        if not np.isin(gold, (0, 1)).all():
+            raise ValueError("gold must be 0 (no) or 1 (yes) in every row")
+        self.tokenization = tokenization
+        self.prompt = prompt
+        self._yes_no = yes_no_ids
+
+    @property
+    def yes_no_ids(self) -> tuple[int, int]:
+        """``(yes_id, no_id)``, resolved on first use (generation needs none)."""
+        if self._yes_no is None:
+            self._yes_no = yes_no_token_ids(self.tokenization.tokenizer)
+        return self._yes_no
+
+    @property
+    def yes_id(self) -> int:
+        return self.yes_no_ids[0]
+
+    @property
+    def no_id(self) -> int:
+        return self.yes_no_ids[1]
+
+    # ---- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def pragworld(cls, model: Any, data: Any, *, prompt: str = "label", prepend_bos: bool | None = None,
+                  chat_template: bool | None = False, tokenizer: Any = None) -> "YesNoTask":
+        """PragWorld rows (a DataFrame, a :class:`~interp.benchmarks.pragworld.PragWorldData` or a
+        CSV path) asked of ``model`` (a folder, a hub name or a TransformerBridge) with its own
+        tokenizer (or ``tokenizer``). Defaults: the label prompt, BOS as the tokenizer adds it,
+        no chat template (the reference layer analyses)."""
+        tok = tokenizer if tokenizer is not None else own_tokenizer(model)
+        return cls(_rows_of(data), Tokenization(tok, prepend_bos, chat_template), prompt)
+
+    @classmethod
+    def dialogue(cls, model: Any, data: Any, tokenizer: Any = None) -> "YesNoTask":
+        """Dialogue-world benchmark rows asked of an interp checkpoint (see the module docstring)."""
+        tok = tokenizer if tokenizer is not None else own_tokenizer(model)
+        return cls(_rows_of(data), Tokenization(tok, prepend_bos=True, chat_template=False), "dialogue")
+
+    # ---- prompts and ids -------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @cached_property
+    def prompts(self) -> list[str]:
+        from interp.benchmarks.pragworld.prompts import build_prompt
+
+        pairs = zip(self.rows["context"], self.rows["question"])
+        if self.prompt == "dialogue":
+            return [dialogue_prompt(c, q) for c, q in pairs]
+        return [build_prompt(self.prompt, c, q) for c, q in pairs]
+
+    @cached_property
+    def ids(self) -> list[list[int]]:
+        """Each row's prompt token ids (no padding)."""
+        return self.tokenization.encode(self.prompts)
+
+    @property
+    def pad_id(self) -> int:
+        return pad_id_of(self.tokenization.tokenizer)
+
+    def check_fits(self, n_ctx: int | None, extra: int = 0) -> None:
+        """Raise naming the first row longer than the context (with ``extra`` tokens more)."""
+        check_length(self.ids, n_ctx, extra)
+
+    def inputs(self, device: torch.device | str = "cpu", rows: Sequence[int] | None = None
+               ) -> tuple[Int[Tensor, "n pos"], Int[Tensor, "n pos"]]:
+        """Right-padded ``(ids, attention_mask)`` of all rows (or ``rows``)."""
+        seqs = self.ids if rows is None else [self.ids[i] for i in rows]
+        ids, mask, _ = pad_right(seqs, self.pad_id, device)
+        return ids, mask
+
+    def answer_id(self, gold: int) -> int:
+        return self.yes_id if int(gold) == 1 else self.no_id
+
+    def training_rows(self) -> tuple[list[list[int]], list[int]]:
+        """``(ids, answer_start)``: each row's prompt ids followed by its gold answer token, and
+        the index of that answer token (the loss counts from there with ``loss_on = "answer"``)."""
+        seqs = [list(s) + [self.answer_id(int(g))] for s, g in zip(self.ids, self.gold)]
+        return seqs, [len(s) for s in self.ids]
+
+    # ---- gold, metric, groups --------------------------------------------------------------
+
+    @property
+    def gold(self) -> np.ndarray:
+        return self.rows["gold"].to_numpy(dtype=int)
+
+    @property
+    def categories(self) -> list[str]:
+        """Each row's alteration category (``original`` for an unaltered row)."""
+        if "category" not in self.rows:
+            return ["original"] * len(self.rows)
+        return [c if isinstance(c, str) else "original" for c in self.rows["category"]]
+
+    def pairs(self) -> tuple[list[tuple[int, int]], int]:
+        """``(pairs, unpaired)``: every (original row, alteration row) of a group, in row order, and
+        how many alterations have no original in their group."""
+        if "group" not in self.rows or "altered" not in self.rows:
+            raise ValueError("pairs need the columns group and altered")
+        originals = {g: i for i, (g, alt) in enumerate(zip(self.rows["group"], self.rows["altered"])) if not alt}
+        out, unpaired = [], 0
+        for i, (g, alt) in enumerate(zip(self.rows["group"], self.rows["altered"])):
+            if not alt:
+                continue
+            if g in originals:
+                out.append((originals[g], i))
+            else:
+                unpaired += 1
+        return out, unpaired
+
+    def p_yes(self, last_logits: Float[Tensor, "batch vocab"]) -> Float[Tensor, " batch"]:
+        """P(yes) / (P(yes) + P(no)) from the logits at the scored position (float32)."""
+        two = torch.softmax(last_logits[:, [self.yes_id, self.no_id]].float(), dim=-1)
+        return two[:, 0]
+
+    def metric(self, gold: Sequence[int] | np.ndarray | Tensor | None = None) -> Any:
+        """The sweep metric ``metric(logits, batch) -> P(gold)`` at each row's last real position
+        (``batch``: an :class:`interp.analysis.scoring.Batch`-like object with ``last()`` and
+        ``index``). ``gold`` defaults to the rows' gold; pass another (e.g. the altered row's gold
+        of a patched pair) to score against it."""
+        g = torch.tensor(np.array(self.gold if gold is None else gold), dtype=torch.long)
+        if g.dim() != 1 or not bool(((g == 0) | (g == 1)).all()):
+            raise ValueError("gold must be a 1-D sequence of 0 (no) / 1 (yes), one per example")
+
+        def two_way_prob(logits: Float[Tensor, "batch pos vocab"], batch: Any) -> Float[Tensor, " batch"]:
+            rows = torch.arange(logits.shape[0], device=logits.device)
+            p = self.p_yes(logits[rows, batch.last().to(logits.device)])
+            gb = g[batch.index].to(p.device)
+            return torch.where(gb == 1, p, 1.0 - p)
+
+        return two_way_prob
+
+    def settings(self) -> dict[str, Any]:
+        """What a results file records: the prompt, the encoding, the yes/no tokens."""
+        tok = self.tokenization.tokenizer
+        return {"prompt": self.prompt, **self.tokenization.settings(), "yes_id": self.yes_id, "no_id": self.no_id,
+                "yes_token": tok.convert_ids_to_tokens(self.yes_id), "no_token": tok.convert_ids_to_tokens(self.no_id),
+                "metric": "two_way_prob: P(gold) in the softmax over the yes/no logits at the last prompt token"}
+
+
+__all__ = ["PROMPT_KINDS", "YesNoTask", "dialogue_prompt"]
