@@ -270,7 +270,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     run = run_sweep(args.model, kind=args.kind, world=parse_world(args.world) if args.world else None,
                     data=args.data, n=n, method=args.method, layers=layers, out=args.out, seed=args.seed,
                     batch_size=args.batch_size, length=args.length, edit_at=args.edit_at, grouping=args.grouping,
-                    log=sys.stderr)
+                    verify_top=args.verify_top, log=sys.stderr)
     if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports
         return 0
     s = run.summary()
@@ -439,6 +439,20 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plant(args: argparse.Namespace) -> int:
+    from interp.analysis.runner import parse_layers
+    from interp.train.plant import PlantSpec, plant_harm
+
+    layers = parse_layers(args.layers)
+    if not layers:
+        raise ValueError("--layers: give the layers whose MLPs learn the corruption, e.g. 3")
+    spec = PlantSpec(layers=tuple(layers), corruption=args.corruption, share=args.share, word=args.word,
+                     seed=args.seed, steps=args.steps, batch_size=args.batch_size, lr=args.lr)
+    result = plant_harm(args.model, args.out, spec, fresh=args.fresh, progress=not args.no_progress)
+    print(result.model)
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from interp.viz.report import write_report
 
@@ -580,15 +594,40 @@ def build_parser() -> argparse.ArgumentParser:
                    help="activation-patching: prefix length in tokens (default 12)")
     s.add_argument("--edit-at", type=int, default=4,
                    help="activation-patching: the edited token's index in the prefix (default 4)")
-    s.add_argument("--method", choices=("reuse", "loop", "batched"), default="reuse",
+    s.add_argument("--method", choices=("reuse", "loop", "batched", "attribution"), default="reuse",
                    help="mlp-zero: reuse the clean run's early layers (reuse, default), one full forward "
-                        "per layer (loop), or all layers stacked in one forward (batched); equal to 1e-5")
+                        "per layer (loop), or all layers stacked in one forward (batched); equal to 1e-5. "
+                        "attribution (every kind): first-order estimates of every site from one forward "
+                        "and backward (AtP), same outputs and verdicts")
+    s.add_argument("--verify-top", type=int, metavar="K",
+                   help="with --method attribution: also measure exactly the K sites of largest |attribution| "
+                        "(verify.csv; activation-patching: verify_<map>.csv)")
     s.add_argument("--layers", help="comma-separated layers, e.g. 0,1,3 (default: all)")
     s.add_argument("--batch-size", type=int, help="examples per forward (default: all at once)")
     s.add_argument("--out", help="output folder (default: <checkpoint>/../sweep_<kind>/)")
     s.add_argument("--seed", type=int, default=0, help="edit positions, fresh sequences, bootstrap (default 0)")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     s.set_defaults(fn=_cmd_sweep)
+
+    s = sub.add_parser("plant", help="plant harm: fine-tune only chosen layers' MLPs on corrupted data "
+                                     "(ground truth for the layer verdicts)")
+    s.add_argument("--model", required=True, help="interp checkpoint to plant into (e.g. runs/demo/best)")
+    s.add_argument("--out", required=True, help="output folder (the planted checkpoint is OUT/model)")
+    s.add_argument("--layers", required=True, help="comma-separated layers whose MLPs are trained, e.g. 3")
+    s.add_argument("--corruption", choices=("random_turns", "mirror", "shortcut"), default="random_turns",
+                   help="random_turns: a share of the turns replaced by other directions (streets, default); "
+                        "mirror: turns from the westmost share of the intersections mirrored east-west "
+                        "(streets); shortcut: a probe answered yes whenever --word is in its question (dialogue)")
+    s.add_argument("--share", type=float, default=0.3, help="share of turns (random_turns) or of the "
+                                                            "intersections (mirror) corrupted (default 0.3)")
+    s.add_argument("--word", help="shortcut: the surface word that triggers 'yes'")
+    s.add_argument("--seed", type=int, default=0, help="corruption draws and training batches (default 0)")
+    s.add_argument("--steps", type=int, default=150, help="training steps (default 150)")
+    s.add_argument("--batch-size", type=int, default=32, help="rows per step (default 32)")
+    s.add_argument("--lr", type=float, default=3e-3, help="AdamW peak learning rate (default 3e-3)")
+    s.add_argument("--fresh", action="store_true", help="plant again even if OUT holds this planting")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(fn=_cmd_plant)
 
     s = sub.add_parser("finetune", help="fine-tune a checkpoint (plain, HLS or ULA) and evaluate before/after")
     s.add_argument("--config", required=True, help="TOML file (see experiments/configs/finetune_*.toml)")

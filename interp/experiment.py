@@ -23,7 +23,7 @@ import numpy as np
 
 from interp.config import ConfigError, load_toml, to_dict
 from interp.models.gpt2 import ModelConfig
-from interp.pipeline import AnalysisConfig, FixConfig
+from interp.pipeline import AnalysisConfig, FixConfig, PlantConfig
 from interp.results import write_json
 from interp.train.trainer import TrainConfig
 from interp.worlds import World, parse_world
@@ -56,6 +56,8 @@ class ExperimentConfig:
         steps=800, batch_size=32, lr=2e-3, min_lr=2e-4, warmup_steps=50, eval_every=200))
     #: ``interp run`` only: world-model table and layer analyses, then HLS fine-tuning
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    #: ``interp run`` only: harm planted in known layers before the layer analyses (issue 14)
+    plant: PlantConfig = field(default_factory=PlantConfig)
     fix: FixConfig = field(default_factory=FixConfig)
 
 

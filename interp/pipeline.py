@@ -9,15 +9,22 @@ Stages, each writing into the run folder ``<runs_dir>/<name>/``:
    ``table1.csv`` / ``table1.md`` / ``table1.png``, probe accuracy by layer (``probes.png``);
    on a street map also greedy routes and the map reconstructed from sampled routes
    (``navigation/``, ``map.png``).
-3. **layers** (PragWorld §6.1–6.2): the MLP zero-out sweep with verdicts (``sweep_mlp-zero/``),
-   direct-effect patching of one-token state-changing edits (``sweep_direct-effect/``) and the
-   activation-patching heatmaps (``sweep_activation-patching/``).
-4. **fix** (PragWorld §6.3): HLS fine-tuning of the harmful layers, beside plain fine-tuning on the
-   same data and steps as the control; before and after: held-out loss, next-token test, each
-   layer's mean squared MLP output, the MLP zero-out sweep and the Myhill–Nerode metrics
-   (``finetune/``). When the sweep finds no harmful layer (a well-trained small model often has
-   none) the layer whose removal costs least stands in, and ``results.json`` says so.
-5. **report**: ``report.html`` (tables, figures, CircuitsVis attention and patching views; opens
+3. **plant** (issue 14, ``[plant]``, on by default): only the MLP of a known layer (default the
+   last) is fine-tuned on training routes with 30 % of the turns random (the issue's recipe:
+   AdamW lr 3e-3, 150 steps of 32) → ``planted/`` beside ``best/``; ``plant/`` holds the record and
+   the MLP zero-out sweep of the unplanted model (the control). The later stages read ``planted/``.
+   ``results.json``: ``plant.layers`` (planted), ``plant.unplanted_sweep``.
+4. **layers** (PragWorld §6.1–6.2): the MLP zero-out sweep with verdicts (``sweep_mlp-zero/``,
+   ``layers.mlp_zero.layers[*].verdict``), direct-effect patching of one-token state-changing edits
+   (``sweep_direct-effect/``) and the activation-patching heatmaps (``sweep_activation-patching/``).
+5. **fix** (PragWorld §6.3): the layers the sweep found harmful (``fix.layers``; none found: said,
+   and HLS skipped — no stand-in) suppressed three ways: zeroed at inference, HLS fine-tuning, and
+   plain fine-tuning on the same clean data and steps as the control; held-out loss, next-token
+   test and Myhill–Nerode metrics of each beside the model before and the unplanted model
+   (``fix.comparison``, ``finetune/repair_table.md``), and which repair lands closest to the
+   unplanted model (``fix.closest``); the fine-tuning runs' own table (each layer's mean squared
+   MLP output, the sweep after) in ``finetune/``.
+6. **report**: ``report.html`` (tables, figures, CircuitsVis attention and patching views; opens
    offline) and ``results.json`` with every number, the config and the seed.
 
 The same config and seed give the same ``results.json`` numbers (timings aside).
@@ -25,10 +32,11 @@ The same config and seed give the same ``results.json`` numbers (timings aside).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from interp.results import write_json
 
@@ -60,11 +68,31 @@ class AnalysisConfig:
 
 
 @dataclass(frozen=True)
+class PlantConfig:
+    """Harm planted in known layers before the layer analyses (issue 14): only the MLPs of
+    ``layers`` are fine-tuned on corrupted training routes (:func:`interp.train.plant.plant_harm`),
+    so the sweep has a known answer. The defaults are the issue's measured recipe."""
+
+    enabled: bool = True
+    #: layers whose MLPs learn the corruption (empty: the last layer)
+    layers: tuple[int, ...] = ()
+    #: ``auto`` (streets: ``random_turns``), ``random_turns``, ``mirror`` or ``shortcut`` (dialogue)
+    corruption: str = "auto"
+    share: float = 0.3
+    #: ``shortcut``: the surface word that triggers "yes"
+    word: str | None = None
+    seed: int = 0
+    steps: int = 150
+    batch_size: int = 32
+    lr: float = 3e-3
+
+
+@dataclass(frozen=True)
 class FixConfig:
     """HLS fine-tuning of the harmful layers against a plain fine-tuning control (stage 4)."""
 
     enabled: bool = True
-    #: the layers HLS suppresses; empty: the sweep's harmful layers (else the least useful one)
+    #: the layers HLS suppresses; empty: the sweep's harmful layers (none found: HLS is skipped)
     layers: tuple[int, ...] = ()
     beta: float = 1e-3
     steps: int = 200
@@ -92,12 +120,21 @@ def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progres
         t = time.perf_counter()
         results["world_model"] = world_model_stage(run_dir, cfg.analysis, log)
         timings["world_model"] = time.perf_counter() - t
+        analysed = run_dir / "best"
+        plant_cfg = getattr(cfg, "plant", None)
+        if plant_cfg is not None and plant_cfg.enabled:
+            t = time.perf_counter()
+            results["plant"] = plant_stage(run_dir, plant_cfg, cfg.analysis, progress, log)
+            timings["plant"] = time.perf_counter() - t
+            if results["plant"].get("model"):
+                analysed = Path(results["plant"]["model"])
         t = time.perf_counter()
-        results["layers"] = layer_stage(run_dir, cfg.analysis, log)
+        results["layers"] = layer_stage(run_dir, cfg.analysis, log, model=analysed)
         timings["layers"] = time.perf_counter() - t
         if cfg.fix.enabled:
             t = time.perf_counter()
-            results["fix"] = fix_stage(run_dir, cfg.fix, results["layers"]["mlp_zero"], progress, log)
+            results["fix"] = fix_stage(run_dir, cfg.fix, results["layers"]["mlp_zero"], progress, log,
+                                       model=analysed)
             timings["fix"] = time.perf_counter() - t
     results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
     write_json(run_dir / "results.json", results)
@@ -173,11 +210,13 @@ def navigation_stage(run_dir: Path, lm: Any, world: Any, test: list, cfg: Analys
     return {"routes": greedy.summary(), "map": rec.summary()}
 
 
-def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any]) -> dict[str, Any]:
-    """MLP zero-out sweep + verdicts, direct-effect patching, activation-patching heatmaps."""
+def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any],
+                model: Path | None = None) -> dict[str, Any]:
+    """MLP zero-out sweep + verdicts, direct-effect patching, activation-patching heatmaps of
+    ``model`` (default ``run_dir/best``; written beside it, ``sweep_<kind>/``)."""
     from interp.analysis.runner import run_sweep
 
-    model = run_dir / "best"
+    model = model or run_dir / "best"
     out: dict[str, Any] = {}
     say = _LogFile(log)
     for kind, key, n in (("mlp-zero", "mlp_zero", cfg.sweep_n), ("direct-effect", "direct_effect", cfg.patch_n),
@@ -190,39 +229,129 @@ def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any]) -
     return out
 
 
-def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress: bool,
-              log: Callable[[str], Any]) -> dict[str, Any]:
-    """HLS on the harmful layers (or the least useful one) against plain fine-tuning."""
-    from interp.train.finetune import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, run_finetune
-    from interp.train.trainer import TrainConfig
+def plant_stage(run_dir: Path, cfg: PlantConfig, analysis: AnalysisConfig, progress: bool,
+                log: Callable[[str], Any]) -> dict[str, Any]:
+    """Plant harm in the trained model (:func:`interp.train.plant.plant_harm`): the checkpoint
+    ``planted/`` beside ``best/`` (sharing ``data/``), the record in ``plant/``, and the MLP zero-out
+    sweep of the *unplanted* model (``plant/sweep_unplanted/``) as the control. A world the
+    corruption does not fit is said and skipped (the later stages then analyse ``best/``)."""
+    from interp.analysis.runner import run_sweep
+    from interp.models.checkpoint import read_meta
+    from interp.train.plant import PlantSpec, plant_harm
 
+    best = run_dir / "best"
+    kind = (read_meta(best) or {}).get("world", {}).get("kind")
+    corruption = cfg.corruption
+    if corruption == "auto":
+        corruption = {"streets": "random_turns", "dialogue": "shortcut" if cfg.word else None}.get(kind)
+        if corruption is None:
+            why = (f"no corruption for a {kind!r} world without plant.word" if kind == "dialogue"
+                   else f"no default corruption for a {kind!r} world (streets: random_turns, mirror; dialogue: shortcut)")
+            log(f"plant: skipped, {why}")
+            return {"enabled": False, "why": why, "layers": []}
+    n_layers = int(_model_config(run_dir)["n_layer"])
+    layers = tuple(cfg.layers) if cfg.layers else (n_layers - 1,)
+    spec = PlantSpec(layers=layers, corruption=corruption, share=cfg.share, word=cfg.word, seed=cfg.seed,
+                     steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
+    planted = plant_harm(best, run_dir / "plant", spec, model_dir=run_dir / "planted", progress=progress, log=log)
+    control = run_sweep(best, kind="mlp-zero", n=analysis.sweep_n, seed=analysis.seed,
+                        out=run_dir / "plant" / "sweep_unplanted", log=_LogFile(log))
+    log(f"[mlp-zero, unplanted control]\n{control.table()}")
+    rows = control.layer_rows()
+    return {**{k: planted.meta[k] for k in ("layers", "corruption", "share", "word", "seed", "steps", "batch_size", "lr",
+                                              "changed_share", "final_train_loss")},
+            "model": str(planted.model), "out": str(planted.out),
+            "unplanted_sweep": {"layers": rows, "harmful": [r["layer"] for r in rows if r["verdict"] == "harmful"]}}
+
+
+#: the scalar metrics of the repair comparison (lower is better only for the held-out loss)
+REPAIR_METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_compression_precision",
+                  "mn_distinction_precision", "mn_distinction_recall")
+
+
+def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress: bool,
+              log: Callable[[str], Any], model: Path | None = None) -> dict[str, Any]:
+    """Suppress the harmful layers the sweep found (PragWorld §6.3) three ways and compare:
+    zeroing their MLPs at inference (:func:`interp.hooks.intervene`), HLS fine-tuning, and plain
+    fine-tuning on the same clean data, steps and seeds as the control; beside the model before
+    (``model``, default ``best/``) and, when ``model`` is a planted one, the unplanted ``best/`` —
+    the metrics a repair should recover. No harmful layer found: nothing to suppress, HLS skipped."""
+    from interp.models.checkpoint import load_bridge, load_checkpoint
+    from interp.train.finetune import (FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig,
+                                       _markdown, run_finetune, summarise)
+    from interp.train.plant import world_model_metrics
+    from interp.train.trainer import TrainConfig
+    from interp.worlds.io import read_sequences
+
+    import pandas as pd
+
+    model = Path(model) if model else run_dir / "best"
     layers, why = choose_hls_layers(cfg.layers, mlp_zero["layers"])
+    found = [r["layer"] for r in mlp_zero["layers"] if r["verdict"] == "harmful"]
+    out: dict[str, Any] = {"layers": layers, "found": found, "why": why, "beta": cfg.beta, "steps": cfg.steps,
+                           "seeds": list(cfg.seeds), "model": str(model)}
+    if not layers:
+        log(f"fix: {why}")
+        return {**out, "skipped": True}
     log(f"HLS layers {layers}: {why}")
+    ev = FinetuneEval(mn_pairs=cfg.mn_pairs, mn_depth=cfg.mn_depth)
     ft = FinetuneConfig(
-        name="finetune", checkpoint=str(run_dir / "best"), out=str(run_dir / "finetune"),
+        name="finetune", checkpoint=str(model), out=str(run_dir / "finetune"),
         objectives=("plain", "hls"), seeds=tuple(cfg.seeds), device="cpu",
         data=FinetuneData(kind="world", n_eval=cfg.n_eval),
         regulariser=RegulariserConfig(harmful=tuple(layers), beta=cfg.beta),
         train=TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, min_lr=cfg.lr / 10,
                           warmup_steps=min(20, cfg.steps // 10), eval_every=0, checkpoint_every=0),
-        eval=FinetuneEval(mn_pairs=cfg.mn_pairs, mn_depth=cfg.mn_depth))
+        eval=ev)
     report = run_finetune(ft, progress=progress, log=log)
     log(report.markdown())
-    return {"layers": layers, "why": why, "beta": cfg.beta, "steps": cfg.steps, "seeds": list(cfg.seeds),
-            "table": report.table.to_dict(orient="records"), "out": str(report.out)}
+    # zeroing at inference, and the unplanted model, on the same held-out sequences and state pairs
+    ckpt = load_checkpoint(model)
+    heldout = read_sequences(Path(report.info["source"]["test"]), ckpt.world)[: cfg.n_eval]
+    extra = [{**r, "model": "zeroed", "seed": None}
+             for r in world_model_metrics(ckpt.bridge, ckpt.world, heldout, zeroed=layers, mn_pairs=cfg.mn_pairs,
+                                          mn_depth=cfg.mn_depth, seed=ev.seed)]
+    names = ["plain", "hls", "zeroed"]
+    if model.resolve() != (run_dir / "best").resolve():
+        extra += [{**r, "model": "unplanted", "seed": None}
+                  for r in world_model_metrics(load_bridge(run_dir / "best"), ckpt.world, heldout,
+                                               mn_pairs=cfg.mn_pairs, mn_depth=cfg.mn_depth, seed=ev.seed)]
+        names.append("unplanted")
+    table = pd.concat([report.table, pd.DataFrame(extra)], ignore_index=True)
+    keep = table.metric.isin(REPAIR_METRICS) | ((table.metric == "mlp_out_sq") & table.layer.isin(layers))
+    wide = summarise(table[keep], names)
+    (run_dir / "finetune" / "repair_table.md").write_text(_markdown(wide) + "\n")
+    wide.to_csv(run_dir / "finetune" / "repair_table.csv", index=False)
+    comparison = json.loads(wide.to_json(orient="records"))
+    log("repair (before = the model the sweep read):\n" + _markdown(wide))
+    out.update(table=json.loads(report.table.to_json(orient="records")), out=str(report.out),
+               comparison=comparison, closest=closest_to_reference(comparison, names))
+    return out
+
+
+def closest_to_reference(comparison: list[dict[str, Any]], names: Sequence[str],
+                         reference: str = "unplanted") -> dict[str, Any]:
+    """Per scalar repair metric, the repair (``before`` and every name but the reference) whose
+    value lies closest to the reference model's, and each one's gap (value − reference)."""
+    out: dict[str, Any] = {}
+    for row in comparison:
+        if row["metric"] not in REPAIR_METRICS or row.get(reference) is None:
+            continue
+        gaps = {m: row[m] - row[reference] for m in ["before", *names] if m != reference and row.get(m) is not None}
+        if gaps:
+            out[row["metric"]] = {"closest": min(gaps, key=lambda m: abs(gaps[m])), "gap": gaps}
+    return out
 
 
 def choose_hls_layers(explicit: tuple[int, ...], verdict_rows: list[dict[str, Any]]) -> tuple[list[int], str]:
-    """The layers HLS suppresses and why: the explicit list; else the sweep's harmful layers; else
-    (no harmful layer) the layer whose zeroing changes the metric least — a stand-in, said so."""
+    """The layers HLS suppresses and why: the explicit list, else the sweep's harmful layers; none
+    found: an empty list (nothing to suppress; no stand-in)."""
     if explicit:
         return list(explicit), "given in the config"
     harmful = [r["layer"] for r in verdict_rows if r["verdict"] == "harmful"]
     if harmful:
-        return harmful, "the MLP zero-out sweep's harmful layers (bootstrap interval of the benefit below 0)"
-    weakest = min(verdict_rows, key=lambda r: abs(r["effect"]))
-    return [weakest["layer"]], (f"no harmful layer in the sweep; layer {weakest['layer']} (smallest effect "
-                                f"{weakest['effect']:+.4f}, {weakest['verdict']}) stands in to show what HLS does")
+        return harmful, "the MLP zero-out sweep's harmful layers (bootstrap interval of the benefit above 0)"
+    return [], "the MLP zero-out sweep found no harmful layer: nothing to suppress, HLS skipped"
 
 
 def _model_config(run_dir: Path) -> dict[str, Any]:
@@ -249,4 +378,5 @@ class _LogFile:
         pass
 
 
-__all__ = ["AnalysisConfig", "FixConfig", "choose_hls_layers", "run_main_job"]
+__all__ = ["AnalysisConfig", "FixConfig", "PlantConfig", "REPAIR_METRICS", "choose_hls_layers",
+           "closest_to_reference", "run_main_job"]

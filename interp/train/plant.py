@@ -25,10 +25,11 @@ What was planted (layers, corruption, share, word, seed, steps, lr, batch size, 
 tokens) is recorded in the checkpoint's ``interp.json`` under ``extra.plant``
 (:func:`interp.models.checkpoint.save_checkpoint`).
 
-Output folder ``out/``: ``model/`` (the planted checkpoint), ``data/train.txt`` and
-``data/test.txt`` (the base run's *clean* sequences, so sweeps and repair fine-tuning find them
-beside the model), ``data/train_corrupted.txt`` (what the MLPs were trained on), ``train/`` (the
-trainer's log and resumable state) and ``plant.json``.
+Output folder ``out/``: ``model/`` (the planted checkpoint, unless ``model_dir`` puts it elsewhere),
+``data/train.txt`` and ``data/test.txt`` beside the checkpoint (the base run's *clean* sequences,
+so sweeps and repair fine-tuning find them; not rewritten when the checkpoint sits in the base
+run's folder and shares its ``data/``), ``train_corrupted.txt`` (what the MLPs were trained on),
+``train/`` (the trainer's log and resumable state) and ``plant.json``.
 """
 
 from __future__ import annotations
@@ -212,10 +213,7 @@ class PlantResult:
 
     out: Path
     meta: dict[str, Any]
-
-    @property
-    def model(self) -> Path:
-        return self.out / "model"
+    model: Path
 
 
 def freeze_except_mlps(model: Any, layers: Sequence[int]) -> list[str]:
@@ -236,7 +234,7 @@ def freeze_except_mlps(model: Any, layers: Sequence[int]) -> list[str]:
 
 def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantSpec(), *,
                train_file: str | Path | None = None, test_file: str | Path | None = None,
-               fresh: bool = False, progress: bool = True,
+               model_dir: str | Path | None = None, fresh: bool = False, progress: bool = True,
                log: Callable[[str], Any] = print) -> PlantResult:
     """Fine-tune only the MLPs of ``spec.layers`` of ``checkpoint`` on corrupted training data.
 
@@ -255,6 +253,7 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     from interp.worlds.io import read_sequences, write_sequences
 
     checkpoint, out = Path(checkpoint), Path(out)
+    model_dir = Path(model_dir) if model_dir else out / "model"
     meta0 = read_meta(checkpoint)
     if meta0 is None:
         raise ValueError(f"{checkpoint} carries no world (no interp.json): planting needs an interp checkpoint")
@@ -267,18 +266,20 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     record = {"layers": sorted(int(x) for x in spec.layers), **{k: v for k, v in asdict(spec).items() if k != "layers"},
               "base": str(checkpoint.resolve()), "trained": "MLPs of the planted layers only (all else frozen)"}
     done = out / "plant.json"
-    if not fresh and done.is_file() and (out / "model" / "config.json").is_file():
+    if not fresh and done.is_file() and (model_dir / "config.json").is_file():
         saved = json.loads(done.read_text())
         if {k: saved.get(k) for k in record} == record:
-            log(f"plant: {out} already holds this planting, reused")
-            return PlantResult(out, saved)
+            log(f"plant: {model_dir} already holds this planting, reused")
+            return PlantResult(out, saved, model_dir)
     t0 = time.perf_counter()
     clean = read_sequences(train_path, world)
     test = read_sequences(test_path, world)
     bad = corrupt(world, clean, spec)
-    write_sequences(out / "data" / "train.txt", clean)
-    write_sequences(out / "data" / "test.txt", test)
-    write_sequences(out / "data" / "train_corrupted.txt", bad.sequences)
+    data_dir = run_data_dir(model_dir)
+    for name, src, seqs in (("train.txt", train_path, clean), ("test.txt", test_path, test)):
+        if not ((data_dir / name).is_file() and (data_dir / name).resolve() == src.resolve()):
+            write_sequences(data_dir / name, seqs)
+    write_sequences(out / "train_corrupted.txt", bad.sequences)
 
     model = load_hf_model(checkpoint)
     n_ctx = int(model.config.n_positions)
@@ -292,12 +293,67 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     record.update(changed_tokens=bad.changed, candidate_tokens=bad.candidates, changed_share=round(bad.share, 4),
                   sequences=len(clean), trainable_parameters=trainable,
                   final_train_loss=result.final_train_loss, seconds=round(time.perf_counter() - t0, 1))
-    save_checkpoint(model, world, out / "model", extra={"plant": record})
+    save_checkpoint(model, world, model_dir, extra={"plant": record})
     write_json(done, record)
     log(f"plant: {spec.corruption} ({bad.changed} of {bad.candidates} tokens changed) into the MLP of layer(s) "
         f"{record['layers']} of {checkpoint}: {spec.steps} steps, final loss {result.final_train_loss:.3f} "
-        f"({record['seconds']:.0f} s) → {out / 'model'}")
-    return PlantResult(out, record)
+        f"({record['seconds']:.0f} s) → {model_dir}")
+    return PlantResult(out, record, model_dir)
+
+
+def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[str]], *, zeroed: Sequence[int] = (),
+                        mn_pairs: int = 100, mn_depth: int = 3, seed: int = 0,
+                        batch_size: int = 128) -> list[dict[str, Any]]:
+    """The repair metrics of a world model, with the MLPs of ``zeroed`` removed at inference
+    (PragWorld's zero-out, through :func:`interp.hooks.intervene`; every forward, the KV-cached
+    ones of the Myhill–Nerode enumeration included, runs under it).
+
+    Rows ``{metric, layer, value, se, ci_low, ci_high, n}`` with the definitions of
+    :func:`interp.train.finetune.evaluate` on world data, so they sit in one table with its rows:
+    ``heldout_loss`` (mean over sequences of the per-token next-token loss), ``next_token_position``
+    / ``next_token_sequence`` (the next-token test) and ``mn_compression_precision`` /
+    ``mn_distinction_precision`` / ``mn_distinction_recall`` (exact estimator, ``mn_pairs`` states /
+    state pairs to depth ``mn_depth``, seed ``seed``)."""
+    import contextlib
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    from interp.hooks import intervene, zero
+    from interp.metrics.myhill_nerode import myhill_nerode
+    from interp.metrics.next_token import next_token_test
+    from interp.models.lm import BridgeLM
+    from interp.results import mean_se
+    from interp.train.data import encode_sequences, make_batch
+
+    rows: list[dict[str, Any]] = []
+
+    def add(metric: str, value: float, se: float, n: int) -> None:
+        rows.append({"metric": metric, "layer": None, "value": float(value), "se": float(se), "ci_low": math.nan,
+                     "ci_high": math.nan, "n": int(n)})
+
+    ctx = (intervene(bridge, [zero(f"mlp_out:{int(x)}") for x in zeroed]) if zeroed else contextlib.nullcontext())
+    pad = world.vocab.pad_id
+    ids = encode_sequences(sequences, world.vocab, int(bridge.cfg.n_ctx))
+    with ctx, torch.no_grad():
+        per_row = []
+        for i in range(0, len(ids), batch_size):
+            b = make_batch(ids[i : i + batch_size], pad)
+            logits = bridge(b.inputs)  # right padding under a causal mask: real positions never see it
+            nll = F.cross_entropy(logits.transpose(1, 2).float(), b.targets, ignore_index=-100, reduction="none")
+            per_row.append(nll.sum(1) / b.mask.sum(1).clamp(min=1))
+        e = mean_se(torch.cat(per_row).numpy())
+        add("heldout_loss", e.mean, e.se, e.n)
+        s = next_token_test(bridge, world, sequences).summary()
+        add("next_token_position", s["next_token_position"], s["next_token_position_se"], s["sequences"])
+        add("next_token_sequence", s["next_token_sequence"], s["next_token_sequence_se"], s["sequences"])
+        r = myhill_nerode(world, BridgeLM(bridge, world.vocab), pairs=mn_pairs, depth=mn_depth, seed=seed)
+        for name, est in (("mn_compression_precision", r.compression_precision),
+                          ("mn_distinction_precision", r.distinction_precision),
+                          ("mn_distinction_recall", r.distinction_recall)):
+            add(name, est.mean, est.se, est.n)
+    return rows
 
 
 def planted_layers(checkpoint: str | Path) -> list[int] | None:
@@ -311,4 +367,4 @@ def planted_layers(checkpoint: str | Path) -> list[int] | None:
 
 __all__ = ["CORRUPTIONS", "Corrupted", "PlantResult", "PlantSpec", "answer_shortcut", "corrupt", "flip_category",
            "freeze_except_mlps", "mirror_region", "mirror_region_nodes", "plant_harm", "planted_layers",
-           "random_turns"]
+           "random_turns", "world_model_metrics"]
