@@ -128,8 +128,15 @@ def test_yes_no_ids_word_level_and_missing(word_bridge, word_ckpt):
 
 
 def test_label_scores_batched_equal_one_at_a_time(word_bridge, data):
+    """Scored on the model's own tokenizer's ids: interp's word-level tokenizer adds no BOS, while the
+    bridge's tokenizer (booted with add_bos_token=True) would prepend one."""
+    from interp.tasks import own_tokenizer
+
     prompts = [label_prompt(c, q) for c, q in zip(data.rows["context"], data.rows["question"])]
-    tok = word_bridge.tokenizer
+    tok = own_tokenizer(word_bridge)
+    bos = tok.bos_token_id
+    assert word_bridge.tokenizer(prompts[0])["input_ids"][0] == bos  # the TransformerLens 4.3 trap
+    assert tok(prompts[0])["input_ids"][0] != bos
     yes_id, no_id = ev.yes_no_token_ids(tok)
     batched = ev.score_label_prompts(word_bridge, prompts, batch_size=3)
     lengths = {len(tok(p)["input_ids"]) for p in prompts}

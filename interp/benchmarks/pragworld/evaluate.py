@@ -55,9 +55,12 @@ from torch import Tensor
 
 from interp.benchmarks.pragworld.parse import parse_yes_no
 from interp.benchmarks.pragworld.prompts import PROMPTS, build_prompt
+from interp.tasks.tokens import (check_length, encode_prompts, own_tokenizer, pad_id_of, pad_right,
+                                  uses_chat_template, yes_no_token_ids)
 
 #: settings that must match between an interrupted run and its resumption
-_META_KEYS = ("format", "model", "data", "prompt", "chat_template", "max_new_tokens", "yes_id", "no_id")
+_META_KEYS = ("format", "model", "data", "prompt", "chat_template", "prepend_bos", "max_new_tokens", "yes_id",
+              "no_id")
 
 
 # ---- pure scoring of logits ------------------------------------------------------------------------
@@ -92,36 +95,18 @@ def p_yes_from_logits(logits: Float[Tensor, "batch pos vocab"], lengths: Int[Ten
 
 # ---- tokenizer and model plumbing ------------------------------------------------------------------
 
-def yes_no_token_ids(tokenizer: Any) -> tuple[int, int]:
-    """``(yes_id, no_id)``: the single token of ``" yes"`` (else ``"yes"``) and of ``" no"`` (else
-    ``"no"``), as the published code resolves them. Raises ``ValueError`` when there is none."""
-    unk = getattr(tokenizer, "unk_token_id", None)
-
-    def one(word: str) -> int:
-        tried = []
-        for variant in (f" {word}", word):
-            ids = list(tokenizer(variant, add_special_tokens=False)["input_ids"])
-            tried.append(f"{variant!r} → {tokenizer.convert_ids_to_tokens(ids)}")
-            if len(ids) == 1 and (unk is None or ids[0] != unk):
-                return int(ids[0])
-        raise ValueError(f"the tokenizer has no single token for {word!r} ({'; '.join(tried)}): the label "
-                         f"prompt is scored by the ' yes' / ' no' logits, so it needs one token each")
-
-    yes_id, no_id = one("yes"), one("no")
-    if yes_id == no_id:
-        raise ValueError(f"' yes' and ' no' map to the same token id {yes_id}")
-    return yes_id, no_id
-
-
 def _is_bridge(model: Any) -> bool:
     return hasattr(model, "hook_dict") and hasattr(model, "cfg")
 
 
 def _tokenizer_of(model: Any, tokenizer: Any) -> Any:
-    tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
-    if tok is None:
-        raise ValueError("no tokenizer: pass one, or use a TransformerBridge (it carries its tokenizer)")
-    return tok
+    """``tokenizer``, else the model's own (:func:`interp.tasks.own_tokenizer`: for a
+    TransformerBridge *not* ``bridge.tokenizer``, which prepends a BOS the model's may not add)."""
+    if tokenizer is not None:
+        return tokenizer
+    if _is_bridge(model) and getattr(model, "tokenizer", None) is not None:
+        return own_tokenizer(model)
+    raise ValueError("no tokenizer: pass one, or use a TransformerBridge (its model's own tokenizer is reloaded)")
 
 
 def _device(model: Any) -> torch.device:
@@ -148,51 +133,8 @@ def model_logits(model: Any, ids: Int[Tensor, "batch pos"],
     return model(input_ids=ids, attention_mask=mask).logits
 
 
-def uses_chat_template(tokenizer: Any, chat_template: bool | None) -> bool:
-    """``chat_template`` None (auto): whether the tokenizer has one; True requires one."""
-    has = bool(getattr(tokenizer, "chat_template", None))
-    if chat_template and not has:
-        raise ValueError("chat_template=True but the tokenizer has no chat template")
-    return has if chat_template is None else bool(chat_template)
-
-
-def encode_prompts(tokenizer: Any, prompts: Sequence[str], chat_template: bool | None = None) -> list[list[int]]:
-    """Token ids of each prompt: as one user message of the chat template when it is used (its
-    text already holds any BOS), else the prompt with the tokenizer's special tokens."""
-    if uses_chat_template(tokenizer, chat_template):
-        texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                               add_generation_prompt=True) for p in prompts]
-        return [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    return [list(tokenizer(p)["input_ids"]) for p in prompts]
-
-
-def _pad_right(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device):
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
-        mask[i, : len(s)] = 1
-    lengths = mask.sum(dim=1)
-    return ids.to(device), mask.to(device), lengths.to(device)
-
-
-def _pad_id(tokenizer: Any) -> int:
-    for name in ("pad_token_id", "eos_token_id"):
-        v = getattr(tokenizer, name, None)
-        if isinstance(v, int):
-            return v
-    return 0
-
-
-def _check_length(seqs: Sequence[Sequence[int]], n_ctx: int | None, extra: int, offset: int = 0) -> None:
-    if not n_ctx:
-        return
-    for i, s in enumerate(seqs):
-        if len(s) + extra > n_ctx:
-            more = f" + {extra} new tokens" if extra else ""
-            raise ValueError(f"prompt {offset + i} has {len(s)} tokens{more}, more than the model's context "
-                             f"n_ctx={n_ctx}")
+#: the one encoding path (:mod:`interp.tasks.tokens`), under the names this module always used
+_pad_right, _pad_id, _check_length = pad_right, pad_id_of, check_length
 
 
 def _batches(n: int, batch_size: int):
@@ -213,15 +155,17 @@ def _bar(total: int, progress: bool, desc: str):
 @torch.no_grad()
 def score_label_prompts(model: Any, prompts: Sequence[str], tokenizer: Any = None, *, batch_size: int = 8,
                         chat_template: bool | None = None, yes_no_ids: tuple[int, int] | None = None,
-                        progress: bool = False) -> np.ndarray:
+                        progress: bool = False, prepend_bos: bool | None = None) -> np.ndarray:
     """P(yes) of each prompt: the two-way softmax over the " yes"/" no" logits at its last token.
 
-    ``model`` is a TransformerBridge (its tokenizer is used; hooks registered on it apply) or a
-    Hugging Face causal LM with ``tokenizer``. Returns a float array aligned with ``prompts``.
+    ``model`` is a TransformerBridge (its model's own tokenizer is used; hooks registered on it
+    apply) or a Hugging Face causal LM with ``tokenizer``. Prompts are encoded by
+    :class:`interp.tasks.Tokenization` (``prepend_bos``, ``chat_template``). Returns a float array
+    aligned with ``prompts``.
     """
     tok = _tokenizer_of(model, tokenizer)
     yes_id, no_id = yes_no_ids or yes_no_token_ids(tok)
-    seqs = encode_prompts(tok, prompts, chat_template)
+    seqs = encode_prompts(tok, prompts, chat_template, prepend_bos)
     _check_length(seqs, _n_ctx(model), 0)
     device, pad = _device(model), _pad_id(tok)
     out = np.empty(len(seqs), dtype=np.float64)
@@ -338,25 +282,34 @@ def _read_existing(path: Path, prompts: Sequence[str], kind: str) -> tuple[list[
 def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str = "benchmark",
                    tokenizer: Any = None, batch_size: int = 8, max_new_tokens: int = 16,
                    chat_template: bool | None = None, limit: int | None = None, fresh: bool = False,
-                   progress: bool = True, model_name: str | None = None) -> EvalRun:
+                   progress: bool = True, model_name: str | None = None, prepend_bos: bool | None = None) -> EvalRun:
     """Ask ``model`` every row of ``data`` (a :class:`~interp.benchmarks.pragworld.PragWorldData`)
     and append one JSON record per row to ``out`` (a ``.jsonl`` file), resuming a previous run.
 
     ``prompt``: ``"benchmark"`` (greedy generation + the parser) or ``"label"`` (P(yes) from the
     " yes"/" no" logits; ``response`` is then ``"yes"`` or ``"no"``). ``limit`` evaluates only the
     first rows. A ``<out stem>.meta.json`` beside the file records the settings; resuming with
-    other settings is an error (``fresh=True`` starts over).
+    other settings is an error (``fresh=True`` starts over). The prompts and their encoding are
+    :class:`interp.tasks.YesNoTask`'s (the model's own tokenizer; ``prepend_bos``,
+    ``chat_template``), the same as the sweeps' and fine-tuning's.
     """
     if prompt not in PROMPTS:
         raise ValueError(f"prompt must be one of {PROMPTS}, got {prompt!r}")
+    if prompt == "benchmark" and prepend_bos is not None:
+        raise ValueError("prepend_bos applies to the label prompt here; the benchmark prompt's generation "
+                         "encodes with the tokenizer's own BOS rule")
     tok = _tokenizer_of(model, tokenizer)
     rows = data.rows if limit is None else data.rows.iloc[:limit]
-    prompts = [build_prompt(prompt, c, q) for c, q in zip(rows["context"], rows["question"])]
-    yes_id, no_id = yes_no_token_ids(tok) if prompt == "label" else (None, None)
+    from interp.tasks.yesno import YesNoTask
+
+    task = YesNoTask.pragworld(model, rows, prompt=prompt, prepend_bos=prepend_bos, chat_template=chat_template,
+                               tokenizer=tok)
+    prompts = task.prompts
+    yes_id, no_id = (task.yes_id, task.no_id) if prompt == "label" else (None, None)
     data_path = getattr(data, "path", None)
     meta = {"format": 1, "model": model_name, "data": str(Path(data_path).resolve()) if data_path else None,
             "prompt": prompt,
-            "chat_template": uses_chat_template(tok, chat_template),
+            "chat_template": uses_chat_template(tok, chat_template), "prepend_bos": prepend_bos,
             "max_new_tokens": max_new_tokens if prompt == "benchmark" else None,
             "yes_id": yes_id, "no_id": no_id,
             "yes_token": tok.convert_ids_to_tokens(yes_id) if yes_id is not None else None,
@@ -385,7 +338,7 @@ def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str
             batch = [prompts[i] for i in idx]
             if prompt == "label":
                 p_yes = score_label_prompts(model, batch, tok, batch_size=len(batch), chat_template=chat_template,
-                                            yes_no_ids=(yes_id, no_id))
+                                            yes_no_ids=(yes_id, no_id), prepend_bos=prepend_bos)
                 responses: list[Any] = ["yes" if p > 0.5 else "no" for p in p_yes]
             else:
                 responses = generate_responses(model, batch, tok, max_new_tokens=max_new_tokens,
