@@ -6,9 +6,12 @@ Layout of a checkpoint folder::
     tokenizer.json, tokenizer_config.json  # word-level tokenizer over the world's vocabulary
     interp.json                         # {"format": 1, "vocab": [...], "world": world.spec()}
 
-:func:`load_bridge` boots *any* HF folder through ``TransformerBridge.boot_transformers`` — the
-same path as a user's pretrained GPT-2, Pythia, Qwen or Llama — so every analysis has one code
-path. :func:`load_checkpoint` adds the world and checks the vocabulary matches it.
+:func:`load_bridge` boots *any* HF folder or hub id through ``TransformerBridge.boot_transformers``
+— the same path as a user's pretrained GPT-2, Pythia, Qwen or Llama — so every analysis has one
+code path. A hub id resolves the standard Hugging Face way (:func:`resolve_model`: download when
+the network allows, the local cache otherwise; the process environment is never changed), on
+the device, dtype or device map of a :class:`~interp.models.device.Placement`.
+:func:`load_checkpoint` adds the world and checks the vocabulary matches it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from interp.models.device import Placement
 from interp.worlds import Vocab, World, WorldError, world_from_spec
 from interp.worlds.base import UNK
 
@@ -103,30 +107,96 @@ def _check_folder(path: Path) -> None:
         raise CheckpointError(f"{path} has no config.json: not a Hugging Face model folder")
 
 
-def load_hf_model(path: str | os.PathLike):
-    """The raw ``transformers`` causal LM of a checkpoint folder (for training)."""
-    from transformers import AutoModelForCausalLM
-
-    path = Path(path)
-    _check_folder(path)
-    return AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+def _looks_like_path(name: str) -> bool:
+    """A name that can only be a folder (a hub id is ``name`` or ``owner/name``)."""
+    return (name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1
+            or name.endswith("/"))
 
 
-def load_bridge(path_or_name: str | os.PathLike, device: str = "cpu", dtype=None):
-    """Wrap an HF model folder (or an HF hub name already in the local cache) in a TransformerBridge.
+def resolve_model(path_or_name: str | os.PathLike) -> str:
+    """A local HF folder (checked) or a Hugging Face hub id resolved the standard way.
 
-    Never downloads: ``HF_HUB_OFFLINE`` is forced on for the call. Returns the bridge in eval mode.
+    A hub id goes through ``huggingface_hub`` with the process's own settings (``HF_HOME`` /
+    ``HF_HUB_CACHE``, ``HF_TOKEN``, ``HF_HUB_OFFLINE``): downloaded when the network allows, read
+    from the local cache otherwise. Nothing here changes the environment. When neither works the
+    :class:`CheckpointError` names the model and both causes (no download, not in the cache).
+    Returns the string to hand to ``from_pretrained`` / ``boot_transformers``.
     """
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformer_lens.model_bridge import TransformerBridge
-
-    path = Path(path_or_name)
+    name = str(path_or_name)
+    path = Path(name).expanduser()
     if path.exists():
         _check_folder(path)
-    kwargs = {"device": device}
-    if dtype is not None:
-        kwargs["dtype"] = dtype
-    bridge = TransformerBridge.boot_transformers(str(path_or_name), **kwargs)
+        return str(path)
+    if _looks_like_path(name):
+        raise CheckpointError(f"checkpoint folder {path} does not exist")
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    where = "not a local folder, so it was looked up as a Hugging Face hub model"
+    cache = constants.HF_HUB_CACHE
+    try:
+        hf_hub_download(name, "config.json")
+    except HFValidationError:
+        raise CheckpointError(f"model {name!r} is {where}, but it is neither an existing folder nor a valid "
+                              f"hub id (owner/name)") from None
+    except GatedRepoError:
+        raise CheckpointError(f"model {name!r} is gated on the hub: accept its licence there and log in "
+                              f"(`hf auth login` or HF_TOKEN)") from None
+    except RepositoryNotFoundError:
+        raise CheckpointError(f"model {name!r} is {where}, and the hub has no such model (or it is private: "
+                              f"log in with `hf auth login` or HF_TOKEN)") from None
+    except RevisionNotFoundError as e:
+        raise CheckpointError(f"model {name!r}: {e}") from None
+    except LocalEntryNotFoundError:
+        why = ("downloading is off (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE
+               else "it could not be downloaded (no connection to the hub)")
+        raise CheckpointError(f"model {name!r} is {where}: {why}, and it is not in the local cache {cache} "
+                              f"(download it once online, or pass a model folder)") from None
+    return name
+
+
+def load_hf_model(path_or_name: str | os.PathLike, placement: Placement | None = None, **kwargs: Any):
+    """The raw ``transformers`` causal LM of a checkpoint folder or hub id (for training).
+
+    ``placement`` (default: CPU, float32) puts it on one device or, with a device map, lets
+    accelerate place its modules (see :mod:`interp.models.device`). Extra ``kwargs`` go to
+    ``from_pretrained``.
+    """
+    from transformers import AutoModelForCausalLM
+
+    name = resolve_model(path_or_name)
+    placement = placement or Placement()
+    model = AutoModelForCausalLM.from_pretrained(name, **placement.from_pretrained_kwargs(), **kwargs)
+    if not placement.mapped and placement.device is not None:
+        model = model.to(placement.device)
+    return model
+
+
+def load_bridge(path_or_name: str | os.PathLike, device: str | None = None, dtype: Any = None, *,
+                device_map: str | dict | None = None, n_devices: int | None = None,
+                max_memory: dict | None = None, placement: Placement | None = None):
+    """Wrap an HF model folder or hub id in a TransformerBridge, in eval mode.
+
+    The name resolves as :func:`resolve_model` says (download or cache; the environment is left
+    alone). ``device`` (default CPU; ``"auto"``: CUDA, MPS, CPU) and ``dtype`` (a name or ``torch.dtype``;
+    ``"auto"`` see :func:`~interp.models.device.resolve_dtype`), or ``device_map`` /
+    ``n_devices`` / ``max_memory`` for a model split over several devices, as
+    ``TransformerBridge.boot_transformers`` takes them; or a ready :class:`Placement`.
+    """
+    from transformer_lens.model_bridge import TransformerBridge
+
+    if placement is None:
+        mapped = device_map is not None or (n_devices or 1) > 1
+        placement = Placement.resolve(device if device is not None or mapped else "cpu", dtype, device_map,
+                                      n_devices, max_memory)
+    name = resolve_model(path_or_name)
+    bridge = TransformerBridge.boot_transformers(name, **placement.boot_kwargs())
     return bridge.eval()
 
 
@@ -143,7 +213,8 @@ class Checkpoint:
         return self.world.vocab
 
 
-def load_checkpoint(path: str | os.PathLike, world: World | None = None, device: str = "cpu") -> Checkpoint:
+def load_checkpoint(path: str | os.PathLike, world: World | None = None, device: str | None = None,
+                    dtype: Any = None, placement: Placement | None = None) -> Checkpoint:
     """Load an interp checkpoint as a :class:`Checkpoint`.
 
     ``world`` overrides the stored world (e.g. evaluating a model on another graph); its vocabulary
@@ -167,4 +238,5 @@ def load_checkpoint(path: str | os.PathLike, world: World | None = None, device:
     if config.get("vocab_size") != len(world.vocab):
         raise CheckpointError(
             f"{path}: model vocab_size {config.get('vocab_size')} ≠ world vocabulary {len(world.vocab)}")
-    return Checkpoint(bridge=load_bridge(path, device=device), world=world, path=path)
+    return Checkpoint(bridge=load_bridge(path, device=device, dtype=dtype, placement=placement), world=world,
+                      path=path)

@@ -7,8 +7,9 @@ Two ways to ask a model, both batched with right padding and an attention mask:
   :func:`~interp.benchmarks.pragworld.parse.parse_yes_no`. Generation stops at the end of the
   first line, at an end-of-sequence token or after ``max_new_tokens`` (default 16): the parser
   reads only the first word of the first line, so the explanation the prompt asks for is not
-  needed. It re-runs the whole sequence each step (no KV cache), so every hook on a
-  TransformerBridge — any intervention — applies to every generated token.
+  needed. On a TransformerBridge it reads each prompt once and then one new token per step over a
+  KV cache (:mod:`interp.models.generate`); every hook on the bridge — any intervention — runs on
+  every generated token, and the tokens equal the full-recompute loop's (``use_cache=False``).
 - **label** prompt (:func:`~interp.benchmarks.pragworld.prompts.label_prompt`): one forward; the
   two-way softmax over the " yes" and " no" logits at the last non-padding position,
   ``P(yes) = softmax(l_yes, l_no)[0] = sigmoid(l_yes - l_no)``; the answer is yes when
@@ -187,41 +188,33 @@ def _first_line_done(text: str) -> bool:
 @torch.no_grad()
 def generate_responses(model: Any, prompts: Sequence[str], tokenizer: Any = None, *, max_new_tokens: int = 16,
                        batch_size: int = 8, chat_template: bool | None = None, progress: bool = False,
-                       stop_at_newline: bool = True) -> list[str]:
+                       stop_at_newline: bool = True, use_cache: bool | None = None) -> list[str]:
     """Greedy continuations of ``prompts`` (decoded, special tokens skipped).
 
     A row stops at the tokenizer's EOS, when its first line is complete (``stop_at_newline``), or
-    after ``max_new_tokens``. Rows are right-padded; each step re-runs the active rows in full.
+    after ``max_new_tokens``. Rows are right-padded. ``use_cache`` (default: on for a
+    TransformerBridge) reads the prompts once and then one new token per row and step over a KV
+    cache; ``use_cache=False`` re-runs each active row in full every step. Both give the same
+    tokens, and every hook registered on the bridge runs on every generated token — exactly so
+    for hooks that act on each position alike (see :mod:`interp.models.generate` for the
+    position-indexed interventions that need ``use_cache=False``, and sliding-window models).
     """
+    from interp.models.generate import greedy_generate
+
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     tok = _tokenizer_of(model, tokenizer)
     seqs = encode_prompts(tok, prompts, chat_template)
     _check_length(seqs, _n_ctx(model), max_new_tokens)
-    device, pad = _device(model), _pad_id(tok)
+    pad = _pad_id(tok)
     eos = getattr(tok, "eos_token_id", None)
     eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+    stop = (lambda new: _first_line_done(tok.decode(new, skip_special_tokens=True))) if stop_at_newline else None
     out: list[str] = []
     with _bar(len(seqs), progress, "generate") as bar:
         for a, b in _batches(len(seqs), batch_size):
-            rows = [list(s) for s in seqs[a:b]]
-            new: list[list[int]] = [[] for _ in rows]
-            active = list(range(len(rows)))
-            for _ in range(max_new_tokens):
-                ids, mask, lengths = _pad_right([rows[i] for i in active], pad, device)
-                nxt = last_position_logits(model_logits(model, ids, mask), lengths).argmax(dim=-1).tolist()
-                still = []
-                for i, t in zip(active, nxt):
-                    if t in eos_ids:
-                        continue
-                    rows[i].append(t)
-                    new[i].append(t)
-                    if stop_at_newline and _first_line_done(tok.decode(new[i], skip_special_tokens=True)):
-                        continue
-                    still.append(i)
-                active = still
-                if not active:
-                    break
+            new = greedy_generate(model, seqs[a:b], pad_id=pad, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
+                                  stop=stop, use_cache=use_cache)
             out.extend(tok.decode(n, skip_special_tokens=True) for n in new)
             bar.update(b - a)
     return out
