@@ -654,10 +654,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _quiet_hf() -> None:
-    """No hub access, no per-file progress bars, no advisory warnings (users may override)."""
+    """No per-file progress bars, no advisory warnings (users may override). Hub access is left to
+    the user's own settings: a hub name downloads when online, else comes from the cache
+    (``HF_HUB_OFFLINE=1`` forbids downloads; see :func:`interp.models.checkpoint.resolve_model`)."""
     import os
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 

@@ -180,21 +180,23 @@ def load_hf_model(path_or_name: str | os.PathLike, placement: Placement | None =
 
 def load_bridge(path_or_name: str | os.PathLike, device: str | None = None, dtype: Any = None, *,
                 device_map: str | dict | None = None, n_devices: int | None = None,
-                max_memory: dict | None = None, placement: Placement | None = None):
+                max_memory: dict | None = None, offload_folder: str | os.PathLike | None = None,
+                placement: Placement | None = None):
     """Wrap an HF model folder or hub id in a TransformerBridge, in eval mode.
 
     The name resolves as :func:`resolve_model` says (download or cache; the environment is left
     alone). ``device`` (default CPU; ``"auto"``: CUDA, MPS, CPU) and ``dtype`` (a name or ``torch.dtype``;
     ``"auto"`` see :func:`~interp.models.device.resolve_dtype`), or ``device_map`` /
-    ``n_devices`` / ``max_memory`` for a model split over several devices, as
-    ``TransformerBridge.boot_transformers`` takes them; or a ready :class:`Placement`.
+    ``n_devices`` / ``max_memory`` (and ``offload_folder`` for ``"disk"`` entries) for a model split
+    over several devices, as ``TransformerBridge.boot_transformers`` takes them; or a ready
+    :class:`Placement`.
     """
     from transformer_lens.model_bridge import TransformerBridge
 
     if placement is None:
         mapped = device_map is not None or (n_devices or 1) > 1
         placement = Placement.resolve(device if device is not None or mapped else "cpu", dtype, device_map,
-                                      n_devices, max_memory)
+                                      n_devices, max_memory, offload_folder)
     name = resolve_model(path_or_name)
     bridge = TransformerBridge.boot_transformers(name, **placement.boot_kwargs())
     return bridge.eval()

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,11 +115,13 @@ class Placement:
     device_map: str | dict[str, Any] | None = None
     n_devices: int | None = None
     max_memory: dict[Any, Any] | None = None
+    #: where accelerate keeps the weights of modules a device map sends to ``"disk"``
+    offload_folder: str | None = None
 
     @classmethod
     def resolve(cls, device: str | None = "auto", dtype: str | torch.dtype | None = None,
                 device_map: str | dict | None = None, n_devices: int | None = None,
-                max_memory: dict | None = None) -> Placement:
+                max_memory: dict | None = None, offload_folder: str | os.PathLike | None = None) -> Placement:
         """Resolve the CLI/config names. ``device_map``/``n_devices`` take over placement; passing
         them with an explicit (non-``auto``) device is an error, as in ``boot_transformers``."""
         dmap = resolve_device_map(device_map)
@@ -131,9 +134,9 @@ class Placement:
             if n_devices is not None and n_devices > torch.cuda.device_count():
                 raise DeviceError(f"n_devices={n_devices} needs that many CUDA devices; this machine has "
                                   f"{torch.cuda.device_count()}")
-            kinds = _map_kinds(dmap)
-            return cls(None, resolve_dtype(dtype, "cpu" if kinds == {"cpu"} else "cuda"), dmap, n_devices,
-                       max_memory)
+            kinds = _map_kinds(dmap) or ({"cuda"} if torch.cuda.is_available() else {"cpu"})
+            return cls(None, resolve_dtype(dtype, "cpu" if kinds <= {"cpu", "disk"} else "cuda"), dmap,
+                       n_devices, max_memory, None if offload_folder is None else str(offload_folder))
         dev = resolve_device(device)
         return cls(dev, resolve_dtype(dtype, dev), None, None, None)
 
@@ -143,7 +146,8 @@ class Placement:
         if not self.mapped:
             kw["device"] = self.device
         else:
-            kw.update(device_map=self.device_map, n_devices=self.n_devices, max_memory=self.max_memory)
+            kw.update(device_map=self.device_map, n_devices=self.n_devices, max_memory=self.max_memory,
+                      offload_folder=self.offload_folder)
         return kw
 
     def from_pretrained_kwargs(self) -> dict[str, Any]:
@@ -159,6 +163,8 @@ class Placement:
             kw["device_map"] = dmap
         if mem is not None:
             kw["max_memory"] = mem
+        if self.offload_folder is not None:
+            kw["offload_folder"] = self.offload_folder
         return kw
 
     @property

@@ -1,0 +1,151 @@
+"""Loading models the standard Hugging Face way: folders, hub names (cache / offline errors), the
+environment left alone, devices, dtypes and device maps (plumbing checked on CPU: a map that
+sends blocks to "disk" makes accelerate dispatch the model, and its logits equal the one-device
+run's)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import torch
+
+from interp.hooks import intervene, zero
+from interp.models.checkpoint import CheckpointError, load_bridge, load_hf_model, resolve_model
+from interp.models.device import DeviceError, Placement, resolve_device, resolve_device_map, resolve_dtype
+
+X = torch.tensor([[1, 5, 6, 7, 9], [1, 8, 4, 3, 2]])
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory, tiny_city):
+    from conftest import save_gpt2_and_llama
+    from interp.models import ModelConfig
+
+    return save_gpt2_and_llama(tmp_path_factory.mktemp("load"), tiny_city,
+                               ModelConfig(n_layer=3, d_model=32, n_head=2, n_ctx=32, seed=0), llama_layers=3)
+
+
+@pytest.fixture(scope="module")
+def reference(ckpts):
+    out = {}
+    for name, path in ckpts.items():
+        b = load_bridge(path)
+        with torch.no_grad():
+            clean = b(X)
+            with intervene(b, [zero("mlp_out:1")]):
+                ablated = b(X)
+        out[name] = clean, ablated
+    return out
+
+
+def test_unknown_hub_name_offline_names_the_model_and_both_causes():
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"  # set by the test setup (conftest.py) only
+    with pytest.raises(CheckpointError) as e:
+        load_bridge("interp-tests/no-such-model")
+    msg = str(e.value)
+    assert "'interp-tests/no-such-model'" in msg and "HF_HUB_OFFLINE" in msg and "not in the local cache" in msg
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_bridge("./runs/no/such/folder")
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_hf_model("no/such/folder")
+
+
+def test_loading_leaves_the_environment_alone(ckpts, monkeypatch):
+    from interp import cli
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    before = dict(os.environ)
+    load_bridge(ckpts["gpt2"])
+    load_hf_model(ckpts["llama"])
+    with pytest.raises(CheckpointError):
+        resolve_model("interp-tests/no-such-model")  # still offline: the hub library read it at import
+    assert dict(os.environ) == before
+    cli._quiet_hf()
+    assert "HF_HUB_OFFLINE" not in os.environ
+
+
+def test_hub_name_resolves_from_the_local_cache(ckpts, reference, tmp_path, monkeypatch):
+    """A hub id whose files are in the Hugging Face cache (its documented layout:
+    models--owner--name/{refs/main, snapshots/<commit>/...}) loads offline, with the folder's logits."""
+    from huggingface_hub import constants
+
+    commit = "0" * 40
+    snap = tmp_path / "hub" / "models--interp-tests--tiny-gpt2" / "snapshots" / commit
+    shutil.copytree(ckpts["gpt2"], snap)
+    (tmp_path / "hub" / "models--interp-tests--tiny-gpt2" / "refs").mkdir()
+    (tmp_path / "hub" / "models--interp-tests--tiny-gpt2" / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert resolve_model("interp-tests/tiny-gpt2") == "interp-tests/tiny-gpt2"
+    bridge = load_bridge("interp-tests/tiny-gpt2")
+    with torch.no_grad():
+        torch.testing.assert_close(bridge(X), reference["gpt2"][0])
+
+
+def test_device_and_dtype_names():
+    auto = "cuda" if torch.cuda.is_available() else (
+        "mps" if torch.backends.mps.is_available() else "cpu")
+    assert resolve_device("auto") == resolve_device(None) == auto
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_dtype("auto", "cpu") is torch.float32 and resolve_dtype(None) is torch.float32
+    assert resolve_dtype("bfloat16") is torch.bfloat16 and resolve_dtype("float16", "cpu") is torch.float16
+    with pytest.raises(DeviceError, match="dtype must be one of"):
+        resolve_dtype("float8")
+    with pytest.raises(DeviceError, match="not a torch device"):
+        resolve_device("gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceError, match="no CUDA device"):
+            resolve_device("cuda")
+        with pytest.raises(DeviceError, match="n_devices=2"):
+            Placement.resolve(n_devices=2)
+    with pytest.raises(DeviceError, match="give one of them"):
+        Placement.resolve("cpu", device_map="auto")
+    assert resolve_device_map('{"": "cpu"}') == {"": "cpu"} and resolve_device_map("balanced") == "balanced"
+    with pytest.raises(DeviceError, match="JSON"):
+        resolve_device_map("{not json")
+    p = Placement.resolve(device_map={"": "cpu"}, dtype="auto")
+    assert p.mapped and p.dtype is torch.float32 and "device" not in p.boot_kwargs()
+
+
+def _split_map(arch: str, n_layers: int) -> dict[str, str]:
+    """Embeddings and the first block on "cpu", later blocks offloaded to "disk"."""
+    if arch == "gpt2":
+        head = {"transformer.wte": "cpu", "transformer.wpe": "cpu", "transformer.ln_f": "cpu", "lm_head": "cpu"}
+        blocks = "transformer.h"
+    else:
+        head = {"model.embed_tokens": "cpu", "model.norm": "cpu", "model.rotary_emb": "cpu", "lm_head": "cpu"}
+        blocks = "model.layers"
+    return {**head, **{f"{blocks}.{i}": "cpu" if i == 0 else "disk" for i in range(n_layers)}}
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_device_map_dispatch_gives_the_one_device_values(arch, ckpts, reference, tmp_path):
+    bridge = load_bridge(ckpts[arch], device_map=_split_map(arch, 3), offload_folder=tmp_path / "offload")
+    hf_map = bridge.original_model.hf_device_map
+    assert set(hf_map.values()) == {"cpu", "disk"}  # accelerate dispatched the modules
+    with torch.no_grad():
+        torch.testing.assert_close(bridge(X), reference[arch][0])
+        with intervene(bridge, [zero("mlp_out:1")]):  # hooks still reach the offloaded blocks
+            torch.testing.assert_close(bridge(X), reference[arch][1])
+    # the raw HF model under the same map (fine-tuning's loader)
+    hf = load_hf_model(ckpts[arch], Placement.resolve(device_map=_split_map(arch, 3),
+                                                      offload_folder=str(tmp_path / "offload_hf"))).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(hf(input_ids=X).logits, reference[arch][0], atol=2e-5, rtol=1e-4)
+
+
+def test_generation_under_a_device_map_equals_one_device(ckpts, tmp_path):
+    from interp.models.generate import greedy_generate
+
+    prompts = [[1, 5, 6], [1, 8, 4, 3, 2, 9]]
+    one = greedy_generate(load_bridge(ckpts["llama"]), prompts, pad_id=0, max_new_tokens=5)
+    mapped = load_bridge(ckpts["llama"], device_map=_split_map("llama", 3), offload_folder=tmp_path)
+    assert greedy_generate(mapped, prompts, pad_id=0, max_new_tokens=5) == one
+
+
+def test_dtype_reaches_the_parameters(ckpts, reference):
+    bridge = load_bridge(ckpts["gpt2"], dtype="bfloat16")
+    assert {p.dtype for p in bridge.parameters() if p.is_floating_point()} == {torch.bfloat16}
+    with torch.no_grad():
+        torch.testing.assert_close(bridge(X).float(), reference["gpt2"][0], atol=0.3, rtol=0.05)
