@@ -414,7 +414,7 @@ def compare_sites(attribution: pd.DataFrame, exact: pd.DataFrame, keys: Sequence
     return out
 
 
-def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
+def spearman(x: Any, y: Any) -> float:
     """Spearman rank correlation (average ranks for ties); NaN with fewer than 2 points or no spread."""
     a, b = pd.Series(np.asarray(x, dtype=float)), pd.Series(np.asarray(y, dtype=float))
     if len(a) < 2:

@@ -81,6 +81,7 @@ def direct_effect_patching(
     *,
     categories: Sequence[Any] | None = None,
     higher_is_better: bool = True,
+    method: str = "exact",
 ) -> SweepResult:
     """Patch the altered run's ``resid_pre:ℓ`` into the original run at aligned positions, per layer.
 
@@ -88,7 +89,16 @@ def direct_effect_patching(
     so per-example data (e.g. the altered gold) is looked up by pair. Returns a
     :class:`~interp.analysis.sweeps.SweepResult` whose ``clean`` is the unpatched original score,
     ``ablated`` the patched one and ``effect`` their difference (one row per pair × layer).
+    ``method="attribution"`` returns the AtP estimate instead
+    (:func:`interp.analysis.attribution.direct_effect_attribution`, same frame).
     """
+    if method == "attribution":
+        from interp.analysis.attribution import direct_effect_attribution
+
+        return direct_effect_attribution(bridge, pairs, metric, layers, categories=categories,
+                                         higher_is_better=higher_is_better)
+    if method != "exact":
+        raise ValueError(f"method must be 'exact' or 'attribution', got {method!r}")
     pairs = [p if isinstance(p, PatchPair) else PatchPair(*p) for p in pairs]
     if not pairs:
         raise ValueError("direct_effect_patching needs at least one pair")

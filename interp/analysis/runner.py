@@ -15,6 +15,12 @@ writes everything to a folder (default ``<checkpoint>/../sweep_<kind>/``):
   edit (:func:`continuation_loss`), so the effect of layer ℓ is how much the altered run's
   residual entering ℓ (at every aligned position) changes the model's loss on the original route.
 
+``method="attribution"`` estimates every site from one gradient run instead
+(:mod:`interp.analysis.attribution`) and writes the same files and verdicts from the estimates;
+with ``verify_top=K`` the K sites of largest |attribution| are then measured exactly (the reuse
+sweep, the pair-by-pair patching, or one patched forward per cell), written to ``verify.csv`` and
+``run.json`` beside the estimates (:func:`verify_layers`, :func:`verify_cells`).
+
 Written: ``sweep.csv`` / ``sweep_layers.csv`` / ``sweep.json`` (:meth:`SweepResult.save`),
 ``verdicts.json`` (:meth:`LayerVerdicts.save`), ``layers.png``
 (:func:`interp.viz.layers.draw_layer_effects`) and ``run.json`` (the settings and summary).
@@ -39,6 +45,9 @@ from interp.analysis.verdicts import LayerVerdicts
 from interp.train.distributed import rank_and_size
 
 KINDS = ("mlp-zero", "direct-effect", "activation-patching")
+#: ``--method``: the exact sweeps' methods (:data:`~interp.analysis.sweeps.METHODS`) and ``attribution``
+#: (:mod:`interp.analysis.attribution`: first-order estimates from one gradient run)
+RUN_METHODS = (*METHODS, "attribution")
 
 
 def parse_layers(text: str | None) -> list[int] | None:
@@ -215,6 +224,59 @@ def sharded(run: Any, n: int, acc: Any | None) -> SweepResult:
     return SweepResult(frame, meta)
 
 
+def verify_layers(estimate: SweepResult, k: int, exact: Any, n_boot: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
+    """``--verify-top K`` for a layer sweep: the ``k`` layers of largest |mean attribution|, each
+    measured exactly by ``exact(layers) -> SweepResult`` (same examples). Per layer: ``rank``,
+    ``attribution`` and ``exact`` mean effects, ``same_sign``, the ``verdict`` from the estimates
+    and ``exact_verdict`` from the exact run (same bootstrap)."""
+    from interp.analysis.attribution import rank_sites
+    from interp.analysis.verdicts import layer_verdicts
+
+    top = rank_sites(estimate, k)
+    measured = exact([int(x) for x in top["layer"]])
+    ev = layer_verdicts(measured, n_boot=n_boot, seed=seed).frame.set_index("layer")
+    av = layer_verdicts(estimate, n_boot=n_boot, seed=seed).frame.set_index("layer")
+    mean = measured.frame.groupby("layer")["effect"].mean()
+    return [{"rank": int(r.rank), "layer": int(r.layer), "attribution": float(r.attribution),
+             "exact": float(mean[int(r.layer)]), "same_sign": bool(np.sign(r.attribution) == np.sign(mean[int(r.layer)])),
+             "verdict": str(av.loc[int(r.layer), "verdict"]), "exact_verdict": str(ev.loc[int(r.layer), "verdict"])}
+            for r in top.itertuples(index=False)]
+
+
+def verify_cells(bridge: Any, estimate: Any, k: int, clean: Tensor, corrupted: Tensor, metric: Metric
+                 ) -> list[dict[str, Any]]:
+    """``--verify-top K`` for an activation-patching map: the ``k`` cells of largest |mean
+    attribution|, each patched exactly (:func:`~interp.analysis.attribution.exact_cells`)."""
+    from interp.analysis.attribution import exact_cells, rank_sites
+
+    axis = estimate.axis
+    top = rank_sites(estimate, k)
+    cells = [(int(r.layer), int(getattr(r, axis))) for r in top.itertuples(index=False)]
+    exact = exact_cells(bridge, clean, corrupted, metric, estimate.meta["component"], cells).mean(dim=1)
+    return [{"rank": int(r.rank), "layer": c[0], axis: c[1], "attribution": float(r.attribution),
+             "exact": float(e), "same_sign": bool(np.sign(r.attribution) == np.sign(float(e)))}
+            for r, c, e in zip(top.itertuples(index=False), cells, exact.tolist())]
+
+
+def verify_text(rows: list[dict[str, Any]]) -> str:
+    """The ``verify.csv`` rows as an aligned text table."""
+    if not rows:
+        return ""
+    cols = [c for c in rows[0] if c != "rank"]
+    lines = ["verified exactly (top |attribution|):", "rank  " + "  ".join(f"{c:>13}" for c in cols)]
+    for r in rows:
+        cells = [f"{r[c]:>+13.4f}" if isinstance(r[c], float) else f"{str(r[c]):>13}" for c in cols]
+        lines.append(f"{r['rank']:>4}  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+def _write_verify(out_dir: Path, rows: list[dict[str, Any]], name: str = "verify.csv") -> None:
+    import pandas as pd
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(out_dir / name, index=False)
+
+
 @dataclass
 class SweepRun:
     """What :func:`run_sweep` did: the sweep, its verdicts, where it wrote, and the settings."""
@@ -236,6 +298,8 @@ class SweepRun:
         for r in rows:
             ci = f"[{r['ci'][0]:+.4f}, {r['ci'][1]:+.4f}]"
             lines.append(f"{r['layer']:>5}  {r['effect']:>+12.4f}  {ci:>24}  {r['verdict']:<8}  {r['raw_verdict']}")
+        if self.info.get("verify"):
+            lines.append(verify_text(self.info["verify"]))
         return "\n".join(lines)
 
     def summary(self) -> dict[str, Any]:
@@ -259,6 +323,8 @@ class PatchingRun:
         lines = ["layer  " + " ".join(f"{str(t)[:6]:>6}" for t in labels)]
         for layer, row in grid.iterrows():
             lines.append(f"{layer:>5}  " + " ".join(f"{v:>6.2f}" for v in row.to_numpy()))
+        for comp, rows in (self.info.get("verify") or {}).items():
+            lines.append(f"{comp}: " + verify_text(rows))
         return "\n".join(lines)
 
     def summary(self) -> dict[str, Any]:
@@ -270,9 +336,12 @@ class PatchingRun:
 
 
 def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any], out_dir: Path, length: int,
-                  edit_at: int, seed: int, log: Any) -> PatchingRun:
+                  edit_at: int, seed: int, log: Any, method: str = "reuse", verify_top: int | None = None
+                  ) -> PatchingRun:
     """Residual-stream (layer × position) and head (layer × head) activation patching on aligned
-    one-token edits, scored by the clean state's legal-token mass at the last position."""
+    one-token edits, scored by the clean state's legal-token mass at the last position
+    (``method="attribution"``: both maps estimated from one gradient run, ``verify_top`` cells of
+    each measured exactly)."""
     from interp.analysis.activation_patching import activation_patching, legal_mass
     from interp.results import write_json
     from interp.viz.layers import draw_patching_heatmap
@@ -297,8 +366,21 @@ def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any]
                 edit_at=edit_at, labels=labels,
                 metric="legal_mass: probability on the tokens legal after the clean prefix, at its last position")
     maps, figures = {}, []
+    metric = legal_mass(legal)
+    if method == "attribution":
+        from interp.analysis.attribution import activation_attribution
+
+        estimated = activation_attribution(bridge, clean, corrupted, metric, ("resid_pre", "heads"), labels=labels)
+        if verify_top:
+            info["verify"] = {c: verify_cells(bridge, m, verify_top, clean, corrupted, metric)
+                              for c, m in estimated.items()}
+            for c, rows in info["verify"].items():
+                _write_verify(out_dir, rows, f"verify_{c}.csv")
     for comp in ("resid_pre", "heads"):
-        m = activation_patching(bridge, clean, corrupted, legal_mass(legal), comp, labels=labels)
+        if method == "attribution":
+            m = estimated[comp]
+        else:
+            m = activation_patching(bridge, clean, corrupted, metric, comp, labels=labels)
         m.save(out_dir, f"patching_{comp}")
         maps[comp] = m
         what = "position" if comp == "resid_pre" else "head"
@@ -343,6 +425,7 @@ def run_sweep(
     length: int = 12,
     edit_at: int = 4,
     grouping: str = "clean",
+    verify_top: int | None = None,
     log: Any = None,
 ) -> SweepRun | PatchingRun:
     """Load the checkpoint ``model``, run the sweep ``kind`` on its held-out data, write the results.
@@ -354,7 +437,9 @@ def run_sweep(
     ``seed``: for fresh sequences (no data file), the edit positions of ``direct-effect`` and the
     bootstrap. ``length`` / ``edit_at``: the prefix length and edited token of
     ``activation-patching`` (see :func:`aligned_edit_pairs`). ``log``: a file for notes (default
-    stderr).
+    stderr). ``method="attribution"``: AtP estimates (:mod:`interp.analysis.attribution`) in place of
+    the exact sweep, same outputs; ``verify_top``: then measure the K sites of largest
+    |attribution| exactly (``verify.csv``, ``run.json["verify"]``).
     """
     from interp.analysis.patching import PatchPair, direct_effect_patching
     from interp.analysis.sweeps import mlp_zero_sweep
@@ -370,10 +455,17 @@ def run_sweep(
     if data is not None and Path(data).suffix.lower() == ".csv":  # a PragWorld file: yes/no questions
         from interp.analysis.pragworld_sweep import run_pragworld_sweep
 
+        if method == "attribution" and (kind != "mlp-zero" or verify_top):
+            raise ValueError("on a PragWorld file --method attribution runs --kind mlp-zero only, without "
+                             "--verify-top (the PragWorld sweep does not dispatch the other kinds yet)")
+
         return run_pragworld_sweep(model, data, kind=kind, grouping=grouping, method=method, layers=layers, out=out,
                                    seed=seed, batch_size=batch_size, n=n, n_boot=n_boot, log=log)
-    if method not in METHODS:
-        raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method not in RUN_METHODS:
+        raise ValueError(f"--method must be one of {', '.join(RUN_METHODS)}, got {method!r}")
+    if verify_top is not None and (method != "attribution" or verify_top < 1):
+        raise ValueError(f"--verify-top needs --method attribution and K ≥ 1, got K={verify_top} with "
+                         f"--method {method}")
     if n is not None and n < 1:
         raise ValueError(f"--n must be ≥ 1, got {n}")
     model = Path(model)
@@ -401,15 +493,25 @@ def run_sweep(
                             "method": method, "seed": seed}
     out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}"
     if kind == "activation-patching":
-        info.pop("method")
-        return _run_patching(bridge, world, sequences, info, out_dir, length, edit_at, seed, log)
+        if method != "attribution":
+            info.pop("method")
+        return _run_patching(bridge, world, sequences, info, out_dir, length, edit_at, seed, log, method, verify_top)
+
+    from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
 
     if kind == "mlp-zero":
         ids = encode_sequences(sequences, world.vocab, n_ctx)
         mask = (ids != world.vocab.pad_id).long()
-        sweep = sharded(lambda part: mlp_zero_sweep(bridge, ids[part], token_loss, mask[part], lays,
-                                                    batch_size=batch_size, method=method, higher_is_better=False),
-                        len(sequences), acc)
+
+        def mlp_sweep(part: slice, method: str = method, layers: list[int] = lays) -> SweepResult:
+            if method == "attribution":
+                return mlp_zero_attribution(bridge, ids[part], token_loss, mask[part], layers,
+                                            batch_size=batch_size, higher_is_better=False)
+            return mlp_zero_sweep(bridge, ids[part], token_loss, mask[part], layers, batch_size=batch_size,
+                                  method=method, higher_is_better=False)
+
+        sweep = sharded(mlp_sweep, len(sequences), acc)
+        exact = lambda top: sharded(lambda part: mlp_sweep(part, "reuse", top), len(sequences), acc)  # noqa: E731
         info.update(n_examples=len(sequences), metric="token_loss")
     else:
         pairs = state_change_pairs(world, sequences, seed)
@@ -425,10 +527,18 @@ def run_sweep(
             raise ValueError(f"pair {too_long[0]} has more tokens than the model context n_ctx={n_ctx}")
         # the edited token sits at index edit_at + 1 of the ids (<bos> first); score the tokens after it
         patch_pairs = [PatchPair(o, a) for o, a in enc]
-        sweep = sharded(lambda part: direct_effect_patching(
-            bridge, patch_pairs[part], continuation_loss([i + 1 for i in pairs.edit_at[part]]), lays,
-            higher_is_better=False), len(patch_pairs), acc)
-        info["method"] = "loop"  # patching runs pair by pair
+
+        def de_sweep(part: slice, method: str = method, layers: list[int] = lays) -> SweepResult:
+            fn = direct_effect_attribution if method == "attribution" else direct_effect_patching
+            return fn(bridge, patch_pairs[part], continuation_loss([i + 1 for i in pairs.edit_at[part]]), layers,
+                      higher_is_better=False)
+
+        sweep = sharded(de_sweep, len(patch_pairs), acc)
+        exact = lambda top: sharded(lambda part: de_sweep(part, "loop", top), len(patch_pairs), acc)  # noqa: E731
+        info["method"] = "attribution" if method == "attribution" else "loop"  # exact patching runs pair by pair
+
+    if verify_top:
+        info["verify"] = verify_layers(sweep, verify_top, exact, n_boot=n_boot, seed=seed)
 
     info["processes"] = rank_and_size(acc)[1]
     if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
@@ -436,6 +546,8 @@ def run_sweep(
     verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed)
     sweep.save(out_dir)
     verdicts.save(out_dir / "verdicts.json")
+    if info.get("verify"):
+        _write_verify(out_dir, info["verify"])
     title = f"{kind} on {model.name} ({sweep.meta.get('n_examples')} examples)"
     figure = draw_layer_effects(verdicts, out_dir / "layers.png", title=title)
     result = SweepRun(sweep, verdicts, out_dir, figure, info)
@@ -445,5 +557,5 @@ def run_sweep(
     return result
 
 
-__all__ = ["KINDS", "EditPairs", "PatchingRun", "aligned_edit_pairs", "SweepRun", "check_layers", "continuation_loss", "effect_interval", "layer_rows",
+__all__ = ["KINDS", "RUN_METHODS", "EditPairs", "verify_cells", "verify_layers", "PatchingRun", "aligned_edit_pairs", "SweepRun", "check_layers", "continuation_loss", "effect_interval", "layer_rows",
            "parse_layers", "run_sweep", "state_change_pairs"]
