@@ -21,6 +21,7 @@ from interp.metrics.states import reachable_states, sample_states
 from interp.models.lm import DFALM, BridgeLM, UniformLM, WorldLM
 from interp.worlds import WorldError, parse_world
 from interp.worlds.dfa import DFAWorld
+from interp.worlds.streets.graph import DIRECTIONS
 
 # ---- acceptance rules on hand-made distributions ----------------------------------------------------
 
@@ -136,10 +137,11 @@ def test_boundaries_by_hand(dfa_world, dfa_model, s1, s2, model, true):
 
 @pytest.mark.parametrize("estimator", ["exact", "sampled"])
 def test_dfa_model_scores_by_hand_over_all_pairs(dfa_world, dfa_model, estimator):
-    r = myhill_nerode(dfa_world, dfa_model, depth=2, pairs="all", estimator=estimator)
+    r = myhill_nerode(dfa_world, dfa_model, depth=2, pairs="all", estimator=estimator,
+                      continuations="depth")
     s = r.summary()
-    # sampled: 30 continuations of 2 tokens find every cut-off of this small model (checked by hand
-    # against the exact sets below), so both estimators land on the hand-computed values
+    # sampled, continuations cut at 2 tokens: 30 of them find every cut-off of this small model
+    # (checked by hand against the exact sets below), so both estimators land on the hand values
     assert s["compression_precision"] == 1.0 and s["compression_states"] == 4
     assert s["distinction_precision"] == pytest.approx(29 / 36)
     assert s["distinction_recall"] == pytest.approx(5 / 6)
@@ -155,10 +157,109 @@ def test_sampled_cutoffs_are_model_boundary_elements(dfa_world, dfa_model):
     for s1, s2 in [("", "aa"), ("a", "baa"), ("b", "aaa")]:
         exact = pair_boundaries(dfa_world, dfa_model, list(s1), list(s2), depth=3)
         sampled = pair_boundaries(dfa_world, dfa_model, list(s1), list(s2), depth=3, estimator="sampled",
-                                  samples=5, seed=1)
+                                  samples=5, seed=1, continuations="depth")
         assert set(sampled.model_set) <= set(exact.model_set)
         assert all(exact.model_set[x] == ok for x, ok in sampled.model_set.items())
         assert sampled.true_set == exact.true_set  # recall: the same exhaustive true boundary
+
+
+# ---- the reference code's rules, each on a DFA where the earlier rule gives another value ------------
+#
+# A world that accepts every a/b string after its first token, and a model that remembers the first
+# token: after "x" it allows a and b forever; after "y" it refuses b from the 7th token on. The two
+# prefixes reach the same world state, so the compression pair's true boundary is empty, and the
+# model's boundary is {w·b : |w| = 6}: deeper than 5 tokens.
+DEEP_WORLD = {"alphabet": ["x", "y", "a", "b"], "start": "s",
+              "transitions": {"s": {"x": "q", "y": "q"}, "q": {"a": "q", "b": "q"}}}
+DEEP_MODEL = {"alphabet": ["x", "y", "a", "b"], "start": "s", "transitions": {
+    "s": {"x": "X", "y": "Y0"}, "X": {"a": "X", "b": "X"},
+    **{f"Y{i}": {"a": f"Y{i + 1}", "b": f"Y{i + 1}"} for i in range(6)}, "Y6": {"a": "Y6"}}}
+
+
+def _compression_pair(world, lm, prefix1, prefix2, **kw):
+    q = world.run(prefix1)
+    assert world.run(prefix2) == q
+    job = PairJob(tuple(prefix1), tuple(prefix2), q, q, recall=False)
+    return evaluate_pairs(world, lm, [job], Epsilon(0.01), **kw)[0]
+
+
+def test_sampled_continuations_run_to_the_cap_not_to_depth():
+    world = DFAWorld.from_dict(DEEP_WORLD)
+    lm = DFALM(DFAWorld.from_dict(DEEP_MODEL), world)
+    deep = _compression_pair(world, lm, ["x"], ["y"], depth=5, estimator="sampled", seed=0)
+    cut = _compression_pair(world, lm, ["x"], ["y"], depth=5, estimator="sampled", seed=0,
+                            continuations="depth")
+    assert cut.precision == 1.0 and cut.cutoffs == 0 and cut.capped == 30  # blind below 5 tokens
+    # 30 continuations of up to 128 - 1 tokens: each meets a "b" from its 7th token on (a miss has
+    # probability 2^-121 per continuation), and every cut-off is 7 tokens long
+    assert deep.precision == 0.0 and deep.cutoffs == 30 and deep.model_boundary >= 1
+    exact7 = _compression_pair(world, lm, ["x"], ["y"], depth=7, exhaustive=True)
+    exact5 = _compression_pair(world, lm, ["x"], ["y"], depth=5, exhaustive=True)
+    assert exact5.model_boundary == 0 and exact7.model_boundary == 2 ** 6
+    short = _compression_pair(world, lm, ["x"], ["y"], depth=5, estimator="sampled", max_length=6)
+    assert short.cutoffs == 0 and short.capped == 30  # <bos> x + 5 tokens: the cap is the limit
+
+
+# The same world with an end token "e" (nothing is legal after it); the model, after "x", still
+# allows "a" after "e" (an untrained output there), after "y" it allows nothing after "e".
+END_WORLD = {"alphabet": ["x", "y", "a", "e"], "start": "s", "end": "e",
+             "transitions": {"s": {"x": "q", "y": "q"}, "q": {"a": "q", "e": "E"}}}
+END_MODEL = {"alphabet": ["x", "y", "a", "e"], "start": "s", "transitions": {
+    "s": {"x": "X", "y": "Y"}, "X": {"a": "X", "e": "XE"}, "XE": {"a": "XE"},
+    "Y": {"a": "Y", "e": "YE"}}}
+
+
+@pytest.mark.parametrize("estimator", ["exact", "sampled"])
+def test_nothing_after_the_end_token_is_scored(estimator):
+    world = DFAWorld.from_dict(END_WORLD)
+    lm = DFALM(DFAWorld.from_dict(END_MODEL), world)
+    o = _compression_pair(world, lm, ["x"], ["y"], depth=3, estimator=estimator, exhaustive=True,
+                          keep_boundaries=True)
+    assert o.model_boundary == 0 and o.precision == 1.0
+    if estimator == "sampled":
+        assert o.ended == 30 and o.cutoffs == 0  # every continuation stops at its "e"
+    # without the end token the suffix "e a" is a (wrong) model-boundary element
+    blind = DFAWorld.from_dict({k: v for k, v in END_WORLD.items() if k != "end"})
+    o = _compression_pair(blind, DFALM(DFAWorld.from_dict(END_MODEL), blind), ["x"], ["y"], depth=3,
+                          estimator=estimator, exhaustive=True, keep_boundaries=True)
+    assert o.precision == 0.0 and any(x[-2:] == ("e", "a") and not ok for x, ok in o.model_set.items())
+
+
+class _ParityLM(WorldLM):
+    """The true world model, except that after an odd number of directions it also allows ``end``
+    everywhere: a model whose boundary between two prefixes of one state is non-empty exactly
+    when their lengths differ in parity."""
+
+    def _initial(self):
+        return (self.world.start(), 0)
+
+    def _step(self, state, token):
+        q, n = state
+        return (self.world.step(q, token), n + (token in DIRECTIONS))
+
+    def _allowed(self, state):
+        q, n = state
+        legal = self.world.legal(q)
+        return (*legal, "end") if n % 2 and q[0] == "at" and "end" not in legal else legal
+
+
+def test_both_prefixes_of_a_pair_share_one_length(tiny_city):
+    lm = _ParityLM(tiny_city)
+    kw = dict(depth=2, pairs=40, metrics=("compression",), seed=0)
+    shared = myhill_nerode(tiny_city, lm, **kw)
+    independent = myhill_nerode(tiny_city, lm, prefix_lengths="independent", **kw)
+    ok = shared.per_pair[shared.per_pair.status == "ok"]
+    assert len(ok) >= 30
+    assert (ok.prefix1.str.split().str.len() == ok.prefix2.str.split().str.len()).all()
+    assert shared.summary()["compression_precision"] == 1.0
+    assert independent.summary()["compression_precision"] < 0.8
+
+
+def test_states_stand_away_from_their_destination(tiny_city):
+    rng = np.random.default_rng(0)
+    states = [tiny_city.sample_state(rng) for _ in range(3000)]
+    assert all(q[1] != q[2] for q in states)  # the reference's states are distinct (origin, destination) pairs
+    assert len(set(states)) > 300  # and otherwise spread over the 20 × 19 pairs
 
 
 def test_general_definition_uses_accepting_states():
@@ -212,7 +313,7 @@ def bridge_lm(tmp_path_factory, tiny_city, tiny_model_config):
 
 def _brute_force(world, lm, rule, s1, s2, depth):
     """Both boundaries by recursion, one plain full forward of the bridge per (prefix, node): no
-    cursors, no cache, no padding (memoised per prefix)."""
+    cursors, no cache, no padding (memoised per prefix). Nothing below the world's end token."""
     from interp.train import encode_sequences
 
     seen = {}
@@ -252,6 +353,8 @@ def _brute_force(world, lm, rule, s1, s2, depth):
                 m1 = all(acc(s1 + x[:i])[lm.vocab.id(x[i])] for i in range(len(x)))
                 m2 = all(acc(s2 + x[:i])[lm.vocab.id(x[i])] for i in range(len(x)))
                 true[tuple(x)] = m1 and not m2
+            if tok == getattr(world, "end_token", None):
+                continue
             if len(x) < depth and ((in_m and a1[tid] and a2[tid]) or (in_t and legal(q1, x) and legal(q2, x))):
                 walk(x)
 

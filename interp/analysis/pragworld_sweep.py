@@ -49,11 +49,13 @@ def run_pragworld_sweep(
     chat_template: bool | None = False,
     prepend_bos: bool | None = None,
     log: Any = None,
+    placement: Any = None,
 ) -> SweepRun:
     """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
     write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
     to ``out`` (default ``<model>/../sweep_<kind>_pragworld/``). ``n``: the first n rows only;
-    ``prepend_bos`` / ``chat_template``: :class:`interp.tasks.Tokenization`."""
+    ``prepend_bos`` / ``chat_template``: :class:`interp.tasks.Tokenization`; ``placement``: where the
+    model runs (:class:`interp.models.device.Placement`; default CPU; a launcher's process device)."""
     from interp.analysis.patching import PatchPair, direct_effect_patching
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
@@ -72,7 +74,8 @@ def run_pragworld_sweep(
         raise ValueError(f"no data rows in {data}")
     model = Path(model)
     acc = accelerator()
-    bridge = load_bridge(model, device=str(acc.device) if acc is not None else "cpu")
+    bridge = load_bridge(model, device=str(acc.device) if acc is not None else None,
+                         placement=None if acc is not None else placement)
     bridge.eval()
     lays = check_layers(layers, int(bridge.cfg.n_layers))
     task = YesNoTask.pragworld(model, rows, prompt="label", prepend_bos=prepend_bos, chat_template=chat_template)

@@ -427,6 +427,7 @@ def run_sweep(
     grouping: str = "clean",
     verify_top: int | None = None,
     log: Any = None,
+    placement: Any = None,
 ) -> SweepRun | PatchingRun:
     """Load the checkpoint ``model``, run the sweep ``kind`` on its held-out data, write the results.
 
@@ -436,7 +437,9 @@ def run_sweep(
     ``n``: at most this many sequences (None: all); ``layers``: default all, each must exist;
     ``seed``: for fresh sequences (no data file), the edit positions of ``direct-effect`` and the
     bootstrap. ``length`` / ``edit_at``: the prefix length and edited token of
-    ``activation-patching`` (see :func:`aligned_edit_pairs`). ``log``: a file for notes (default
+    ``activation-patching`` (see :func:`aligned_edit_pairs`). ``placement``: where the model runs
+    (:class:`interp.models.device.Placement`: a device, dtype or device map; default CPU; under a
+    launcher each process's own device). ``log``: a file for notes (default
     stderr). ``method="attribution"``: AtP estimates (:mod:`interp.analysis.attribution`) in place of
     the exact sweep, same outputs; ``verify_top``: then measure the K sites of largest
     |attribution| exactly (``verify.csv``, ``run.json["verify"]``).
@@ -460,7 +463,7 @@ def run_sweep(
                              "--verify-top (the PragWorld sweep does not dispatch the other kinds yet)")
 
         return run_pragworld_sweep(model, data, kind=kind, grouping=grouping, method=method, layers=layers, out=out,
-                                   seed=seed, batch_size=batch_size, n=n, n_boot=n_boot, log=log)
+                                   seed=seed, batch_size=batch_size, n=n, n_boot=n_boot, log=log, placement=placement)
     if method not in RUN_METHODS:
         raise ValueError(f"--method must be one of {', '.join(RUN_METHODS)}, got {method!r}")
     if verify_top is not None and (method != "attribution" or verify_top < 1):
@@ -470,7 +473,8 @@ def run_sweep(
         raise ValueError(f"--n must be ≥ 1, got {n}")
     model = Path(model)
     acc = accelerator()
-    ckpt = load_checkpoint(model, world=world, device=str(acc.device) if acc is not None else "cpu")
+    ckpt = load_checkpoint(model, world=world, device=str(acc.device) if acc is not None else None,
+                           placement=None if acc is not None else placement)
     bridge, world = ckpt.bridge, ckpt.world
     bridge.eval()
     lays = check_layers(layers, int(bridge.cfg.n_layers))

@@ -10,6 +10,12 @@ definitions and the two estimators):
   precision is 1 if its boundary is correctly empty"), else ``|MNB^m ∩ ∅| / |MNB^m| = 0``. As in
   the paper, the model boundary is the directed one (accepted after ``s1``, rejected after
   ``s2``); the pair's two prefixes are drawn independently, so the direction is random.
+
+Prefix lengths. When the world draws prefix lengths itself (``world.sample_prefix_length``;
+streets), one length is drawn per prefix pair — for the first state — and used for both
+prefixes, as the reference code does (``prefix_len`` once per trial); ``prefix_lengths =
+"independent"`` draws one per prefix instead (this package's earlier rule). Other worlds draw
+each prefix on its own.
 - **Distinction**: two different states, one prefix each; boundary precision and boundary recall.
   Recall is undefined (and counted, never scored) for a pair whose true boundary is empty to the
   depth examined; precision is defined for every pair.
@@ -155,9 +161,9 @@ class _Row:
     detail: str = ""
 
 
-def _prefix(world: World, q: State, rng: np.random.Generator) -> tuple[str, ...]:
+def _prefix(world: World, q: State, rng: np.random.Generator, length: int | None = None) -> tuple[str, ...]:
     """``world.sample_prefix`` checked to reach ``q`` (a world bug is a skip reason, not a crash)."""
-    s = tuple(world.sample_prefix(q, rng))
+    s = tuple(world.sample_prefix(q, rng) if length is None else world.sample_prefix(q, rng, length=length))
     try:
         reached = world.run(s)
     except IllegalTokenError as e:
@@ -173,8 +179,14 @@ class _Skip(Exception):
         self.reason, self.detail = reason, detail
 
 
+def _lengths(world: World, q: State, shared: bool, rng: np.random.Generator) -> int | None:
+    """The prefix length both prefixes of a pair use (None: each prefix draws its own)."""
+    draw = getattr(world, "sample_prefix_length", None) if shared else None
+    return None if draw is None else int(draw(q, rng))
+
+
 def _compression_rows(world: World, states: Sequence[Any], prefix_pairs: int, tries: int,
-                      rng: np.random.Generator) -> list[_Row]:
+                      rng: np.random.Generator, shared: bool) -> list[_Row]:
     rows = []
     for u, q in enumerate(states):
         for p in range(prefix_pairs):
@@ -185,10 +197,11 @@ def _compression_rows(world: World, states: Sequence[Any], prefix_pairs: int, tr
                 row.status, row.detail = q.reason, q.detail
                 continue
             try:
-                s1 = _prefix(world, q, rng)
+                k = _lengths(world, q, shared, rng)
+                s1 = _prefix(world, q, rng, k)
                 s2 = s1
                 for _ in range(tries):
-                    s2 = _prefix(world, q, rng)
+                    s2 = _prefix(world, q, rng, k)
                     if s2 != s1:
                         break
             except _Skip as e:
@@ -205,7 +218,7 @@ def _compression_rows(world: World, states: Sequence[Any], prefix_pairs: int, tr
 
 
 def _distinction_rows(world: World, pairs: Sequence[Any], prefix_pairs: int,
-                      rng: np.random.Generator) -> list[_Row]:
+                      rng: np.random.Generator, shared: bool) -> list[_Row]:
     rows = []
     for u, qq in enumerate(pairs):
         for p in range(prefix_pairs):
@@ -216,7 +229,8 @@ def _distinction_rows(world: World, pairs: Sequence[Any], prefix_pairs: int,
             row = _Row("distinction", u, p, q1, q2)
             rows.append(row)
             try:
-                row.prefix1, row.prefix2 = _prefix(world, q1, rng), _prefix(world, q2, rng)
+                k = _lengths(world, q1, shared, rng)
+                row.prefix1, row.prefix2 = _prefix(world, q1, rng, k), _prefix(world, q2, rng, k)
             except _Skip as e:
                 row.status, row.detail = e.reason, e.detail
             except WorldError as e:
@@ -238,7 +252,8 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
                   pairs: int | str = 1000, estimator: str = "exact", samples: int = 30,
                   prefix_pairs: int = 1, seed: int = 0, max_nodes: int = 4096,
                   max_states: int = 1000, metrics: Sequence[str] = METRICS, prefix_tries: int = 10,
-                  sample_seed: int | None = None, progress: bool = False) -> MyhillNerodeResult:
+                  sample_seed: int | None = None, continuations: str = "to_end", max_length: int = 128,
+                  prefix_lengths: str = "shared", progress: bool = False) -> MyhillNerodeResult:
     """Compression precision and distinction precision/recall of ``lm`` judged against ``world``.
 
     Parameters
@@ -249,6 +264,11 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
         state and every ordered pair of distinct reachable states; at most ``max_states`` states).
     estimator: ``"exact"`` (enumerate both boundaries) or ``"sampled"`` (the paper's procedure with
         ``samples`` continuations; paper: 30).
+    continuations, max_length: sampled estimator only — continuations run to the end token or
+        ``max_length`` tokens (``"to_end"``, the reference's ``generate(max_length=128)``), or stop
+        after ``depth`` tokens (``"depth"``); see :mod:`interp.metrics.mn_boundary`.
+    prefix_lengths: ``"shared"`` (one drawn length for both prefixes of a pair, the reference's)
+        or ``"independent"``; only worlds with ``sample_prefix_length`` draw lengths.
     prefix_pairs: prefix pairs per state (state pair), averaged before averaging over states.
     seed: fixes the states, the prefixes and (unless ``sample_seed`` is given) the sampled
         continuations; ``sample_seed`` redraws only the continuations (same pairs).
@@ -261,6 +281,9 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
         raise ValueError(f"metrics must be among {METRICS}, got {list(metrics)}")
     if prefix_pairs < 1:
         raise ValueError(f"prefix_pairs must be >= 1, got {prefix_pairs}")
+    if prefix_lengths not in ("shared", "independent"):
+        raise ValueError(f"prefix_lengths must be 'shared' or 'independent', got {prefix_lengths!r}")
+    shared = prefix_lengths == "shared"
     if pairs != "all" and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1):
         raise ValueError(f"pairs must be a positive integer or 'all', got {pairs!r}")
     t0 = time.perf_counter()
@@ -271,11 +294,11 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
         states = reachable_states(world, max_states)
     if "compression" in metrics:
         units = states if pairs == "all" else [_draw(sample_state, world, rng_c) for _ in range(pairs)]
-        rows += _compression_rows(world, units, prefix_pairs, prefix_tries, rng_c)
+        rows += _compression_rows(world, units, prefix_pairs, prefix_tries, rng_c, shared)
     if "distinction" in metrics:
         units = (list(all_ordered_pairs(states)) if pairs == "all"
                  else [_draw(sample_state_pair, world, rng_d) for _ in range(pairs)])
-        rows += _distinction_rows(world, units, prefix_pairs, rng_d)
+        rows += _distinction_rows(world, units, prefix_pairs, rng_d, shared)
 
     ready = [r for r in rows if r.status == "ok"]
     jobs = [PairJob(r.prefix1, r.prefix2, r.state1, r.state2,  # type: ignore[arg-type]
@@ -288,6 +311,7 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
     with tqdm(total=len(jobs), disable=not progress, desc="myhill-nerode pairs", unit="pair") as bar:
         outcomes = evaluate_pairs(world, lm, jobs, rule, depth=depth, estimator=estimator, samples=samples,
                                   max_nodes=max_nodes, seed=seed if sample_seed is None else sample_seed,
+                                  continuations=continuations, max_length=max_length,
                                   on_progress=bar.update, stats=stats)
     by_row = {id(r): o for r, o in zip(ready, outcomes)}
     for r, o in zip(ready, outcomes):
@@ -300,8 +324,10 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
         distinction_recall=_average(df, "distinction", "recall"),
         per_pair=df,
         settings={"estimator": estimator, "rule": rule.name, "depth": depth, "pairs": pairs,
-                  "prefix_pairs": prefix_pairs, "seed": seed, "metrics": list(metrics),
-                  **({"samples": samples, "sample_seed": seed if sample_seed is None else sample_seed}
+                  "prefix_pairs": prefix_pairs, "prefix_lengths": prefix_lengths, "seed": seed,
+                  "metrics": list(metrics),
+                  **({"samples": samples, "sample_seed": seed if sample_seed is None else sample_seed,
+                      "continuations": continuations, "max_length": max_length}
                      if estimator == "sampled" else {})},
         stats={"forward_tokens": int(getattr(lm, "forward_tokens", 0)) - tokens_before,
                "forwards": int(getattr(lm, "forward_calls", 0)) - calls_before, "lm_calls": stats.forwards,
@@ -334,13 +360,15 @@ def _table(rows: list[_Row], by_row: dict[int, PairOutcome], estimator: str, rul
             "continuations": o.continuations if o else np.nan,
             "cutoffs": o.cutoffs if o else np.nan,
             "stalled": o.stalled if o else np.nan,
+            "ended": o.ended if o else np.nan,
+            "capped": o.capped if o else np.nan,
             "complete": o.complete if o else np.nan,
             "estimator": estimator, "rule": rule, "depth": depth,
         }
         records.append(rec)
     cols = ["metric", "unit", "prefix_pair", "state1", "state2", "prefix1", "prefix2", "status", "detail",
             "model_boundary", "model_boundary_true", "true_boundary", "true_boundary_recalled",
-            "precision", "recall", "nodes", "continuations", "cutoffs", "stalled", "complete", "estimator", "rule",
+            "precision", "recall", "nodes", "continuations", "cutoffs", "stalled", "ended", "capped", "complete", "estimator", "rule",
             "depth"]
     return pd.DataFrame.from_records(records, columns=cols)
 
@@ -355,7 +383,8 @@ def _average(df: pd.DataFrame, metric: str, column: str) -> Estimate:
 
 def pair_boundaries(world: World, lm: LM, prefix1: Sequence[str], prefix2: Sequence[str], *,
                     rule: AcceptanceRule | None = None, depth: int = 5, estimator: str = "exact",
-                    samples: int = 30, seed: int = 0, max_nodes: int = 4096) -> PairOutcome:
+                    samples: int = 30, seed: int = 0, max_nodes: int = 4096,
+                    continuations: str = "to_end", max_length: int = 128) -> PairOutcome:
     """Both boundaries of one prefix pair, kept as sets (``model_set``, ``true_set``) for inspection.
 
     ``model_set`` maps each model-boundary suffix to whether it lies in ``L^W(q1) \\ L^W(q2)``;
@@ -364,4 +393,5 @@ def pair_boundaries(world: World, lm: LM, prefix1: Sequence[str], prefix2: Seque
     q1, q2 = world.run(prefix1), world.run(prefix2)
     job = PairJob(tuple(prefix1), tuple(prefix2), q1, q2, recall=True)
     return evaluate_pairs(world, lm, [job], rule or Epsilon(), depth=depth, estimator=estimator,
-                          samples=samples, seed=seed, max_nodes=max_nodes, keep_boundaries=True)[0]
+                          samples=samples, seed=seed, max_nodes=max_nodes, keep_boundaries=True,
+                          continuations=continuations, max_length=max_length)[0]

@@ -9,10 +9,15 @@ whose last state accepts. This module lets a user bring their own DFA::
      "accept": ["q1"],                       # optional; default: every state accepts
      "transitions": {"q0": {"a": "q1"}, "q1": {"b": "q0"}},
      "min_len": 1, "max_len": 12,            # optional: lengths drawn by generate()
-     "prefix_steps": 8}                      # optional: cap of sample_prefix's backward walk
+     "prefix_steps": 8,                      # optional: cap of sample_prefix's backward walk
+     "end": "b",                             # optional: the token that ends a sequence
+     "name": "ab", "description": "..."}     # optional: free text, kept in the spec
 
 States are the strings named anywhere in the file: the start, the keys of ``transitions``, their
-targets and the accept states. Without ``accept`` every state accepts, so the language is
+targets and the accept states. ``end`` names an alphabet token after which nothing is scored:
+the Myhill–Nerode estimators never extend a suffix past it and sampled continuations stop there
+(as streets' ``end``). ``name`` and ``description`` are strings for the user (``name`` shows in
+:meth:`DFAWorld.describe`). Without ``accept`` every state accepts, so the language is
 prefix-closed (like Connect-4 and Othello). Build a world with ``DFAWorld.from_file(path)``,
 ``parse_world("dfa:PATH")`` or ``DFAWorld.from_dict(d)``; malformed input raises
 :class:`DFAFormatError` naming the source and the offending key.
@@ -35,7 +40,7 @@ from interp.worlds.base import SPECIAL_TOKENS, IllegalTokenError, State, World, 
 log = logging.getLogger(__name__)
 
 _REQUIRED_KEYS = ("alphabet", "start", "transitions")
-_OPTIONAL_KEYS = ("accept", "min_len", "max_len", "prefix_steps")
+_OPTIONAL_KEYS = ("accept", "min_len", "max_len", "prefix_steps", "end", "name", "description")
 #: Default generation length and prefix walk: 2·|F| steps, capped here.
 _LENGTH_CAP = 64
 
@@ -145,6 +150,9 @@ class _Definition:
     min_len: int | None
     max_len: int | None
     prefix_steps: int | None
+    end: str | None = None
+    name: str | None = None
+    description: str | None = None
 
 
 def _parse(d: Any, source: str) -> _Definition:
@@ -168,7 +176,17 @@ def _parse(d: Any, source: str) -> _Definition:
     if min_len is not None and max_len is not None and min_len > max_len:
         raise DFAFormatError(source, "min_len", f"min_len ({min_len}) exceeds max_len ({max_len})")
     prefix_steps = _check_count(d, "prefix_steps", 0, source)
-    return _Definition(alphabet, d["start"], transitions, accept, min_len, max_len, prefix_steps)
+    text = {}
+    for key in ("name", "description"):
+        value = d.get(key)
+        if value is not None and not isinstance(value, str):
+            raise DFAFormatError(source, key, f"must be a string, got {value!r:.80}")
+        text[key] = value
+    end = d.get("end")
+    if end is not None and end not in alphabet:
+        raise DFAFormatError(source, "end", f"must be a token of the alphabet, got {end!r:.80}")
+    return _Definition(alphabet, d["start"], transitions, accept, min_len, max_len, prefix_steps,
+                       end, text["name"], text["description"])
 
 
 # ---- the world ----------------------------------------------------------------------------------
@@ -220,6 +238,9 @@ class DFAWorld(World):
         self.min_len = d.min_len or 1
         self.max_len = d.max_len or max(default_len, self.min_len)
         self.prefix_steps = default_len if d.prefix_steps is None else d.prefix_steps
+        #: the token after which nothing is scored (None: no such token)
+        self.end_token = d.end
+        self.name = d.name
         self.last_generation: GenerationStats | None = None
 
     # ---- constructors ---------------------------------------------------------------------
@@ -267,7 +288,8 @@ class DFAWorld(World):
             "transitions": {q: dict(arcs) for q, arcs in d.transitions.items()},
         }
         optional = {"accept": None if d.accept is None else list(d.accept), "min_len": d.min_len,
-                    "max_len": d.max_len, "prefix_steps": d.prefix_steps}
+                    "max_len": d.max_len, "prefix_steps": d.prefix_steps, "end": d.end,
+                    "name": d.name, "description": d.description}
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
 
@@ -429,6 +451,7 @@ class DFAWorld(World):
     def describe(self) -> str:
         n_arcs = sum(len(a) for a in self._arcs.values())
         closed = ", prefix-closed" if self.prefix_closed else ""
-        return (f"dfa: {len(self._states)} states ({len(self._reachable)} reachable, "
+        named = f" {self.name!r}" if self.name else ""
+        return (f"dfa{named}: {len(self._states)} states ({len(self._reachable)} reachable, "
                 f"{len(self._accept)} accepting{closed}), {len(self.tokens)} tokens, "
                 f"{n_arcs} transitions, from {self.source}")

@@ -58,6 +58,12 @@ class StreetsWorld(World):
     """
 
     kind = "streets"
+    #: the token that ends a route: nothing after it is scored, sampling stops there (the
+    #: reference code's ``eos_token_id``)
+    end_token = END
+    #: the tokens that set a route up (origin, destination): the reference next-token test scores
+    #: the positions after them only (any intersection is legal before)
+    prompt_length = 2
 
     def __init__(self, graph: StreetGraph, traversal: TraversalConfig | None = None,
                  city: SyntheticCityConfig | None = None) -> None:
@@ -236,6 +242,13 @@ class StreetsWorld(World):
                 np.random.default_rng(self.traversal.noise_seed))
         return self._noisy_weights
 
+    def traversal_process(self):
+        """The exact next-token distribution of :meth:`generate`'s process
+        (:mod:`interp.worlds.streets.process`): what an ideal predictor of this data outputs."""
+        from interp.worlds.streets.process import traversal_process
+
+        return traversal_process(self)
+
     def generate_traversals(self, n: int, rng: np.random.Generator) -> TraversalBatch:
         """``n`` routes of the configured kind, with counts of what was skipped."""
         weights = self.noisy_weights() if self.traversal.kind == "noisy_shortest_paths" else None
@@ -246,24 +259,51 @@ class StreetsWorld(World):
         return self.generate_traversals(n, rng).sequences
 
     def sample_state(self, rng: np.random.Generator, max_tries: int = 1000) -> State:
-        """A uniform ``("at", n, d)`` whose destination is reachable within ``max_directions``."""
+        """A uniform ``("at", n, d)`` with ``n != d`` whose destination is reachable within
+        ``max_directions``.
+
+        As the reference code samples states: its states are the (origin, destination) pairs of
+        the data, which never coincide, so a state standing at its destination is not drawn.
+        """
         nodes = self.graph.nodes
+        if len(nodes) < 2:
+            raise WorldError("sampling a state needs two intersections (current ≠ destination)")
         for _ in range(max_tries):
             n = nodes[int(rng.integers(len(nodes)))]
             d = nodes[int(rng.integers(len(nodes)))]
-            if self.can_reach_within(n, d, self.max_directions):
+            if n != d and self.can_reach_within(n, d, self.max_directions):
                 return ("at", n, d)
         raise WorldError(f"no reachable (intersection, destination) pair in {max_tries} draws")
 
-    def sample_prefix(self, state: State, rng: np.random.Generator) -> list[str]:
+    def sample_prefix_length(self, state: State, rng: np.random.Generator) -> int:
+        """The number of directions of a prefix reaching ``state``: uniform in
+        ``[1, max_directions - dist(n, d)]`` so that the route can still arrive within the cap (the
+        reference draws ``range(1, 100 - shortest_path - 3)``, i.e. a 100-token context); 0 when
+        there is no room. The Myhill–Nerode metrics draw it once per prefix pair (for the first
+        state) and use it for both prefixes, as the reference does."""
+        budget = self._prefix_budget(state)
+        return int(rng.integers(1, budget + 1)) if budget >= 1 else 0
+
+    def _prefix_budget(self, state: State) -> int:
+        """``max_directions - dist(n, d)``: the directions a prefix of ``state`` may have."""
+        n, d = self._unpack_at(state)
+        dist = self.shortest_distance_steps(n, d)
+        if dist is None or dist > self.max_directions:
+            raise WorldError(f"state {state!r} cannot reach its destination within "
+                             f"{self.max_directions} directions (distance "
+                             f"{'infinite' if dist is None else dist})")
+        return self.max_directions - dist
+
+    def sample_prefix(self, state: State, rng: np.random.Generator,
+                      length: int | None = None) -> list[str]:
         """A random prefix from q0 reaching ``state``.
 
         For ``("at", n, d)``: walk ``k`` streets backwards from ``n`` on the reversed graph, each
-        step uniform over the streets into the current node, with ``k`` uniform in
-        ``[1, max_directions - dist(n, d)]`` so that the route can still arrive within the cap
-        (as the reference code does); the walk's far end is the origin. A walk that meets a node
-        with no street into it stops there (shorter prefix). Raises :class:`WorldError` if ``d``
-        cannot be reached from ``n`` within ``max_directions``.
+        step uniform over the streets into the current node, with ``k = length`` or, when
+        ``length`` is None, drawn by :meth:`sample_prefix_length` (as the reference code does);
+        the walk's far end is the origin. A walk that meets a node with no street into it stops
+        there (shorter prefix). Raises :class:`WorldError` if ``d`` cannot be reached from ``n``
+        within ``max_directions``.
         """
         tag = state[0] if isinstance(state, tuple) and state else None
         if state == START:
@@ -277,13 +317,13 @@ class StreetsWorld(World):
         if tag != "at":
             raise WorldError(f"not a streets state: {state!r}")
         n, d = self._unpack_at(state)
-        dist = self.shortest_distance_steps(n, d)
-        if dist is None or dist > self.max_directions:
-            raise WorldError(f"state {state!r} cannot reach its destination within "
-                             f"{self.max_directions} directions (distance "
-                             f"{'infinite' if dist is None else dist})")
-        budget = self.max_directions - dist
-        k = int(rng.integers(1, budget + 1)) if budget >= 1 else 0
+        if length is None:
+            k = self.sample_prefix_length(state, rng)
+        else:
+            self._prefix_budget(state)  # validates reachability
+            if not (isinstance(length, (int, np.integer)) and length >= 0):
+                raise WorldError(f"prefix length must be an int >= 0, got {length!r}")
+            k = int(length)
         radj = self.graph.reverse_index_adjacency
         edges, nodes = self.graph.edges, self.graph.nodes
         v = self.graph.index(n)
