@@ -18,6 +18,9 @@ Implementations
   intervention) are active in every forward.
 - :class:`WorldLM`: the world oracle — uniform over the legal tokens of the state the prefix
   reaches: the true world model, every metric's upper reference.
+- :class:`IdealLM`: the exact next-token distribution of the process that generated the world's
+  data (``world.traversal_process()``; streets: random walks, shortest paths): the Bayes-optimal
+  predictor, the ceiling a model trained on that data can reach.
 - :class:`UniformLM`: every world token equally likely, whatever the prefix.
 - :class:`DFALM`: uniform over the tokens *another* DFA allows from the state the prefix reaches
   there (a model with a known, deliberately wrong world model).
@@ -177,6 +180,55 @@ class WorldLM(_StateLM):
 
     def describe(self) -> str:
         return "oracle (true world model)"
+
+
+class IdealLM(_StateLM):
+    """The ideal predictor of a world's training data: ``P(next | prefix)`` under the process
+    behind ``world.generate`` (``world.traversal_process()``, computed in the world room; see
+    :mod:`interp.worlds.streets.process`). Unlike :class:`WorldLM` it is not uniform over the legal
+    tokens: a random walk's ``end`` at its destination has the probability the walk-length
+    distribution gives it. ``fallbacks`` counts prefixes the process cannot produce (answered by
+    the process's fallback rule)."""
+
+    def __init__(self, world: World):
+        make = getattr(world, "traversal_process", None)
+        if make is None:
+            raise WorldError(f"{world.kind}: the world has no traversal process, so no ideal predictor")
+        super().__init__(world.vocab)
+        self.world = world
+        self.process = make()
+
+    @property
+    def fallbacks(self) -> int:
+        return self.process.fallbacks
+
+    def _initial(self) -> Any:
+        return self.process.initial()
+
+    def _step(self, state: Any, token: str) -> Any:
+        return self.process.step(state, token)
+
+    def _allowed(self, state: Any) -> Sequence[str]:  # pragma: no cover - _row is overridden
+        return tuple(self.process.distribution(state))
+
+    def _row(self, state: Any) -> Tensor:
+        key = id(_DEAD) if state is _DEAD else state
+        row = self._rows.get(key)
+        if row is None:
+            row = torch.full((len(self.vocab),), -torch.inf)
+            if state is not _DEAD:
+                dist = self.process.distribution(state)
+                if dist:
+                    ids = [self.vocab.id(t) for t in dist]
+                    row[ids] = torch.tensor(list(dist.values()), dtype=torch.float64).log().float()
+            if len(self._rows) >= self.max_cached_states:
+                self._rows.clear()
+            self._rows[key] = row
+        return row
+
+    def describe(self) -> str:
+        return f"ideal predictor ({self.world.traversal.kind})" if hasattr(self.world, "traversal") \
+            else "ideal predictor"
 
 
 class UniformLM(_StateLM):
@@ -536,17 +588,20 @@ class BridgeLM(LM):
 # ---- from a CLI argument ------------------------------------------------------------------------
 
 def lm_from_arg(arg: str, world: World | None = None) -> tuple[LM, World]:
-    """``oracle`` | ``uniform`` | ``dfa:PATH`` | a checkpoint folder → (LM, the world it is judged on).
+    """``oracle`` | ``ideal`` | ``uniform`` | ``dfa:PATH`` | a checkpoint folder → (LM, the world it is
+    judged on).
 
     A checkpoint brings its own world unless ``world`` is given (vocabularies must then match).
     """
     from interp.worlds import parse_world
 
-    if arg in ("oracle", "uniform") or arg.startswith("dfa:"):
+    if arg in ("oracle", "ideal", "uniform") or arg.startswith("dfa:"):
         if world is None:
             raise WorldError(f"model {arg!r} needs --world (it carries no world of its own)")
         if arg == "oracle":
             return WorldLM(world), world
+        if arg == "ideal":
+            return IdealLM(world), world
         if arg == "uniform":
             return UniformLM(world), world
         return DFALM(parse_world(arg), world), world
