@@ -587,7 +587,7 @@ class BridgeLM(LM):
 
 # ---- from a CLI argument ------------------------------------------------------------------------
 
-def lm_from_arg(arg: str, world: World | None = None) -> tuple[LM, World]:
+def lm_from_arg(arg: str, world: World | None = None, placement: Any = None) -> tuple[LM, World]:
     """``oracle`` | ``ideal`` | ``uniform`` | ``dfa:PATH`` | a checkpoint folder → (LM, the world it is
     judged on).
 
@@ -607,5 +607,5 @@ def lm_from_arg(arg: str, world: World | None = None) -> tuple[LM, World]:
         return DFALM(parse_world(arg), world), world
     from interp.models.checkpoint import load_checkpoint
 
-    ckpt = load_checkpoint(arg, world=world)
+    ckpt = load_checkpoint(arg, world=world, placement=placement)  # device/dtype: interp.models.device
     return BridgeLM(ckpt.bridge, ckpt.world.vocab), ckpt.world
