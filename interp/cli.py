@@ -93,7 +93,7 @@ def _cmd_next_token(args: argparse.Namespace) -> int:
 
     ablations = _ablations(args)
     world = parse_world(args.world) if args.world else None
-    ckpt = load_checkpoint(args.model, world=world)
+    ckpt = load_checkpoint(args.model, world=world, placement=_placement(args))
     world = ckpt.world
     data = Path(args.data) if args.data else run_data_dir(args.model) / "test.txt"
     if data.exists():
@@ -127,7 +127,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
     if args.train_sequences < 1 or args.test_sequences < 1:
         raise ValueError("--train-sequences and --test-sequences must be ≥ 1")
-    ckpt = load_checkpoint(args.model, world=parse_world(args.world) if args.world else None)
+    ckpt = load_checkpoint(args.model, world=parse_world(args.world) if args.world else None,
+                           placement=_placement(args))
     world = ckpt.world
     data = Path(args.data) if args.data else run_data_dir(args.model)
     if (data / "train.txt").exists() and (data / "test.txt").exists():
@@ -182,7 +183,7 @@ def _cmd_navigate(args: argparse.Namespace) -> int:
         world = parse_world(args.world)
         lm = ShortestPathLM(world)
     else:
-        lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None)
+        lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None, _placement(args))
     data = run_data_dir(args.model) / "test.txt"
     if Path(args.model).is_dir() and data.exists():
         pairs = pairs_from_sequences(read_sequences(data, world))[: args.pairs]
@@ -236,7 +237,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
             raise ValueError(f"--pairs must be a positive integer or 'all', got {args.pairs!r}") from None
     rule = rule_from_args(args.epsilon, args.top_k, args.top_p)
     ablations = _ablations(args)
-    lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None)
+    lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None, _placement(args))
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     info = sys.stderr if args.json else sys.stdout
     print(f"model {args.model} ({lm.describe()}) on {world.describe()}", file=info)
@@ -270,6 +271,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     run = run_sweep(args.model, kind=args.kind, world=parse_world(args.world) if args.world else None,
                     data=args.data, n=n, method=args.method, layers=layers, out=args.out, seed=args.seed,
                     batch_size=args.batch_size, length=args.length, edit_at=args.edit_at, grouping=args.grouping,
+                    placement=_placement(args),
                     verify_top=args.verify_top, log=sys.stderr)
     if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports
         return 0
@@ -337,12 +339,8 @@ def _cmd_pragworld_eval(args: argparse.Namespace) -> int:
         raise ValueError("--limit must be >= 1")
     out = Path(args.out) if args.out else (
         Path("runs") / "pragworld" / (re.sub(r"[^A-Za-z0-9._-]+", "_", str(args.model)).strip("._") + f"_{args.prompt}"))
-    dtype = None
-    if args.dtype != "float32":
-        import torch
-
-        dtype = getattr(torch, args.dtype)
-    bridge = load_bridge(args.model, device=args.device, dtype=dtype)
+    placement = _placement(args)  # a bad --device/--dtype/--device-map fails before the model loads
+    bridge = load_bridge(args.model, placement=placement)
     template = {"auto": None, "on": True, "off": False}[args.chat_template]
     info = sys.stderr if args.json else sys.stdout
     run = evaluate_model(bridge, data, out / "responses.jsonl", prompt=args.prompt, batch_size=args.batch_size,
@@ -409,8 +407,7 @@ def _add_pragworld(sub) -> None:
                    help="wrap the prompt as a user message of the tokenizer's chat template: auto (default: "
                         "when it has one), on, off")
     s.add_argument("--limit", type=int, help="only the first N data rows")
-    s.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    s.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    _add_placement(s, device_map=True)
     s.add_argument("--fresh", action="store_true", help="discard earlier responses in --out instead of resuming")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     common(s)
@@ -468,6 +465,31 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_placement(parser: argparse.ArgumentParser, device_map: bool = False, device: str = "auto") -> None:
+    """``--device`` / ``--dtype`` (and ``--device-map`` / ``--n-devices``): where and in what
+    precision the model runs; resolved by :meth:`interp.models.device.Placement.resolve`."""
+    parser.add_argument("--device", default=device,
+                        help=f"auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps (default {device})")
+    parser.add_argument("--dtype", default="float32",
+                        help="float32 (default), bfloat16, float16, or auto (float32 on CPU; bfloat16 on a CUDA "
+                             "device that supports it, else float16)")
+    if device_map:
+        parser.add_argument("--device-map", metavar="MAP",
+                            help="split a model larger than one GPU over several devices (Hugging Face / accelerate "
+                                 "placement, instead of --device): auto, balanced, sequential, or a JSON object or "
+                                 "file {module name: device}")
+        parser.add_argument("--n-devices", type=int, metavar="N",
+                            help="split the model evenly over this many CUDA GPUs (instead of --device)")
+
+
+def _placement(args: argparse.Namespace):
+    """The :class:`~interp.models.device.Placement` of a command's ``--device/--dtype/--device-map``."""
+    from interp.models.device import Placement
+
+    return Placement.resolve(args.device, args.dtype, getattr(args, "device_map", None),
+                             getattr(args, "n_devices", None))
+
+
 def _add_checkpoint(parser: argparse.ArgumentParser) -> None:
     """``--model CHECKPOINT`` and ``--world`` (override the world the checkpoint carries)."""
     parser.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
@@ -517,6 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     _add_ablate(s)
+    _add_placement(s, device="cpu")
     s.set_defaults(fn=_cmd_next_token)
 
     s = sub.add_parser("probe", help="current-state linear probes at every layer of a checkpoint")
@@ -532,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of fresh sequences (default 0)")
     s.add_argument("--out", help="also write probe_layers.csv, probe_components.csv, probe.json here")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+    _add_placement(s, device="cpu")
     s.set_defaults(fn=_cmd_probe)
 
     s = sub.add_parser("navigate", help="streets: greedy routes, detours (Table 2), map reconstruction (App. B)")
@@ -550,6 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", help="write routes.csv, detours.csv, map_*.csv, map.png, navigate.json here")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+    _add_placement(s)
     s.set_defaults(fn=_cmd_navigate)
 
     s = sub.add_parser("metrics", help="Myhill–Nerode compression and distinction metrics (Vafa et al. 2024)")
@@ -574,6 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     _add_ablate(s)
+    _add_placement(s)
     s.set_defaults(fn=_cmd_metrics)
 
     s = sub.add_parser("sweep", help="layer sweep: MLP zero-out or direct-effect patching, with layer verdicts")
@@ -607,6 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="output folder (default: <checkpoint>/../sweep_<kind>/)")
     s.add_argument("--seed", type=int, default=0, help="edit positions, fresh sequences, bootstrap (default 0)")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
+    _add_placement(s, device_map=True)
     s.set_defaults(fn=_cmd_sweep)
 
     s = sub.add_parser("plant", help="plant harm: fine-tune only chosen layers' MLPs on corrupted data "
