@@ -161,6 +161,13 @@ class FinetuneConfig:
     objectives: tuple[str, ...] = ("hls",)
     seeds: tuple[int, ...] = (0,)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    #: parameter dtype of the model being trained: float32 | bfloat16 | float16 | auto (float32 on
+    #: CPU, bfloat16 on CUDA when supported)
+    dtype: str = "float32"
+    #: a Hugging Face device map for a model larger than one GPU (auto, balanced, sequential, or a
+    #: JSON {module: device}): accelerate keeps that placement (one process only); evaluation
+    #: before/after still loads the model on the CPU
+    device_map: str | None = None
     data: FinetuneData = field(default_factory=FinetuneData)
     regulariser: RegulariserConfig = field(default_factory=RegulariserConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -182,6 +189,17 @@ class FinetuneConfig:
 
 def load_finetune_config(path: str | Path) -> FinetuneConfig:
     return load_toml(FinetuneConfig, path)
+
+
+def train_placement(cfg: FinetuneConfig) -> Any:
+    """Where the model to fine-tune is loaded (:class:`interp.models.device.Placement`): on the CPU
+    in ``cfg.dtype`` (``auto`` resolved for ``cfg.device``), for accelerate to move to its device;
+    or spread over devices by ``cfg.device_map``."""
+    from interp.models.device import Placement, resolve_device, resolve_dtype
+
+    if cfg.device_map is not None:
+        return Placement.resolve(None, cfg.dtype, cfg.device_map)
+    return Placement("cpu", resolve_dtype(cfg.dtype, resolve_device(cfg.device)))
 
 
 # ---- tasks: what is trained on and how it is evaluated ----------------------------------------
@@ -717,6 +735,10 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
     from interp.train.regularisers import describe_terms
 
     acc = accelerator or make_accelerator(cfg.device)
+    placement = train_placement(cfg)
+    if placement.mapped and acc.num_processes > 1:
+        raise ConfigError(f"device_map = {cfg.device_map!r} places one model over several devices; it needs one "
+                          f"process, not {acc.num_processes}")
     main = acc.is_main_process
     say = (log or (lambda s: print(s, file=sys.stderr))) if main else (lambda s: None)
     ckpt = Path(cfg.checkpoint)
@@ -774,7 +796,7 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
                 say(f"{objective} seed {seed}: already fine-tuned in {run_dir}, not retrained")
             else:
                 torch.manual_seed(seed)
-                model = load_hf_model(ckpt)
+                model = load_hf_model(ckpt, placement)
                 if cfg.lora.enabled:
                     model = _apply_lora(model, cfg.lora)
                 terms = build_terms(objective, cfg.regulariser, layers[objective], task, d_model, seed)
