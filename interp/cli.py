@@ -418,6 +418,19 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     from interp.train.finetune import _worker, load_finetune_config, run_finetune
 
     cfg = load_finetune_config(args.config)  # errors in the config surface before any process starts
+    given = {k: v for k, v in (("device", args.device), ("dtype", args.dtype), ("device_map", args.device_map))
+             if v is not None}
+    if given and args.processes > 1:
+        raise ValueError(f"--processes {args.processes} reads the settings from the config file: set "
+                         f"{', '.join(given)} there instead of on the command line")
+    if given:
+        from dataclasses import replace
+
+        from interp.models.device import resolve_device_map
+
+        if "device_map" in given:
+            resolve_device_map(given["device_map"])  # a bad map fails here, before any model loads
+        cfg = replace(cfg, **given)
     if args.processes < 1:
         raise ValueError(f"--processes must be ≥ 1, got {args.processes}")
     if args.processes > 1:
@@ -465,15 +478,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_placement(parser: argparse.ArgumentParser, device_map: bool = False, device: str = "auto") -> None:
+def _add_placement(parser: argparse.ArgumentParser, device_map: bool = False, device: str | None = "auto") -> None:
     """``--device`` / ``--dtype`` (and ``--device-map`` / ``--n-devices``): where and in what
-    precision the model runs; resolved by :meth:`interp.models.device.Placement.resolve`."""
+    precision the model runs; resolved by :meth:`interp.models.device.Placement.resolve`.
+    ``device=None``: no defaults (a config file's settings apply unless given)."""
+    default = f"default {device}" if device else "default: the config's"
     parser.add_argument("--device", default=device,
-                        help=f"auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps (default {device})")
-    parser.add_argument("--dtype", default="float32",
-                        help="float32 (default), bfloat16, float16, or auto (float32 on CPU; bfloat16 on a CUDA "
-                             "device that supports it, else float16)")
-    if device_map:
+                        help=f"auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps ({default})")
+    parser.add_argument("--dtype", default="float32" if device else None,
+                        help=f"float32, bfloat16, float16, or auto (float32 on CPU; bfloat16 on a CUDA device that "
+                             f"supports it, else float16) ({'default float32' if device else default})")
+    if device_map and device is None:  # fine-tuning: one map, no GPU count
+        parser.add_argument("--device-map", metavar="MAP",
+                            help="split the model over several devices (Hugging Face / accelerate placement, one "
+                                 "process): auto, balanced, sequential, or a JSON object {module name: device} "
+                                 "(default: the config's)")
+    elif device_map:
         parser.add_argument("--device-map", metavar="MAP",
                             help="split a model larger than one GPU over several devices (Hugging Face / accelerate "
                                  "placement, instead of --device): auto, balanced, sequential, or a JSON object or "
@@ -663,6 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "`accelerate launch` / `torchrun`")
     s.add_argument("--fresh", action="store_true", help="retrain and re-evaluate finished runs")
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_placement(s, device_map=True, device=None)
     s.set_defaults(fn=_cmd_finetune)
 
     s = sub.add_parser("report", help="write RUN_DIR/report.html: tables, figures, CircuitsVis views; opens offline")
