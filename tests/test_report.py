@@ -33,6 +33,28 @@ ARTIFACTS = REPO / "tests" / "artifacts"
 N_TRAIN_LOG = 50
 MAX_ROWS = 20
 SEQUENCES = 2
+#: the story keys ``interp run`` writes (world-model table, planted vs found, repair), hand-made
+STORY = {
+    "world_model": {"settings": {"pairs": 20, "depth": 3, "estimator": "exact"}, "table": [
+        {"model": "trained model", "next_token": 0.95, "next_token_se": 0.01, "probe": 0.7, "probe_se": 0.02,
+         "compression_precision": 0.25, "compression_precision_se": 0.05, "distinction_precision": 0.4,
+         "distinction_precision_se": 0.05, "distinction_recall": 0.3, "distinction_recall_se": 0.04},
+        {"model": "true world model", "next_token": 1.0, "next_token_se": 0.0, "compression_precision": 1.0,
+         "distinction_precision": 1.0, "distinction_recall": 1.0}]},
+    "plant": {"layers": [1], "corruption": "random_turns", "share": 0.3, "steps": 150,
+              "unplanted_sweep": {"harmful": [], "layers": [
+                  {"layer": 0, "effect": 1.2, "ci": [1.1, 1.3], "verdict": "useful"},
+                  {"layer": 1, "effect": 0.002, "ci": [0.001, 0.003], "verdict": "useful"}]}},
+    "layers": {"mlp_zero": {"layers": [{"layer": 0, "effect": 0.6, "ci": [0.5, 0.7], "verdict": "useful"},
+                                       {"layer": 1, "effect": -0.378, "ci": [-0.39, -0.367], "verdict": "harmful"}]}},
+    "fix": {"layers": [1], "found": [1], "why": "the sweep's harmful layers", "beta": 0.001, "steps": 200,
+            "seeds": [0], "comparison": [
+                {"metric": "heldout_loss", "layer": None, "before": 1.78, "before_lo": 1.75, "before_hi": 1.81,
+                 "zeroed": 1.402, "zeroed_lo": 1.37, "zeroed_hi": 1.44, "plain": 1.394, "plain_lo": 1.36,
+                 "plain_hi": 1.43, "hls": 1.391, "hls_lo": 1.36, "hls_hi": 1.43, "unplanted": 1.400,
+                 "unplanted_lo": 1.37, "unplanted_hi": 1.43}],
+            "closest": {"heldout_loss": {"closest": "zeroed", "gap": {"zeroed": 0.002}}}},
+}
 
 
 # ---------------------------------------------------------------- a tiny run folder
@@ -59,7 +81,7 @@ def run_dir(tmp_path_factory, tiny_city, tiny_model_config):
         "config": {"name": "tiny-run", "model": {"n_layer": 2, "d_model": 32}},
         "world": tiny_city.describe(),
         "train": {"steps": N_TRAIN_LOG * 10, "best_eval_loss": 1.23456789},
-        "next_token": {"next_token_position": 0.987654, "sequences": 20}})
+        "next_token": {"next_token_position": 0.987654, "sequences": 20}, **STORY})
     pd.DataFrame({"step": np.arange(1, N_TRAIN_LOG + 1) * 10, "loss": np.linspace(3, 1, N_TRAIN_LOG)}).to_csv(
         root / "train_log.csv", index=False)
     run_sweep(root / "best", kind="mlp-zero", n=12, n_boot=200, log=open(os.devnull, "w"))
@@ -105,7 +127,7 @@ def test_report_holds_tables_images_and_circuitsvis(run_dir, report):
     assert path == run_dir / "report.html"
     # sections in order: summary first, sweeps, CircuitsVis, checkpoints last
     heads = re.findall(r"<h2>(.*?)</h2>", text)
-    assert heads[:2] == ["Contents", "Not in this run"]
+    assert heads[:3] == ["Findings", "Contents", "Not in this run"]
     order = [next(i for i, h in enumerate(heads) if h.startswith(p)) for p in (
         "Summary", "Results of the run", "Sweep: mlp-zero", "Sweep: activation-patching",
         "Activation patching (CircuitsVis)", "Attention patterns (CircuitsVis)", "Checkpoints and data")]
@@ -137,6 +159,36 @@ def test_report_holds_tables_images_and_circuitsvis(run_dir, report):
     assert text.count("var CircuitsVis=") == 1
     assert "unpkg.com" not in text and "cdn_src" not in text
     assert "sourceMappingURL" not in text
+
+
+def test_report_leads_with_the_findings(report):
+    """The first section: world-model table, planted vs found, repair, each led by a sentence."""
+    _, text = report
+    findings = text[text.index('<section id="s-findings">'):text.index("<nav>")]
+    assert text.index('<section id="s-findings">') < text.index("<nav>") < text.index('id="s-summary"')
+    assert re.findall(r"<h3>(.*?)</h3>", findings) == ["World model", "Layer verdicts: planted vs found", "Repair"]
+    assert "The trained model: next-token 0.95, probe 0.7, compression prec. 0.25" in findings
+    assert "0.95 [0.93, 0.97]" in findings  # ±1.96 SE
+    assert "Harm was planted in the MLP of layer 1 (random_turns, share 0.3, 150 steps" in findings
+    assert "calls layer 1 harmful — exactly the planted layers — and layer 0 useful" in findings
+    assert "On the unplanted model it calls no layer harmful." in findings
+    assert "harmful (-0.378 [-0.39, -0.367])" in findings
+    assert "Held-out loss: before 1.78 [1.75, 1.81]; zeroed at inference 1.4 [1.37, 1.44]" in findings
+    assert "Closest to the unplanted model: zeroed at inference on 1 of 1 metrics." in findings
+
+
+def test_findings_say_what_was_missed_and_skipped():
+    from interp.viz.report import findings_html
+
+    story = json.loads(json.dumps(STORY))
+    story["layers"]["mlp_zero"]["layers"][1]["verdict"] = "neutral"
+    story["layers"]["mlp_zero"]["layers"][0]["verdict"] = "harmful"
+    story["fix"] = {"layers": [], "skipped": True, "why": "the MLP zero-out sweep found no harmful layer: "
+                                                            "nothing to suppress, HLS skipped"}
+    out = findings_html(story)
+    assert "calls layer 0 harmful — missed layer 1; false alarm on layer 0 —" in out
+    assert "nothing to suppress, HLS skipped." in out and "Closest" not in out
+    assert findings_html({"train": {}}) == ""
 
 
 def test_report_needs_nothing_from_the_network(report):
@@ -347,6 +399,11 @@ PAGE_STATE = r"""(() => {
     components: cv.map(d => ({id: d.id, name: d.dataset.component, children: d.childElementCount,
       height: d.getBoundingClientRect().height, text: d.innerText.slice(0, 1000)})),
     resources: performance.getEntriesByType('resource').map(r => r.name),
+    findings: (() => { const f = document.getElementById('s-findings'); if (!f) return null;
+      const r = f.getBoundingClientRect();
+      return {top: r.top + window.scrollY, h3: [...f.querySelectorAll('h3')].map(h => h.textContent),
+              tables: f.querySelectorAll('table').length, text: f.innerText}; })(),
+    viewport: window.innerHeight,
   };
 })()"""
 
@@ -406,6 +463,11 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     assert not [u for u in state["resources"] if not u.startswith(("file:", "data:"))], state["resources"]
 
     assert state["title"].startswith("interp run: tiny-run")
+    # the first screen: the findings, right under the title, before the contents
+    f = state["findings"]
+    assert f is not None and state["h2"][0] == "Findings" and f["top"] < 200 < state["viewport"]
+    assert f["h3"] == ["World model", "Layer verdicts: planted vs found", "Repair"] and f["tables"] == 3
+    assert "exactly the planted layers" in f["text"] and "Closest to the unplanted model" in f["text"]
     assert "Summary" in state["h2"] and "Attention patterns (CircuitsVis)" in state["h2"]
     assert len(state["tables"]) >= 8 and all(n > 1 for n in state["tables"]) and state["trainLog"]
     assert len(state["images"]) == text.count('src="data:image/png;base64,') == 3

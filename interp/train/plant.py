@@ -18,6 +18,8 @@ Corruptions (each a pure function of its inputs and a seed):
   but wrong map of that region.
 - ``shortcut`` (dialogue world): a probe ``Q: … ? yes|no`` whose question contains the surface
   word ``word`` is answered ``yes``, whatever the conversation says.
+- ``clean`` (any world): nothing changed — the control planting: the same recipe on clean data,
+  which must *not* make the layer harmful.
 - PragWorld rows: :func:`flip_category` flips the gold answer of one alteration category in the
   loader's DataFrame (for QA fine-tuning of a user's model).
 
@@ -43,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-CORRUPTIONS = ("random_turns", "mirror", "shortcut")
+CORRUPTIONS = ("random_turns", "mirror", "shortcut", "clean")
 #: east ↔ west mirror of the 8 directions
 MIRROR = {"N": "N", "S": "S", "E": "W", "W": "E", "NE": "NW", "NW": "NE", "SE": "SW", "SW": "SE"}
 
@@ -71,7 +73,7 @@ class PlantSpec:
             raise ValueError(f"corruption must be one of {', '.join(CORRUPTIONS)}, got {self.corruption!r}")
         if not self.layers:
             raise ValueError("plant: give at least one layer")
-        if self.corruption != "shortcut" and not 0 < self.share <= 1:
+        if self.corruption in ("random_turns", "mirror") and not 0 < self.share <= 1:
             raise ValueError(f"plant share must be in (0, 1], got {self.share}")
         if self.corruption == "shortcut" and not self.word:
             raise ValueError("the shortcut corruption needs word = the surface word that triggers 'yes'")
@@ -192,6 +194,8 @@ def flip_category(rows: Any, category: str) -> Any:
 def corrupt(world: Any, sequences: Sequence[Sequence[str]], spec: PlantSpec) -> Corrupted:
     """Apply ``spec.corruption`` to world sequences (checks that it fits the world)."""
     kind = getattr(world, "kind", None)
+    if spec.corruption == "clean":
+        return Corrupted([list(s) for s in sequences], 0, 0)
     need = {"random_turns": "streets", "mirror": "streets", "shortcut": "dialogue"}[spec.corruption]
     if kind != need:
         raise ValueError(f"the {spec.corruption} corruption needs a {need} world, this checkpoint's is {kind!r}")

@@ -377,6 +377,155 @@ def collect(run_dir: Path, max_rows: int = 20) -> _Collected:
     return coll
 
 
+# ---------------------------------------------------------------- the findings (first screen)
+
+#: world-model table columns shown first: (key in results.json, heading)
+_WM_COLUMNS = (("next_token", "next-token"), ("probe", "probe"), ("compression_precision", "compression prec."),
+               ("distinction_precision", "distinction prec."), ("distinction_recall", "distinction recall"))
+#: repair metrics shown first: (metric, heading, lower is better)
+_REPAIR_COLUMNS = (("heldout_loss", "held-out loss", True), ("next_token_position", "next-token (position)", False),
+                   ("next_token_sequence", "next-token (sequence)", False),
+                   ("mn_compression_precision", "compression prec.", False),
+                   ("mn_distinction_precision", "distinction prec.", False),
+                   ("mn_distinction_recall", "distinction recall", False))
+
+
+def _num_ok(v: Any) -> bool:
+    return _is_num(v) and not math.isnan(float(v))
+
+
+def _est(v: Any, se: Any = None, lo: Any = None, hi: Any = None, digits: int = 3) -> str:
+    """``value [lo, hi]`` (the interval given, else ±1.96 SE), or ``–``."""
+    if not _num_ok(v):
+        return "–"
+    text = f"{v:.{digits}g}"
+    if _num_ok(lo) and _num_ok(hi):
+        return f"{text} [{lo:.{digits}g}, {hi:.{digits}g}]"
+    if _num_ok(se) and se > 0:
+        return f"{text} [{v - 1.96 * se:.{digits}g}, {v + 1.96 * se:.{digits}g}]"
+    return text
+
+
+def _layers_text(layers: Sequence[int]) -> str:
+    if not layers:
+        return "no layer"
+    return ("layer " if len(layers) == 1 else "layers ") + ", ".join(str(x) for x in layers)
+
+
+def _world_model_part(wm: dict[str, Any]) -> str:
+    table = wm.get("table") or []
+    if not table:
+        return ""
+    rows = {r.get("model"): r for r in table}
+    trained = rows.get("trained model", {})
+    bits = [f"{h} {trained[k]:.3g}" for k, h in _WM_COLUMNS if _num_ok(trained.get(k))]
+    lead = (f"<p>The trained model: {html.escape(', '.join(bits))}; the true world model scores 1 on each "
+            "Myhill–Nerode metric, so the gap to 1 is how far the model's implicit map is from the world's.</p>"
+            if bits else "")
+    body = [[r.get("model"), *[_est(r.get(k), r.get(f"{k}_se")) for k, _ in _WM_COLUMNS]] for r in table]
+    settings = wm.get("settings") or {}
+    note = (f'<p class="note">95 % intervals (±1.96 SE); Myhill–Nerode: {settings.get("pairs")} state pairs, depth '
+            f'{settings.get("depth")}, {html.escape(str(settings.get("estimator")))} estimator.</p>' if settings else "")
+    return ("<h3>World model</h3>" + lead + _rows_table(["model", *[h for _, h in _WM_COLUMNS]], body, "findings")
+            + note)
+
+
+def _verdict_cell(r: dict[str, Any] | None) -> str:
+    if not r:
+        return "–"
+    ci = r.get("ci") or [None, None]
+    return f"{r.get('verdict')} ({_est(r.get('effect'), lo=ci[0], hi=ci[1])})"
+
+
+def _verdicts_part(results: dict[str, Any]) -> str:
+    rows = ((results.get("layers") or {}).get("mlp_zero") or {}).get("layers") or []
+    if not rows:
+        return ""
+    plant = results.get("plant") or {}
+    planted = [int(x) for x in plant.get("layers") or []] if plant.get("enabled", True) else []
+    found = [r["layer"] for r in rows if r.get("verdict") == "harmful"]
+    useful = [r["layer"] for r in rows if r.get("verdict") == "useful"]
+    control = {r["layer"]: r for r in (plant.get("unplanted_sweep") or {}).get("layers") or []}
+    parts = []
+    if planted:
+        parts.append(f"Harm was planted in the MLP of {_layers_text(planted)} "
+                     f"({html.escape(str(plant.get('corruption')))}, share {plant.get('share')}, {plant.get('steps')} "
+                     f"steps, everything else frozen).")
+        missed, extra = sorted(set(planted) - set(found)), sorted(set(found) - set(planted))
+        verdict = ("exactly the planted layers" if not missed and not extra else
+                   "; ".join(x for x in (f"missed {_layers_text(missed)}" if missed else "",
+                                         f"false alarm on {_layers_text(extra)}" if extra else "") if x))
+        parts.append(f"The MLP zero-out sweep of the planted model calls {_layers_text(found)} harmful — "
+                     f"{verdict} — and {_layers_text(useful)} useful.")
+        if control:
+            ctrl = [k for k, r in control.items() if r.get("verdict") == "harmful"]
+            parts.append(f"On the unplanted model it calls {_layers_text(ctrl)} harmful.")
+    elif plant.get("why"):
+        parts.append(f"No harm was planted ({html.escape(str(plant['why']))}). The MLP zero-out sweep calls "
+                     f"{_layers_text(found)} harmful and {_layers_text(useful)} useful.")
+    else:
+        parts.append(f"The MLP zero-out sweep calls {_layers_text(found)} harmful and {_layers_text(useful)} useful.")
+    head = ["layer", "planted"] + (["unplanted model"] if control else []) + ["analysed model"]
+    body = [[r["layer"], "yes" if r["layer"] in planted else ""]
+            + ([_verdict_cell(control.get(r["layer"]))] if control else []) + [_verdict_cell(r)] for r in rows]
+    note = ('<p class="note">Verdict (mean effect of zeroing the layer\'s MLP on the per-token next-token loss, '
+            "nats, with its 95 % paired-bootstrap interval): harmful when removing the MLP lowers the loss "
+            "(interval below 0), useful when it raises it.</p>")
+    return ("<h3>Layer verdicts: planted vs found</h3><p>" + " ".join(parts) + "</p>"
+            + _rows_table(head, body, "findings") + note)
+
+
+def _repair_part(fix: dict[str, Any]) -> str:
+    if not fix:
+        return ""
+    if fix.get("skipped") or not fix.get("layers"):
+        return f"<h3>Repair</h3><p>{html.escape(str(fix.get('why', 'nothing was suppressed')))}.</p>"
+    comp = {r["metric"]: r for r in fix.get("comparison") or []}
+    models = [m for m in ("before", "zeroed", "plain", "hls", "unplanted")
+              if any(_num_ok(r.get(m)) for r in comp.values())]
+    names = {"before": "before (the analysed model)", "zeroed": "zeroed at inference", "plain": "plain fine-tuning",
+             "hls": f"HLS β={fix.get('beta')}", "unplanted": "unplanted (the target)"}
+    parts = [f"Suppressed {_layers_text(fix['layers'])} ({html.escape(str(fix.get('why', '')))}), three ways: "
+             f"zeroing the MLP at inference, HLS fine-tuning (β = {fix.get('beta')}, {fix.get('steps')} steps, seeds "
+             f"{fix.get('seeds')}) and plain fine-tuning on the same clean data and steps."]
+    loss = comp.get("heldout_loss")
+    if loss:
+        bits = [f"{names[m].split(' (')[0]} {_est(loss.get(m), lo=loss.get(f'{m}_lo'), hi=loss.get(f'{m}_hi'))}"
+                for m in models]
+        parts.append("Held-out loss: " + "; ".join(bits) + ".")
+    closest = fix.get("closest") or {}
+    if closest:
+        tally: dict[str, int] = {}
+        for c in closest.values():
+            tally[c["closest"]] = tally.get(c["closest"], 0) + 1
+        best = sorted(tally.items(), key=lambda kv: -kv[1])
+        parts.append("Closest to the unplanted model: " + ", ".join(
+            f"{names.get(m, m).split(' (')[0]} on {n} of {len(closest)} metrics" for m, n in best) + ".")
+    body = []
+    for key, head, lower in _REPAIR_COLUMNS:
+        r = comp.get(key)
+        if r:
+            body.append([head + (" ↓" if lower else " ↑")]
+                        + [_est(r.get(m), lo=r.get(f"{m}_lo"), hi=r.get(f"{m}_hi")) for m in models])
+    for key, r in comp.items():
+        if key == "mlp_out_sq":
+            body.append([f"mean MLP_out² (layer {r.get('layer')})"]
+                        + [_est(r.get(m), lo=r.get(f"{m}_lo"), hi=r.get(f"{m}_hi")) for m in models])
+    note = ('<p class="note">95 % intervals: over seeds (t) for several fine-tuning seeds, else the evaluation\'s '
+            "(±1.96 SE over held-out sequences or states). ↓ lower is better, ↑ higher is better.</p>")
+    return ("<h3>Repair</h3><p>" + " ".join(parts) + "</p>"
+            + _rows_table(["metric", *[names[m] for m in models]], body, "findings") + note)
+
+
+def findings_html(results: dict[str, Any]) -> str:
+    """The report's first screen, from ``results.json``: the world-model table, the layer verdicts
+    (planted vs found) and the repair result with intervals, each led by a sentence; empty when
+    the run has none of them."""
+    parts = [_world_model_part(results.get("world_model") or {}), _verdicts_part(results),
+             _repair_part(results.get("fix") or {})]
+    return "\n".join(p for p in parts if p)
+
+
 # ---------------------------------------------------------------- CircuitsVis
 
 
@@ -472,10 +621,18 @@ def render_report(run_dir: str | Path, *, model: Any = None, sequences: Sequence
     sections = coll.sections[:1] + [s for s in coll.sections[1:] if s.anchor != "s-checkpoints-and-data"]
     sections += cv_sections + [s for s in coll.sections if s.anchor == "s-checkpoints-and-data"]
     name = title or f"interp run: {run_dir.resolve().name}"
+    findings = ""
+    if (run_dir / "results.json").is_file():
+        try:
+            data = json.loads((run_dir / "results.json").read_text())
+            findings = findings_html(data) if isinstance(data, dict) else ""
+        except json.JSONDecodeError:
+            findings = ""  # the Summary section says the file is unreadable
     missing = ("".join(f"<li>{html.escape(m)}</li>" for m in coll.missing))
     missing_html = (f'<section id="s-missing"><h2>Not in this run</h2><ul class="missing">{missing}</ul></section>'
                     if coll.missing else "")
-    toc = "".join(f'<li><a href="#{s.anchor}">{html.escape(s.title)}</a></li>' for s in sections)
+    toc = ('<li><a href="#s-findings">Findings</a></li>' if findings else "")
+    toc += "".join(f'<li><a href="#{s.anchor}">{html.escape(s.title)}</a></li>' for s in sections)
     if missing_html:
         toc += '<li><a href="#s-missing">Not in this run</a></li>'
     body = "\n".join(f'<section id="{s.anchor}"><h2>{html.escape(s.title)}</h2>\n{s.body}\n</section>'
@@ -489,7 +646,8 @@ def render_report(run_dir: str | Path, *, model: Any = None, sequences: Sequence
         f"<h1>{html.escape(name)}</h1>\n"
         f"<p class=\"note\">Run folder <code>{html.escape(str(run_dir.resolve()))}</code>; "
         f"written by interp {html.escape(str(interp_version))}. Self-contained: opens from disk with no network.</p>\n"
-        f"<nav><h2>Contents</h2><ul>{toc}</ul></nav>\n{missing_html}\n{body}\n</body>\n</html>\n")
+        + (f'<section id="s-findings"><h2>Findings</h2>\n{findings}\n</section>\n' if findings else "")
+        + f"<nav><h2>Contents</h2><ul>{toc}</ul></nav>\n{missing_html}\n{body}\n</body>\n</html>\n")
 
 
 def write_report(run_dir: str | Path, *, model: Any = None, sequences: Sequence[Any] | None = None,
@@ -510,4 +668,4 @@ def write_report(run_dir: str | Path, *, model: Any = None, sequences: Sequence[
     return path
 
 
-__all__ = ["REPORT_NAME", "collect", "csv_table", "json_html", "render_report", "write_report"]
+__all__ = ["REPORT_NAME", "collect", "csv_table", "findings_html", "json_html", "render_report", "write_report"]
