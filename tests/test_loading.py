@@ -5,6 +5,7 @@ run's)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -144,8 +145,103 @@ def test_generation_under_a_device_map_equals_one_device(ckpts, tmp_path):
     assert greedy_generate(mapped, prompts, pad_id=0, max_new_tokens=5) == one
 
 
+def test_finetune_placement_from_the_config(ckpts, tmp_path):
+    from interp.train.finetune import FinetuneConfig, train_placement
+
+    p = train_placement(FinetuneConfig(checkpoint=str(ckpts["gpt2"]), dtype="bfloat16"))
+    assert p == Placement("cpu", torch.bfloat16)  # on the CPU, for accelerate to move to its device
+    p = train_placement(FinetuneConfig(checkpoint=str(ckpts["gpt2"]), device_map='{"": "cpu"}', dtype="auto"))
+    assert p.mapped and p.dtype is torch.float32
+    model = load_hf_model(ckpts["gpt2"], p)
+    assert next(model.parameters()).device.type == "cpu"
+
+
 def test_dtype_reaches_the_parameters(ckpts, reference):
     bridge = load_bridge(ckpts["gpt2"], dtype="bfloat16")
     assert {p.dtype for p in bridge.parameters() if p.is_floating_point()} == {torch.bfloat16}
     with torch.no_grad():
         torch.testing.assert_close(bridge(X).float(), reference["gpt2"][0], atol=0.3, rtol=0.05)
+
+
+# ---- the command line ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def pragworld_model(tmp_path_factory):
+    """A tiny PragWorld file and a GPT-2 over a byte-level BPE trained on its prompts."""
+    import pandas as pd
+
+    from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, write_pragworld_csv
+    from test_generation import _bpe_gpt2
+
+    ctx = "A: did you put the apples in the box\nB: I did\nA: and the pears\nB: they are in the basket"
+    rows = pd.DataFrame([
+        dict(context=ctx, question="are the apples in the box?", gold=1, altered=False, target="none",
+             category=None, effect=None),
+        dict(context=ctx.replace("I did", "I did not"), question="are the apples in the box?", gold=0,
+             altered=True, target="context", category="negation", effect="flip"),
+        dict(context=ctx, question="are the pears in the box?", gold=0, altered=True, target="question",
+             category="variable_substitution", effect="flip")])
+    root = tmp_path_factory.mktemp("pw_cli")
+    csv = write_pragworld_csv(rows, root / "tiny.csv")
+    texts = [f(c, q) for f in (benchmark_prompt, label_prompt) for c, q in zip(rows.context, rows.question)]
+    return _bpe_gpt2(root / "model", texts * 4 + [" yes no (yes) (no) yes no"] * 20, 5), csv
+
+
+def _split_file(tmp_path):
+    path = tmp_path / "map.json"
+    path.write_text('{"transformer.wte": "cpu", "transformer.wpe": "cpu", "transformer.h.0": "cpu", '
+                    '"transformer.h.1": "disk", "transformer.ln_f": "cpu", "lm_head": "cpu"}')
+    return path
+
+
+def test_pragworld_eval_device_auto_and_device_map_give_the_same_answers(pragworld_model, tmp_path, capsys):
+    from interp.cli import build_parser, main
+
+    model, csv = pragworld_model
+    assert build_parser().parse_args(["pragworld", "eval", "--model", "m", "--data", "d"]).device == "auto"
+    out = {}
+    for name, extra in (("auto", []), ("map", ["--device-map", str(_split_file(tmp_path))])):
+        for prompt in ("benchmark", "label"):
+            assert main(["pragworld", "eval", "--model", str(model), "--data", str(csv), "--prompt", prompt,
+                         "--max-new-tokens", "4", "--out", str(tmp_path / f"{name}_{prompt}"), "--n-boot", "10",
+                         "--no-progress", *extra]) == 0
+            recs = [json.loads(line) for line in (tmp_path / f"{name}_{prompt}" / "responses.jsonl").open()]
+            out[name, prompt] = [(r["response"], r.get("p_yes")) for r in recs]
+    capsys.readouterr()
+    assert out["auto", "benchmark"] == out["map", "benchmark"] and len(out["auto", "benchmark"]) == 3
+    for (a, pa), (b, pb) in zip(out["auto", "label"], out["map", "label"]):
+        assert a == b and pa == pytest.approx(pb, abs=1e-6)
+
+
+def test_sweep_on_pragworld_under_a_device_map_equals_one_device(pragworld_model, tmp_path, capsys):
+    import pandas as pd
+
+    from interp.cli import main
+
+    model, csv = pragworld_model
+    for name, extra in (("one", ["--device", "cpu"]), ("map", ["--device-map", str(_split_file(tmp_path))])):
+        assert main(["sweep", "--model", str(model), "--data", str(csv), "--out", str(tmp_path / name), *extra]) == 0
+    capsys.readouterr()
+    a, b = (pd.read_csv(tmp_path / n / "sweep.csv") for n in ("one", "map"))
+    pd.testing.assert_frame_equal(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_bad_placement_options_fail_before_loading(pragworld_model, tmp_path, capsys):
+    from interp.cli import main
+
+    model, csv = pragworld_model
+    base = ["pragworld", "eval", "--model", str(model), "--data", str(csv), "--out", str(tmp_path / "x")]
+    assert main([*base, "--device", "cpu", "--device-map", "auto"]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert main([*base, "--dtype", "float8"]) == 2
+    assert "dtype must be one of" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert main([*base, "--device", "cuda"]) == 2
+        assert "no CUDA device" in capsys.readouterr().err
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text(f'checkpoint = "{model}"\n')
+    assert main(["finetune", "--config", str(cfg), "--processes", "2", "--dtype", "bfloat16"]) == 2
+    assert "set dtype there" in capsys.readouterr().err
+    assert main(["finetune", "--config", str(cfg), "--device-map", "{nope"]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
