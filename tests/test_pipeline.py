@@ -1,5 +1,6 @@
 """The main job (`interp run`) on a tiny config: every stage writes its part, the oracle row of the
-world-model table is 1.0, HLS acts on the chosen layer, and a rerun gives the same numbers."""
+world-model table is 1.0, harm planted in the last layer is found by the sweep and exactly that
+layer is suppressed, HLS acts on it, and a rerun gives the same numbers."""
 
 from __future__ import annotations
 
@@ -49,13 +50,29 @@ def test_every_stage_writes_its_part(tiny_job):
     assert table["trained model"]["next_token"] > table["untrained transformer"]["next_token"]
     assert len(results["layers"]["mlp_zero"]["layers"]) == 2
     assert results["layers"]["activation_patching"]["n_pairs"] > 0
+    # planted vs found: the sweep of the planted model calls exactly the planted layer harmful,
+    # the unplanted control none, and the fix suppresses what the sweep found
+    plant = results["plant"]
+    assert plant["layers"] == [1] and plant["corruption"] == "random_turns"
+    assert json.loads((run / "planted" / "interp.json").read_text())["extra"]["plant"]["layers"] == [1]
+    found = [r["layer"] for r in results["layers"]["mlp_zero"]["layers"] if r["verdict"] == "harmful"]
+    assert found == plant["layers"]
+    assert plant["unplanted_sweep"]["harmful"] == []
     fix = results["fix"]
-    assert fix["layers"] and fix["why"]
+    assert fix["layers"] == found and fix["found"] == found and "harmful" in fix["why"]
+    assert results["layers"]["mlp_zero"]["model"].endswith("planted")
+    # the repair table: the planted model, zeroing, plain, HLS and the unplanted reference
+    comp = {r["metric"]: r for r in fix["comparison"]}
+    loss = comp["heldout_loss"]
+    assert {"before", "plain", "hls", "zeroed", "unplanted"} <= set(loss)
+    assert loss["zeroed"] < loss["before"]  # removing the planted harm helps at once
+    assert set(fix["closest"]) >= {"heldout_loss", "mn_compression_precision"}
     # HLS (beta 0.1) lowers the suppressed layer's mean squared MLP output below plain fine-tuning's
     rows = [r for r in fix["table"] if r["metric"] == "mlp_out_sq" and r["layer"] == fix["layers"][0]]
     value = {r["model"]: r["value"] for r in rows}
     assert value["hls"] < value["plain"]
-    for name in ("results.json", "table1.md", "table1.png", "sweep_mlp-zero/verdicts.json",
+    for name in ("results.json", "table1.md", "table1.png", "sweep_mlp-zero/verdicts.json", "plant/plant.json",
+                 "plant/sweep_unplanted/verdicts.json", "finetune/repair_table.md",
                  "sweep_direct-effect/layers.png", "sweep_activation-patching/patching_resid_pre.png",
                  "finetune/finetune_table.md", "report.html"):
         assert (run / name).is_file(), name
@@ -68,10 +85,21 @@ def test_a_rerun_gives_the_same_numbers(tiny_job):
     assert _numbers(again) == _numbers(results)
 
 
-def test_hls_layers_fall_back_to_the_weakest_and_say_so():
+def test_no_harmful_layer_means_nothing_to_suppress():
     rows = [{"layer": 0, "effect": 1.3, "verdict": "useful"}, {"layer": 1, "effect": -0.002, "verdict": "neutral"}]
     layers, why = choose_hls_layers((), rows)
-    assert layers == [1] and "stands in" in why
+    assert layers == [] and "no harmful layer" in why and "skipped" in why
     rows[1]["verdict"] = "harmful"
     assert choose_hls_layers((), rows)[0] == [1]
     assert choose_hls_layers((0,), rows) == ([0], "given in the config")
+
+
+def test_fix_stage_skips_hls_when_the_sweep_finds_no_harmful_layer(tmp_path):
+    from interp.pipeline import fix_stage
+
+    said = []
+    rows = [{"layer": 0, "effect": 1.3, "verdict": "useful"}, {"layer": 1, "effect": 0.01, "verdict": "neutral"}]
+    out = fix_stage(tmp_path, FixConfig(), {"layers": rows}, False, said.append)
+    assert out["skipped"] and out["layers"] == [] and out["found"] == []
+    assert any("nothing to suppress" in s for s in said)
+    assert not (tmp_path / "finetune").exists()
