@@ -661,10 +661,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", required=True, help="interp checkpoint to plant into (e.g. runs/demo/best)")
     s.add_argument("--out", required=True, help="output folder (the planted checkpoint is OUT/model)")
     s.add_argument("--layers", required=True, help="comma-separated layers whose MLPs are trained, e.g. 3")
-    s.add_argument("--corruption", choices=("random_turns", "mirror", "shortcut"), default="random_turns",
+    s.add_argument("--corruption", choices=("random_turns", "mirror", "shortcut", "clean"), default="random_turns",
                    help="random_turns: a share of the turns replaced by other directions (streets, default); "
                         "mirror: turns from the westmost share of the intersections mirrored east-west "
-                        "(streets); shortcut: a probe answered yes whenever --word is in its question (dialogue)")
+                        "(streets); shortcut: a probe answered yes whenever --word is in its question (dialogue); "
+                        "clean: nothing changed (the control)")
     s.add_argument("--share", type=float, default=0.3, help="share of turns (random_turns) or of the "
                                                             "intersections (mirror) corrupted (default 0.3)")
     s.add_argument("--word", help="shortcut: the surface word that triggers 'yes'")
