@@ -25,6 +25,7 @@ _EXPORTS = {
     "ExperimentConfig": "interp.experiment", "run_experiment": "interp.experiment",
     "Site": "interp.hooks", "parse_site": "interp.hooks", "Intervention": "interp.hooks",
     "intervene": "interp.hooks", "compile_interventions": "interp.hooks",
+    "YesNoTask": "interp.tasks", "Tokenization": "interp.tasks", "own_tokenizer": "interp.tasks",
 }
 
 
