@@ -39,6 +39,7 @@ bench: setup
 	$(BIN)/python bench/train_throughput.py
 	$(BIN)/python bench/mn_estimators.py
 	$(BIN)/python bench/regulariser_step.py
+	$(BIN)/python bench/generation.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
