@@ -239,3 +239,16 @@ def test_probe_verdicts_on_a_tiny_model(base_run, tiny_city):
         assert r.ci_low <= r.mean_effect <= r.ci_high
         assert r.verdict == ("harmful" if r.ci_high < 0 else "useful" if r.ci_low > 0 else "neutral")
     assert v.to_dict()["kind"] == "probe"
+
+
+def test_cli_plant(base_run, tmp_path, capsys):
+    from interp.cli import main
+
+    out = tmp_path / "cli"
+    args = ["plant", "--model", str(base_run / "best"), "--out", str(out), "--layers", "1", "--steps", "3",
+            "--batch-size", "8", "--seed", "5", "--no-progress"]
+    assert main(args) == 0
+    assert capsys.readouterr().out.strip().endswith(str(out / "model"))
+    assert planted_layers(out / "model") == [1]
+    assert main([*args[:5], "--layers", "7", *args[7:]]) == 2
+    assert "layer 7" in capsys.readouterr().err
