@@ -345,6 +345,7 @@ def _cmd_pragworld_eval(args: argparse.Namespace) -> int:
     info = sys.stderr if args.json else sys.stdout
     run = evaluate_model(bridge, data, out / "responses.jsonl", prompt=args.prompt, batch_size=args.batch_size,
                          max_new_tokens=args.max_new_tokens, chat_template=template, limit=args.limit,
+                         prepend_bos={"auto": None, "on": True, "off": False}[args.prepend_bos],
                          fresh=args.fresh, progress=not args.no_progress, model_name=str(args.model))
     print(f"model {args.model}: {args.prompt} prompt"
           f"{' (chat template)' if run.meta['chat_template'] else ''}; {run.reused} rows reused from "
@@ -403,6 +404,9 @@ def _add_pragworld(sub) -> None:
     s.add_argument("--max-new-tokens", type=int, default=16,
                    help="benchmark prompt: generation stops at the end of the first line or after this many "
                         "tokens (default 16)")
+    s.add_argument("--prepend-bos", choices=("auto", "on", "off"), default="auto",
+                   help="label prompt: a BOS first as the model's own tokenizer adds it (auto, default), always "
+                        "(on) or never (off); see README 'Tokenizer settings'")
     s.add_argument("--chat-template", choices=("auto", "on", "off"), default="auto",
                    help="wrap the prompt as a user message of the tokenizer's chat template: auto (default: "
                         "when it has one), on, off")
