@@ -19,19 +19,15 @@ The scoring core is two pure functions of logits, for layer sweeps that run thei
 :func:`yes_no_margin` (``l_yes - l_no`` at each row's last real position) and
 :func:`p_yes_from_logits`.
 
-**Which tokens are " yes" and " no".** :func:`yes_no_token_ids` follows the published code: the
-token of ``" yes"`` if the tokenizer encodes it (without special tokens) as one token, else of
-``"yes"``; likewise for no. A byte-level BPE (GPT-2, Llama 3, Qwen) gives ``Ġyes``; a
-SentencePiece tokenizer gives ``▁yes``; a word-level tokenizer that splits on whitespace (interp's
-checkpoints) drops the space, so ``" yes"`` is the word ``yes``. A tokenizer with no single
-token for either form, or one that maps it to its unknown token, is an error that says what it
-produced.
-
-**Chat templates.** With ``chat_template=None`` (auto) a tokenizer that has a chat template gets
-the prompt as one user message with the generation prompt appended, as the published runs did
-for open models; otherwise the prompt is tokenized as is (with the tokenizer's own special tokens,
-e.g. BOS). The layer analyses of the reference scored the label prompt without a template: pass
-``chat_template=False`` to match them.
+**Tokens.** Prompts are encoded, and the " yes" / " no" tokens resolved, in one place for the
+whole package: :mod:`interp.tasks.tokens` (the model's own tokenizer — for a TransformerBridge it
+is reloaded, since ``bridge.tokenizer`` prepends a BOS the model's own may not add; the BOS rule,
+``prepend_bos``; the chat-template rule; the published code's yes/no rule), and the prompts of a
+data file by :class:`interp.tasks.YesNoTask`, so ``interp sweep`` and ``interp finetune`` ask a
+row exactly as the evaluation does. ``chat_template=None`` (auto, the default here) wraps the
+prompt as one user message when the tokenizer has a chat template, as the published runs did for
+open models; the layer analyses of the reference scored the label prompt without one
+(``chat_template=False``).
 
 **Resuming.** :func:`evaluate_model` appends one JSON record per data row to its output file
 (the released outputs' format plus ``row``, ``parsed``, and ``p_yes`` for the label prompt),
