@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# the suite never reaches the hub (set before any Hugging Face import reads it); interp itself
+# leaves the variable to the user (interp.models.checkpoint.resolve_model)
+os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 REPO = Path(__file__).resolve().parents[1]
