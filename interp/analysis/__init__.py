@@ -4,6 +4,7 @@ fingerprint for the fine-tuning that reads them."""
 
 from interp.analysis.fingerprint import ModelMismatchError, check_fingerprint, model_fingerprint
 from interp.analysis.patching import PatchPair, direct_effect_patching, resid_cache
+from interp.analysis.probe_verdicts import probe_verdicts
 from interp.analysis.scoring import Batch, Metric, forward, logit_diff, token_loss, two_way_prob
 from interp.analysis.runner import SweepRun, run_sweep
 from interp.analysis.sweeps import SweepResult, mlp_zero_sweep
@@ -12,5 +13,5 @@ from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdict
 __all__ = [
     "Batch", "LayerVerdicts", "Metric", "ModelMismatchError", "PatchPair", "SweepResult", "SweepRun", "check_fingerprint",
     "direct_effect_patching", "forward", "layer_verdicts", "load_verdicts", "logit_diff", "mlp_zero_sweep",
-    "model_fingerprint", "resid_cache", "run_sweep", "token_loss", "two_way_prob",
+    "model_fingerprint", "probe_verdicts", "resid_cache", "run_sweep", "token_loss", "two_way_prob",
 ]

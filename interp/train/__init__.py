@@ -1,6 +1,7 @@
 """Training: one loop for pre-training and fine-tuning (see :mod:`interp.train.trainer`)."""
 
 from interp.train.data import Batch, encode_sequences, make_batch
+from interp.train.plant import PlantSpec, plant_harm
 from interp.train.trainer import (
     LossTerm,
     TrainConfig,
@@ -12,6 +13,6 @@ from interp.train.trainer import (
 )
 
 __all__ = [
-    "Batch", "LossTerm", "TrainConfig", "TrainResult", "TrainingInterrupted", "encode_sequences",
-    "evaluate_loss", "learning_rate", "make_batch", "train",
+    "Batch", "LossTerm", "PlantSpec", "TrainConfig", "TrainResult", "TrainingInterrupted", "encode_sequences",
+    "evaluate_loss", "learning_rate", "make_batch", "plant_harm", "train",
 ]
