@@ -22,8 +22,13 @@ from interp.hooks import Site, intervene, scale
 
 
 @pytest.fixture(scope="module")
-def bridges(tmp_path_factory, tiny_city, tiny_model_config):
-    out = warm_bridges(save_gpt2_and_llama(tmp_path_factory.mktemp("attribution"), tiny_city, tiny_model_config))
+def paths(tmp_path_factory, tiny_city, tiny_model_config):
+    return save_gpt2_and_llama(tmp_path_factory.mktemp("attribution"), tiny_city, tiny_model_config)
+
+
+@pytest.fixture(scope="module")
+def bridges(paths):
+    out = warm_bridges(paths)
     for b in out.values():
         b.eval()
     return out
@@ -116,6 +121,25 @@ def test_estimate_is_the_derivative_of_the_exact_intervention(bridge, pair):
         axis = [k for k in key if k != "layer"][0]
         got = f[(f.layer == key["layer"]) & (f[axis] == key[axis])].sort_values("example")["effect"].to_numpy()
         np.testing.assert_allclose(got, fd, rtol=2e-2, atol=2e-4, err_msg=comp)
+
+
+def test_mlp_zero_estimate_is_the_derivative_along_the_output_weights(paths, bridges, pair):
+    """Oracle without hooks or bridge: zeroing layer ℓ's MLP scales its output projection (W, b) to
+    0, so the summed estimate −Σ mlp_out · ∇ equals −(W · ∂M/∂W + b · ∂M/∂b) for M = Σ_examples
+    metric, from a plain Hugging Face forward and backward. (At a trained minimum of M these
+    derivatives vanish, which is why AtP cannot see MLP zero-out on a model's own training loss.)"""
+    from interp.models import load_hf_model
+
+    clean, _, _ = pair
+    est = mlp_zero_attribution(bridges["gpt2"], clean, token_loss).frame.groupby("layer")["effect"].sum()
+    hf = load_hf_model(paths["gpt2"]).eval()
+    total = token_loss(hf(clean).logits, Batch(clean, None, torch.arange(len(clean)))).sum()
+    projs = [block.mlp.c_proj for block in hf.transformer.h]
+    grads = torch.autograd.grad(total, [t for p in projs for t in (p.weight, p.bias)])
+    for layer, p in enumerate(projs):
+        gw, gb = grads[2 * layer], grads[2 * layer + 1]
+        want = -float((p.weight * gw).sum() + (p.bias * gb).sum())
+        assert est[layer] == pytest.approx(want, rel=1e-3, abs=1e-5), layer
 
 
 def test_agrees_with_transformer_lens_attribution_patch(bridges, pair):

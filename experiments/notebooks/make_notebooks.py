@@ -8,7 +8,8 @@ files are what this script writes.
   of asking whether it learned the world (next-token test, current-state probes, Myhill–Nerode
   compression / distinction), with attention patterns.
 - ``layer_analysis.ipynb``: the same recipe, then which layers help or hurt (MLP zero-out sweep
-  and verdicts, direct-effect patching, activation patching) and harmful-layer suppression (HLS)
+  and verdicts, direct-effect patching, activation patching and its attribution estimate) and
+  harmful-layer suppression (HLS)
   fine-tuning, before and after.
 """
 
@@ -420,6 +421,31 @@ from interp.viz.circuits import bundle_script, fragment, patching_view
 
 view = patching_view(patching, column="effect")
 display(HTML(bundle_script([view]) + fragment([view])))
+'''),
+        md('''
+### Attribution patching: the same maps from one gradient
+
+An exact map costs one forward per cell. Attribution patching (AtP; Kramár et al. 2024) estimates
+every cell from one clean forward, one corrupted forward and one backward with the first-order
+term `(a_clean − a_corrupted) · ∂metric/∂a` (for the MLP zero-out: `−mlp_out · ∂metric/∂mlp_out`).
+Each point below is a site: its estimated mean effect (x) against the exact one measured above
+(y); on the dashed line the estimate is right. The MLP panel shows a case where it cannot be:
+zeroing a whole MLP layer is scaling its output weights to 0, and the first-order term is the
+training loss's derivative along those weights, which training drives toward 0 — so the
+estimates sit near x = 0 whatever the exact effect.
+'''),
+        code('''
+from interp.analysis.attribution import activation_attribution, agreement, mlp_zero_attribution
+from interp.viz.attribution import draw_attribution_scatter
+
+estimate = activation_attribution(bridge, clean, corrupted, legal_mass(legal), "resid_pre", labels=labels)
+mlp_estimate = mlp_zero_attribution(bridge, test_ids, token_loss, mask, higher_is_better=False)
+display(pd.DataFrame({"resid_pre map": agreement(estimate, patching),
+                      "MLP zero-out": agreement(mlp_estimate, sweep)}).round(3))
+fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+draw_attribution_scatter(estimate, None, exact=patching, ax=axes[0], title="resid_pre, layer × position")
+draw_attribution_scatter(mlp_estimate, None, exact=sweep, ax=axes[1], title="MLP zero-out, by layer")
+plt.show()
 '''),
         md('''
 ## 5. Harmful-layer suppression (HLS, PragWorld §6.3), before and after

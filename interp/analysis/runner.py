@@ -271,10 +271,17 @@ def verify_text(rows: list[dict[str, Any]]) -> str:
 
 
 def _write_verify(out_dir: Path, rows: list[dict[str, Any]], name: str = "verify.csv") -> None:
+    """``verify.csv`` and its scatter (``attribution_scatter.png``; ``verify_X.csv`` → ``attribution_scatter_X.png``)."""
     import pandas as pd
 
+    from interp.viz.attribution import draw_attribution_scatter
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(out_dir / name, index=False)
+    table = pd.DataFrame(rows)
+    table.to_csv(out_dir / name, index=False)
+    stem = Path(name).stem.replace("verify", "attribution_scatter", 1)
+    draw_attribution_scatter(table, out_dir / f"{stem}.png", title=f"top {len(rows)} sites by |attribution|, "
+                                                                    "measured exactly")
 
 
 @dataclass

@@ -45,6 +45,8 @@ TITLES: dict[str, str] = {
     "patching_attn_out": "Activation patching: attention output (layer × position)",
     "patching_mlp_out": "Activation patching: MLP output (layer × position)",
     "patching_heads": "Activation patching: attention heads (layer × head)",
+    "verify": "Attribution patching: the top sites measured exactly",
+    "attribution_scatter": "Attribution patching vs exact (the verified sites)",
     "myhill_nerode": "Myhill–Nerode metrics",
     "probe": "Current-state probes",
     "probes": "Current-state probes",
