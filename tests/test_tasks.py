@@ -245,3 +245,24 @@ def test_task_errors_name_the_problem(folders, data_csv):
     pairs, unpaired = task.pairs()
     assert pairs == [(0, 1), (2, 3)] and unpaired == 0
     assert task.categories == ["original", "negation", "original", "negation"]
+
+
+def test_cli_eval_prepend_bos_switch(folders, data_csv, tmp_path):
+    """``interp pragworld eval --prompt label --prepend-bos on|off`` records the setting and scores
+    the ids it names: off drops the Llama-style tokenizer's BOS, on keeps it (its own rule here)."""
+    import json
+
+    from interp.cli import main
+    from interp.tasks import YesNoTask
+
+    folder = folders["llama"]
+    p = {}
+    for switch in ("on", "off"):
+        out = tmp_path / switch
+        assert main(["pragworld", "eval", "--model", str(folder), "--data", str(data_csv), "--prompt", "label",
+                     "--prepend-bos", switch, "--out", str(out), "--no-progress"]) == 0
+        assert json.loads((out / "responses.meta.json").read_text())["prepend_bos"] is (switch == "on")
+        p[switch] = [json.loads(line)["p_yes"] for line in (out / "responses.jsonl").read_text().splitlines()]
+    rows = load_pragworld(data_csv).rows
+    assert YesNoTask.pragworld(folder, rows, prepend_bos=True).ids == YesNoTask.pragworld(folder, rows).ids
+    assert max(abs(a - b) for a, b in zip(p["on"], p["off"])) > 1e-4  # the BOS changes the input
