@@ -197,3 +197,37 @@ def test_generate_responses_cached_equals_full_on_text(tmp_path):
     # newline stopping is exercised: a row ends its first line early, the same row runs on without it
     assert out[True] != out[False] and any(r.endswith("\n") and len(r) < len(f) for r, f in zip(*out.values()))
     assert _hooks_left(bridge) == 0
+
+
+ARCHS = {  # tiny configs of the other architectures a user brings (all through the same bridge path)
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(num_key_value_heads=2)),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict()),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(num_key_value_heads=4)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(num_key_value_heads=2)),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(num_key_value_heads=2)),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(num_key_value_heads=2, head_dim=8)),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_cached_equals_full_loop_on_other_architectures(arch, tmp_path, tiny_city, prompts):
+    import transformers
+
+    from interp.models import load_bridge
+    from interp.models.checkpoint import save_checkpoint
+
+    config_cls, model_cls, extra = ARCHS[arch]
+    config = getattr(transformers, config_cls)(
+        vocab_size=len(tiny_city.vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=1, **extra)
+    torch.manual_seed(0)
+    model = liven(getattr(transformers, model_cls)(config), 7)
+    bridge = load_bridge(save_checkpoint(model, tiny_city, tmp_path / arch))
+    runs = []
+    for ivs in ([], [zero("mlp_out:1")]):
+        with intervene(bridge, ivs):
+            cached = greedy_generate(bridge, prompts, pad_id=0, max_new_tokens=6, use_cache=True)
+            assert cached == greedy_generate(bridge, prompts, pad_id=0, max_new_tokens=6, use_cache=False), arch
+        runs.append(cached)
+    assert runs[0] != runs[1]  # the intervention reaches the generated tokens
+    assert _hooks_left(bridge) == 0
