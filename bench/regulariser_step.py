@@ -46,7 +46,8 @@ from interp.worlds import parse_world  # noqa: E402
 
 
 class SecondForwardHLS:
-    """The reference's HLS: run the model a second time with hooks, mean over all positions."""
+    """The reference's HLS: run the model a second time with hooks; per layer the mean over all
+    positions (padding included), summed over the layers."""
 
     name = "hls-2fwd"
 
@@ -66,7 +67,7 @@ class SecondForwardHLS:
         finally:
             for h in handles:
                 h.remove()
-        total = sum(o.pow(2).mean() for o in outs) / len(outs)
+        total = sum(o.pow(2).mean() for o in outs)
         return total, torch.ones(())
 
 
