@@ -497,7 +497,7 @@ def describe_terms(terms: Sequence[Any], model: nn.Module) -> list[str]:
     return lines
 
 
-__all__ = ["DEFAULT_WEIGHT", "HLS", "HLS_REDUCTIONS", "LabelCoding", "LabelledBatch", "LayerSpecError", "ULA", "ULAHeads",
-           "check_layers", "decoder_layers", "describe_terms", "last_positions", "last_state_labels",
+__all__ = ["DEFAULT_WEIGHT", "HLS", "HLS_REDUCTIONS", "LabelCoding", "LabelledBatch", "LayerSpecError", "ULA",
+           "ULAHeads", "check_layers", "decoder_layers", "describe_terms", "last_positions", "last_state_labels",
            "layers_from_verdicts", "mean_squared_mlp_out", "mlp_module_names", "mlp_modules", "n_layers_of",
            "ula_labels", "unwrap"]
