@@ -36,6 +36,16 @@ N_CTX = 1024
 INFO: dict[str, dict] = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _report():
+    """After the module: per architecture, its time, how far a prepended BOS moves P(gold) (the
+    bridge tokenizer's input), the pairs patched directly and by ``interp sweep`` (its filter);
+    ``pytest -s`` shows it."""
+    yield
+    if INFO:
+        print("\narchitecture matrix: " + json.dumps(INFO))
+
+
 # ---- data, tokenizer, models ---------------------------------------------------------------------
 
 
@@ -408,10 +418,3 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
     assert _n_hooks(bridge) == n_hooks  # no hook left behind
     INFO[arch] = {"seconds": round(time.perf_counter() - t0, 1), "bos_shift": round(shift, 4),
                   "pairs": len(pairs), "sweep_pairs": len(changed), "rows": len(rows)}
-
-
-def test_matrix_report():
-    """Prints, per architecture, its time, how far a prepended BOS moves P(gold) (the bridge
-    tokenizer's input), the pairs patched directly and by ``interp sweep`` (its filter) (``pytest -s`` shows it)."""
-    if INFO:
-        print("\narchitecture matrix: " + json.dumps(INFO))
