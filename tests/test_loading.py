@@ -67,21 +67,52 @@ def test_loading_leaves_the_environment_alone(ckpts, monkeypatch):
     assert "HF_HUB_OFFLINE" not in os.environ
 
 
+def _fake_cache(hub, repo: str, folder) -> None:
+    """``folder`` as the cached snapshot of hub model ``repo`` (the cache's documented layout)."""
+    commit = "0" * 40
+    root = hub / ("models--" + repo.replace("/", "--"))
+    shutil.copytree(folder, root / "snapshots" / commit)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(commit)
+
+
 def test_hub_name_resolves_from_the_local_cache(ckpts, reference, tmp_path, monkeypatch):
     """A hub id whose files are in the Hugging Face cache (its documented layout:
     models--owner--name/{refs/main, snapshots/<commit>/...}) loads offline, with the folder's logits."""
     from huggingface_hub import constants
 
-    commit = "0" * 40
-    snap = tmp_path / "hub" / "models--interp-tests--tiny-gpt2" / "snapshots" / commit
-    shutil.copytree(ckpts["gpt2"], snap)
-    (tmp_path / "hub" / "models--interp-tests--tiny-gpt2" / "refs").mkdir()
-    (tmp_path / "hub" / "models--interp-tests--tiny-gpt2" / "refs" / "main").write_text(commit)
+    _fake_cache(tmp_path / "hub", "interp-tests/tiny-gpt2", ckpts["gpt2"])
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     assert resolve_model("interp-tests/tiny-gpt2") == "interp-tests/tiny-gpt2"
     bridge = load_bridge("interp-tests/tiny-gpt2")
     with torch.no_grad():
         torch.testing.assert_close(bridge(X), reference["gpt2"][0])
+
+
+@pytest.mark.slow
+def test_online_but_unreachable_hub_falls_back_to_the_cache(ckpts, tmp_path):
+    """With downloads allowed (HF_HUB_OFFLINE unset) and the hub unreachable (a closed local
+    port), a cached hub id still resolves (the standard Hugging Face fallback) and an uncached one
+    is an error naming the model, the failed download and the cache. A fresh process: the hub
+    library reads its settings at import. Slow: huggingface_hub retries a refused connection
+    five times with backoff (~23 s) before giving up."""
+    import subprocess
+    import sys
+
+    hub = tmp_path / "hub"
+    _fake_cache(hub, "interp-tests/tiny-gpt2", ckpts["gpt2"])
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update(HF_HUB_CACHE=str(hub), HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_ETAG_TIMEOUT="2",
+               HF_HUB_DOWNLOAD_TIMEOUT="2")
+    code = ("from interp.models.checkpoint import CheckpointError, resolve_model\n"
+            "print('cached:', resolve_model('interp-tests/tiny-gpt2'))\n"
+            "try:\n    resolve_model('interp-tests/not-cached')\n"
+            "except CheckpointError as e:\n    print('error:', e)\n")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "cached: interp-tests/tiny-gpt2" in res.stdout
+    assert "'interp-tests/not-cached'" in res.stdout and "could not be downloaded" in res.stdout
+    assert "not in the local cache" in res.stdout and "HF_HUB_OFFLINE" not in res.stdout
 
 
 def test_device_and_dtype_names():

@@ -131,6 +131,7 @@ def resolve_model(path_or_name: str | os.PathLike) -> str:
         raise CheckpointError(f"checkpoint folder {path} does not exist")
     from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import (
+        EntryNotFoundError,
         GatedRepoError,
         HFValidationError,
         LocalEntryNotFoundError,
@@ -158,6 +159,9 @@ def resolve_model(path_or_name: str | os.PathLike) -> str:
                else "it could not be downloaded (no connection to the hub)")
         raise CheckpointError(f"model {name!r} is {where}: {why}, and it is not in the local cache {cache} "
                               f"(download it once online, or pass a model folder)") from None
+    except EntryNotFoundError:
+        raise CheckpointError(f"model {name!r} is on the hub but has no config.json: not a transformers model "
+                              f"repository") from None
     return name
 
 
