@@ -172,42 +172,37 @@ class Placement:
         """Whether Hugging Face/accelerate place the modules (a device map or several GPUs)."""
         return self.device_map is not None or (self.n_devices or 1) > 1
 
-    def describe(self) -> str:
-        where = (self.device if not self.mapped
-                 else f"device_map={self.device_map!r}" + (f", n_devices={self.n_devices}" if self.n_devices else ""))
-        return f"{where}, {str(self.dtype).removeprefix('torch.')}"
-
 
 def _map_kinds(dmap: Any) -> set[str]:
     """Device types named by an explicit map (empty for a strategy name)."""
     if not isinstance(dmap, dict):
         return set()
     out = set()
-    for v in dmap.values():
-        out.add("cuda" if isinstance(v, int) else torch.device(str(v)).type if str(v) != "disk" else "disk")
+    for module, v in dmap.items():
+        if isinstance(v, int):
+            out.add("cuda")
+        elif str(v) == "disk":
+            out.add("disk")
+        else:
+            try:
+                out.add(torch.device(str(v)).type)
+            except RuntimeError:
+                raise DeviceError(f"device map: {module!r} → {v!r} is not a device (cpu, cuda:N, N, mps, disk)") from None
     return out
 
 
 def model_device(model: Any) -> torch.device:
-    """Where a model's inputs go: the device of its input embedding under a device map (the first
-    module accelerate dispatches), else of its first parameter."""
-    emb = None
-    for attr in ("get_input_embeddings",):
-        fn = getattr(model, attr, None)
-        if callable(fn):
-            try:
-                emb = fn()
-            except (NotImplementedError, AttributeError):
-                emb = None
+    """Where a model's inputs go: the device of its input embedding (under a device map, the
+    first module accelerate dispatches), else of its first parameter not offloaded (``meta``)."""
+    get = getattr(model, "get_input_embeddings", None)
+    try:
+        emb = get() if callable(get) else None
+    except (NotImplementedError, AttributeError):
+        emb = None
     for m in (emb, model):
-        if m is None:
-            continue
-        try:
-            p = next(m.parameters())
-        except (StopIteration, AttributeError):
-            continue
-        if p.device.type != "meta":
-            return p.device
+        for p in (m.parameters() if isinstance(m, torch.nn.Module) else ()):
+            if p.device.type != "meta":
+                return p.device
     return torch.device("cpu")
 
 
