@@ -122,6 +122,8 @@ def bench_model(label: str, bridge, world, args) -> float:
     L, H = int(bridge.cfg.n_layers), int(bridge.cfg.n_heads)
     clean, corrupted, metric = examples(world, args.n, args.length, args.edit_at, args.seed)
     P = int(clean.shape[1])
+    with torch.no_grad():  # touch every weight once (safetensors are memory-mapped) before measuring
+        bridge(clean)
     print(f"\n== {label}: {L} layers, d_model {bridge.cfg.d_model}, {H} heads; {args.n} pairs × {P} tokens; "
           f"torch threads {torch.get_num_threads()}")
 

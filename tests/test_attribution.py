@@ -302,3 +302,68 @@ def test_sweep_command_with_verify_top(tmp_path, tiny_city, tiny_model_config, c
                  "--out", str(out2)]) == 0
     for name in ("patching_resid_pre.csv", "patching_heads.csv", "verify_resid_pre.csv", "verify_heads.csv"):
         assert (out2 / name).is_file(), name
+
+
+def test_pragworld_file_sweeps_dispatch_to_attribution(pw, tmp_path):
+    """``interp sweep --data X.csv --method attribution``: the same rows and clean scores as the
+    exact PragWorld sweep, and the estimates of the library functions."""
+    from interp.analysis import run_sweep
+
+    model_dir, csv = pw
+    exact = run_sweep(model_dir, data=csv, kind="mlp-zero", out=tmp_path / "e", n_boot=100)
+    est = run_sweep(model_dir, data=csv, kind="mlp-zero", method="attribution", out=tmp_path / "a", n_boot=100)
+    assert est.sweep.meta["method"] == "attribution" and est.info["method"] == "attribution"
+    cols = ["example", "layer", "category"]
+    assert est.sweep.frame[cols].equals(exact.sweep.frame[cols])
+    np.testing.assert_allclose(est.sweep.frame["clean"], exact.sweep.frame["clean"], atol=1e-5)
+    assert (tmp_path / "a" / "verdicts.json").is_file()
+    de = run_sweep(model_dir, data=csv, kind="direct-effect", method="attribution", out=tmp_path / "d", n_boot=100)
+    de_exact = run_sweep(model_dir, data=csv, kind="direct-effect", out=tmp_path / "dx", n_boot=100)
+    assert de.info["method"] == "attribution" and de.sweep.meta["method"] == "attribution"
+    assert de.info["n_pairs"] == de_exact.info["n_pairs"]
+    assert de.info["n_pairs"] >= 1
+    assert de.sweep.frame[["example", "layer"]].equals(de_exact.sweep.frame[["example", "layer"]])
+    with pytest.raises(ValueError, match="--verify-top runs on world checkpoints"):
+        run_sweep(model_dir, data=csv, method="attribution", verify_top=1, out=tmp_path / "v")
+
+
+@pytest.fixture(scope="module")
+def pw(tmp_path_factory):
+    """A tiny PragWorld file and a lively word-level GPT-2 for it (as tests/test_pragworld_sweep.py)."""
+    import pandas as pd
+
+    from conftest import liven
+    from interp.benchmarks.pragworld import label_prompt, load_pragworld, write_pragworld_csv
+    from interp.models import ModelConfig, build_gpt2, load_bridge
+    from interp.models.checkpoint import _word_level_tokenizer
+    from interp.tasks import YesNoTask
+    from interp.worlds import Vocab
+
+    ctx = ["A: did you put the apples in the box\nB: I did", "A: where is Bob\nB: he went to the garden"]
+    rows = []
+    for g, c in enumerate(ctx):
+        rows.append(dict(context=c, question="is it yes?", gold=g % 2, altered=False, target="none",
+                         category=None, effect=None))
+        rows.append(dict(context=c + " not", question="is it yes?", gold=1 - g % 2, altered=True,
+                         target="context", category="negation", effect="flip"))
+    root = tmp_path_factory.mktemp("pw_att")
+    csv = write_pragworld_csv(pd.DataFrame(rows), root / "tiny.csv")
+    data = load_pragworld(csv)
+    words = {"yes", "no"} | {w for c, q in zip(data.rows["context"], data.rows["question"])
+                             for w in label_prompt(c, q).split()}
+    vocab = Vocab.for_tokens(sorted(words))
+    folder = root / "best"
+    for seed in range(3, 20):  # weights whose answer changes on some alteration (so there is a pair)
+        liven(build_gpt2(vocab, ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=64, seed=0)), seed
+              ).save_pretrained(folder)
+        _word_level_tokenizer(vocab).save_pretrained(folder)
+        bridge = load_bridge(folder).eval()
+        task = YesNoTask.pragworld(folder, data.rows)
+        ids, mask = task.inputs()
+        yes_id, no_id = task.yes_no_ids
+        last = forward(bridge, ids, mask)[torch.arange(len(ids)), mask.sum(1) - 1]
+        answer = (last[:, yes_id] > last[:, no_id]).long().numpy()
+        if any(answer[i] != answer[i - 1] for i in (1, 3)):
+            break
+    own = data.rows.assign(gold=answer, answer=np.where(answer == 1, "yes", "no"))  # every alteration right
+    return folder, write_pragworld_csv(own, root / "own.csv")

@@ -119,8 +119,8 @@ def run_pragworld_sweep(
                              f"changes its answer (skipped: {skipped})")
         sweep = sharded(lambda part: direct_effect_patching(
             bridge, pairs[part], task.metric(pair_gold[part]), lays, categories=pair_cats[part],
-            higher_is_better=True), len(pairs), acc)
-        info.update(n_examples=len(pairs), method="loop")
+            higher_is_better=True, method="attribution" if method == "attribution" else "exact"), len(pairs), acc)
+        info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
 
     info["processes"] = rank_and_size(acc)[1]
     verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed, threshold=0.5)

@@ -465,9 +465,9 @@ def run_sweep(
     if data is not None and Path(data).suffix.lower() == ".csv":  # a PragWorld file: yes/no questions
         from interp.analysis.pragworld_sweep import run_pragworld_sweep
 
-        if method == "attribution" and (kind != "mlp-zero" or verify_top):
-            raise ValueError("on a PragWorld file --method attribution runs --kind mlp-zero only, without "
-                             "--verify-top (the PragWorld sweep does not dispatch the other kinds yet)")
+        if verify_top:
+            raise ValueError("--verify-top runs on world checkpoints; on a PragWorld file run the exact sweep "
+                             "(--method reuse) beside the attribution one")
 
         return run_pragworld_sweep(model, data, kind=kind, grouping=grouping, method=method, layers=layers, out=out,
                                    seed=seed, batch_size=batch_size, n=n, n_boot=n_boot, log=log, placement=placement)
