@@ -187,7 +187,8 @@ def _map_kinds(dmap: Any) -> set[str]:
             try:
                 out.add(torch.device(str(v)).type)
             except RuntimeError:
-                raise DeviceError(f"device map: {module!r} → {v!r} is not a device (cpu, cuda:N, N, mps, disk)") from None
+                raise DeviceError(f"device map: {module!r} → {v!r} is not a device (cpu, cuda:N, N, mps, "
+                                  f"disk)") from None
     return out
 
 
