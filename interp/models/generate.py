@@ -18,8 +18,9 @@
 token. In the cached path a step's activations cover the new token only (``[batch, 1, ...]``;
 attention patterns ``[batch, heads, 1, keys]``): a hook that acts on each position by itself —
 ``zero`` / ``scale`` / ``mean`` interventions at ``"all"`` positions, or any hook that treats
-positions alike — gives exactly the full loop's tokens (tested, with ``blocks.1.hook_mlp_out``
-zeroed, on GPT-2 and Llama). A hook tied to absolute positions or to the sequence length — a tuple
+positions alike — gives exactly the full loop's tokens (tested with and without
+``blocks.1.hook_mlp_out`` zeroed on GPT-2, Llama, Qwen2, GPT-NeoX, Phi-3, Mistral, OLMo-2 and
+Gemma-2). A hook tied to absolute positions or to the sequence length — a tuple
 of position indices, ``"last"`` resolved from a fixed attention mask, ``patch``/``resample`` from a
 source run of a fixed length — sees a different tensor in a cached step (the new token only), so
 it is not the same intervention there: use ``use_cache=False`` for those.
