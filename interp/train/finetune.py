@@ -803,9 +803,12 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
                 for line in describe_terms(terms, model):
                     say(f"  {line}")
                 t0 = time.perf_counter()
+                # the log's held-out loss: world sequences only (QA held-out rows are bare prompts;
+                # their evaluation is the PragWorld accuracies below, not a loss on prompt tokens)
                 hist = finetune_model(model, task.train_ids, replace(cfg.train, seed=seed), terms=terms,
                                       labels=task.labels, pad_id=task.pad_id, accelerator=acc,
-                                      eval_ids=task.eval_ids, progress=progress, loss_from=task.loss_from)
+                                      eval_ids=task.eval_ids if task.kind == "world" else None,
+                                      progress=progress, loss_from=task.loss_from)
                 seconds = time.perf_counter() - t0
                 if main:
                     run_dir.mkdir(parents=True, exist_ok=True)
