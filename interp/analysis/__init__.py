@@ -2,6 +2,7 @@
 useful / harmful / neutral layer verdicts with bootstrap intervals, saved with the model's
 fingerprint for the fine-tuning that reads them."""
 
+from interp.analysis.attribution import activation_attribution, direct_effect_attribution, mlp_zero_attribution
 from interp.analysis.fingerprint import ModelMismatchError, check_fingerprint, model_fingerprint
 from interp.analysis.patching import PatchPair, direct_effect_patching, resid_cache
 from interp.analysis.probe_verdicts import probe_verdicts
@@ -11,6 +12,7 @@ from interp.analysis.sweeps import SweepResult, mlp_zero_sweep
 from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdicts
 
 __all__ = [
+    "activation_attribution", "direct_effect_attribution", "mlp_zero_attribution",
     "Batch", "LayerVerdicts", "Metric", "ModelMismatchError", "PatchPair", "SweepResult", "SweepRun", "check_fingerprint",
     "direct_effect_patching", "forward", "layer_verdicts", "load_verdicts", "logit_diff", "mlp_zero_sweep",
     "model_fingerprint", "probe_verdicts", "resid_cache", "run_sweep", "token_loss", "two_way_prob",
