@@ -38,9 +38,27 @@ def sequences(tiny_city):
 def test_true_world_model_scores_one(tiny_city, sequences):
     r = next_token_test(WorldOracle(tiny_city), tiny_city, sequences, batch_size=16)
     assert r.position_share.mean == 1.0 and r.sequence_share.mean == 1.0
-    # every token of each route is a scored position; the position after `end` is not
-    assert r.positions == sum(len(s) for s in sequences)
-    assert r.unscored_positions == len(sequences)
+    # the reference scores from the first direction on: the predictions of d1 .. end
+    assert r.positions == sum(len(s) - 2 for s in sequences)
+    assert r.unscored_positions == len(sequences)  # the position after `end`
+    r = next_token_test(WorldOracle(tiny_city), tiny_city, sequences, batch_size=16, positions="all")
+    assert r.positions == sum(len(s) for s in sequences) and r.summary()["positions_rule"] == "all"
+
+
+def test_reference_positions_skip_the_prompt(tiny_city, sequences):
+    """A model wrong only where the origin and the destination are predicted: perfect by the
+    reference rule, not by the every-position rule (counted by hand)."""
+
+    class WrongPrompt(torch.nn.Module):
+        def forward(self, ids):
+            good, bad = WorldOracle(tiny_city)(ids), WorldOracle(tiny_city, wrong=True)(ids)
+            return torch.where(torch.arange(ids.shape[1])[None, :, None] < 2, bad, good)
+
+    assert next_token_test(WrongPrompt(), tiny_city, sequences).position_share.mean == 1.0
+    r = next_token_test(WrongPrompt(), tiny_city, sequences, positions="all")
+    assert r.position_share.mean == pytest.approx(1 - 2 * len(sequences) / sum(len(s) for s in sequences))
+    with pytest.raises(ValueError, match="positions must be"):
+        next_token_test(WrongPrompt(), tiny_city, sequences, positions="some")
 
 
 def test_always_illegal_model_scores_zero(tiny_city, sequences):
@@ -58,8 +76,8 @@ def test_share_counts_by_hand(tiny_city, sequences):
             return torch.where(torch.arange(len(ids))[:, None, None] % 2 == 0, good, bad)
 
     r = next_token_test(Mixed(), tiny_city, sequences, batch_size=len(sequences))
-    even = sum(len(s) for s in sequences[::2])
-    assert r.position_share.mean == pytest.approx(even / sum(len(s) for s in sequences))
+    even = sum(len(s) - 2 for s in sequences[::2])
+    assert r.position_share.mean == pytest.approx(even / sum(len(s) - 2 for s in sequences))
     assert r.sequence_share.mean == pytest.approx(0.5)
     assert 0 < r.position_share.se < 0.5
 

@@ -124,22 +124,46 @@ def test_end_to_end_on_the_tiny_city(city_ckpt, tiny_city, tmp_path):
     train, test = split_sequences(tiny_city, tiny_city.generate(120, np.random.default_rng(0)), 0.3, 0)
     res = probe_layers(city_ckpt.bridge, tiny_city, train, test)
     n_layers = city_ckpt.bridge.cfg.n_layers
-    assert res.layers["index"].tolist() == list(range(-1, n_layers))
-    assert res.layers["layer"].tolist()[0] == "embed"
+    assert res.layers["index"].tolist() == list(range(-1, n_layers + 1))
+    assert res.layers["layer"].tolist()[0] == "embed" and res.layers["layer"].tolist()[-1] == "final"
     assert res.layers["accuracy"].between(0, 1).all() and (res.layers["se"] > 0).all()
     nodes = [tiny_city.state_label(q) for s in test for q in tiny_city.states_along(s)]
     labelled = [x for x in nodes if x is not None]
     majority = max(labelled.count(x) for x in set(labelled)) / len(labelled)
-    assert res.layers["baseline"].tolist() == pytest.approx([majority] * (n_layers + 1))
+    assert res.layers["baseline"].tolist() == pytest.approx([majority] * (n_layers + 2))
     assert (res.layers["n_test"] == len(labelled)).all()
     assert res.skipped_test == 2 * len(test) and res.test_in_train == 0  # <bos> and after `end`
     assert res.best_layer in res.layers["index"].tolist()
     summary = res.summary()
-    assert summary["probe_last_layer"] == n_layers - 1 and len(summary["per_layer"]) == n_layers + 1
+    assert summary["probe_last_layer"] == n_layers and len(summary["per_layer"]) == n_layers + 2
     res.save(tmp_path)
     assert json.loads((tmp_path / "probe.json").read_text())["probe_best_layer"] == res.best_layer
     assert (tmp_path / "probe_layers.csv").read_text().startswith("layer,index,accuracy,se,baseline")
     assert "embed" in str(res)
+
+
+def test_final_layer_is_hf_last_hidden_state(city_ckpt, tiny_city):
+    # the reference probes HF's hidden_states[-1] (after the final LayerNorm): layer n_layers here
+    from interp.train import encode_sequences
+
+    seqs = tiny_city.generate(6, np.random.default_rng(3))
+    n_layers = int(city_ckpt.bridge.cfg.n_layers)
+    data = collect_activations(city_ckpt.bridge, tiny_city, seqs, layers=[n_layers - 2, n_layers - 1, n_layers])
+    hf = city_ckpt.bridge.original_model
+    rows = []
+    with torch.no_grad():
+        for i, s in enumerate(seqs):
+            hidden = hf(encode_sequences([s], tiny_city.vocab), output_hidden_states=True).hidden_states
+            rows.append((hidden[-1][0], hidden[-2][0], i))
+    final, before = [], []
+    for i, p in zip(data.sequence, data.position):
+        final.append(rows[i][0][p])
+        before.append(rows[i][1][p])
+    assert torch.allclose(data.layer(n_layers), torch.stack(final), atol=1e-5)
+    # HF's hidden_states[-2] is the output of the second-to-last block (the last block's output is
+    # only seen through ln_f), and the final LayerNorm changes the last block's output
+    assert torch.allclose(data.layer(n_layers - 2), torch.stack(before), atol=1e-5)
+    assert not torch.allclose(data.layer(n_layers), data.layer(n_layers - 1), atol=1e-3)
 
 
 def test_tuple_labels_give_per_component_accuracies():
@@ -169,9 +193,10 @@ def test_tuple_labels_give_per_component_accuracies():
 def test_bad_layers_and_options_are_clear_errors(capsys):
     from interp.cli import build_parser
 
-    msg = r"layer 2 is out of range: this model has 2 layers, so probe layers are -1 \(embeddings\) … 1"
+    msg = r"layer 3 is out of range: this model has 2 layers, so probe layers are -1 \(embeddings\) … 1"
     with pytest.raises(ValueError, match=msg):
-        check_layers([0, 2], 2)
+        check_layers([0, 3], 2)
+    assert check_layers([2], 2) == [2]  # the final LayerNorm's output
     with pytest.raises(ValueError, match="layer -2 is out of range"):
         check_layers([-2], 2)
     assert check_layers([1, -1, 1], 2) == [-1, 1]
@@ -187,7 +212,7 @@ def test_cli_probe_prints_json_last(city_ckpt):
     out = subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
-    assert len(summary["per_layer"]) == 3 and 0 <= summary["probe_last_accuracy"] <= 1
+    assert len(summary["per_layer"]) == 4 and 0 <= summary["probe_last_accuracy"] <= 1
     assert "block 1" in out.stdout and "note: no train.txt/test.txt" in out.stderr
 
 def test_cli_rejects_a_bad_layer_before_any_work(city_ckpt, capsys):

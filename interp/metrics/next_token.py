@@ -8,9 +8,15 @@ is checked against the world's legal next tokens at the state the prefix reaches
 - ``sequence_share``: the share of sequences whose top-1 token is legal at *every* position — the
   paper's stricter form ("valid at every position") — with a binomial standard error.
 
-Every position is scored, the one after the last token included (the state there is defined and
-the model's guess of what may follow must be legal too), except positions whose state has no legal
-continuation (after a terminal ``end``, or a finished game); their count is reported.
+Which positions are scored. ``positions="reference"`` (the default, as the reference code's
+``next_token_test.py``): the positions after the world's prompt (``world.prompt_length`` tokens;
+streets: origin and destination, after which any intersection is legal, so those positions test
+nothing), i.e. from the first direction on; other worlds have no prompt, so every position.
+``positions="all"``: every position, ``<bos>`` and the prompt included (this package's earlier
+rule). In both, the position after the last token is scored too (the state there is defined and
+the model's guess of what may follow must be legal), except positions whose state has no legal
+continuation (after a terminal ``end``, or a finished game); their count is reported
+(``unscored_positions``; the prompt positions skipped by the reference rule are not counted there).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ class NextTokenResult:
     positions: int
     unscored_positions: int
     per_position: pd.DataFrame = field(repr=False)
+    rule: str = "reference"
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -47,6 +54,7 @@ class NextTokenResult:
             "sequences": self.sequence_share.n,
             "positions": self.positions,
             "unscored_positions": self.unscored_positions,
+            "positions_rule": self.rule,
         }
 
     def __str__(self) -> str:
@@ -87,14 +95,21 @@ def next_token_test(
     sequences: Sequence[Sequence[str]],
     batch_size: int = 128,
     progress: bool = False,
+    positions: str = "reference",
 ) -> NextTokenResult:
     """Run the next-token test of ``model`` on ``sequences``.
+
+    ``positions``: ``"reference"`` (from the first token after the world's prompt on) or ``"all"``
+    (see the module docstring).
 
     ``model``: an HF causal LM, a TransformerBridge, or any :class:`interp.models.lm.LM` (the
     world oracle scores 1.0 by construction, a useful reference row).
     """
     from tqdm.auto import tqdm
 
+    if positions not in ("reference", "all"):
+        raise ValueError(f"positions must be 'reference' or 'all', got {positions!r}")
+    first = int(getattr(world, "prompt_length", 0) or 0) if positions == "reference" else 0
     vocab = world.vocab
     legal_ids_cache: dict[Any, np.ndarray] = {}
     rows: list[tuple[int, int, str, bool]] = []
@@ -115,6 +130,8 @@ def next_token_test(
                 states = world.states_along(seq)
                 ok = n = 0
                 for pos, q in enumerate(states):
+                    if pos < first:
+                        continue
                     if q not in legal_ids_cache:
                         legal_ids_cache[q] = np.array([vocab.id(t) for t in world.legal(q)], dtype=int)
                     legal = legal_ids_cache[q]
@@ -139,4 +156,5 @@ def next_token_test(
         positions=int(n_arr.sum()),
         unscored_positions=unscored,
         per_position=df,
+        rule=positions,
     )

@@ -9,8 +9,10 @@ layer where the state becomes decodable is visible too.
 
 Pipeline
 1. :func:`collect_activations` reads the residual stream with ``bridge.run_with_cache`` at the
-   embeddings (``blocks.0.hook_resid_pre``, layer index ``-1``) and after every block
-   (``blocks.{l}.hook_resid_post``, layer ``l``). Position ``p`` of the model input
+   embeddings (``blocks.0.hook_resid_pre``, layer index ``-1``), after every block
+   (``blocks.{l}.hook_resid_post``, layer ``l``) and after the final LayerNorm
+   (``ln_final.hook_out``, layer index ``n_layers``, named ``final``: HF's ``hidden_states[-1]``,
+   which is what the reference code probes as "the last layer"). Position ``p`` of the model input
    ``<bos> t1 … tk`` has read ``<bos>`` + ``t1..tp``, so it is paired with
    ``world.state_label(states_along(tokens)[p])`` — the state *after* ``p`` tokens; padding
    positions are never read. Positions whose label is ``None`` (streets: before the origin and
@@ -69,26 +71,35 @@ DEFAULT_MAX_ITER = 500
 _MASKED = -1e9  # logit of a class absent from a component's training labels: probability 0
 
 
-def residual_hook_name(layer: int) -> str:
-    """The hook alias of the residual stream probed at ``layer`` (-1: the embeddings)."""
-    return "blocks.0.hook_resid_pre" if layer == EMBED else f"blocks.{layer}.hook_resid_post"
+def residual_hook_name(layer: int, n_layers: int | None = None) -> str:
+    """The hook alias of the residual stream probed at ``layer`` (-1: the embeddings; ``n_layers``:
+    after the final LayerNorm)."""
+    if layer == EMBED:
+        return "blocks.0.hook_resid_pre"
+    if n_layers is not None and layer == n_layers:
+        return "ln_final.hook_out"
+    return f"blocks.{layer}.hook_resid_post"
 
 
-def layer_name(layer: int) -> str:
-    return "embed" if layer == EMBED else f"block {layer}"
+def layer_name(layer: int, n_layers: int | None = None) -> str:
+    if layer == EMBED:
+        return "embed"
+    return "final" if n_layers is not None and layer == n_layers else f"block {layer}"
 
 
 def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
-    """Validated, sorted, de-duplicated layer indices (default: all, ``-1 … n_layers-1``)."""
+    """Validated, sorted, de-duplicated layer indices (default: all, ``-1 … n_layers``, where
+    ``n_layers`` is the final LayerNorm's output)."""
     if layers is None:
-        return list(range(EMBED, n_layers))
+        return list(range(EMBED, n_layers + 1))
     out = sorted({int(x) for x in layers})
     if not out:
         raise ValueError("no layers to probe")
-    bad = [x for x in out if not EMBED <= x < n_layers]
+    bad = [x for x in out if not EMBED <= x <= n_layers]
     if bad:
         raise ValueError(f"layer {bad[0]} is out of range: this model has {n_layers} layers, so probe "
-                         f"layers are {EMBED} (embeddings) … {n_layers - 1}")
+                         f"layers are {EMBED} (embeddings) … {n_layers - 1}, and {n_layers} (after "
+                         f"the final LayerNorm)")
     return out
 
 
@@ -111,6 +122,8 @@ class ProbeData:
     n_sequences: int
     #: positions whose ``state_label`` is None (not probed)
     skipped: int
+    #: blocks of the model (layer index ``n_layers`` is the final LayerNorm's output); None: unknown
+    n_layers: int | None = None
 
     def __post_init__(self) -> None:
         n = len(self.labels)
@@ -160,7 +173,7 @@ def collect_activations(
         raise ValueError("no sequences to probe")
     n_layers = int(bridge.cfg.n_layers)
     layers = check_layers(layers, n_layers)
-    names = [residual_hook_name(x) for x in layers]
+    names = [residual_hook_name(x, n_layers) for x in layers]
     canonical = {}
     for name in names:
         if name not in bridge.hook_dict:
@@ -168,7 +181,7 @@ def collect_activations(
         canonical[name] = bridge.hook_dict[name].name
     seq_idx, pos_idx, labels, skipped = _labelled_positions(world, sequences)
     features = torch.empty(len(layers), len(labels), int(bridge.cfg.d_model), dtype=torch.float32)
-    stop = max(1, layers[-1] + 1)
+    stop = None if layers[-1] == n_layers else max(1, layers[-1] + 1)  # final LayerNorm: whole model
     device = next(iter(bridge.parameters())).device
     was_training = bridge.training
     bridge.eval()
@@ -192,7 +205,7 @@ def collect_activations(
             row = end
     finally:
         bridge.train(was_training)
-    return ProbeData(layers=tuple(layers), features=features, labels=labels, sequence=seq_idx,
+    return ProbeData(layers=tuple(layers), n_layers=n_layers, features=features, labels=labels, sequence=seq_idx,
                      position=pos_idx, n_sequences=len(sequences), skipped=skipped)
 
 
@@ -326,7 +339,8 @@ def fit_probe(
 class ProbeResult:
     """Held-out probe accuracy per layer.
 
-    ``layers``: one row per probed layer — ``layer`` (name), ``index`` (-1 embeddings … n_layers-1),
+    ``layers``: one row per probed layer — ``layer`` (name), ``index`` (-1 embeddings … n_layers-1,
+    n_layers the final LayerNorm's output, ``final``),
     ``accuracy`` (mean over components) and ``se`` (clustered by sequence), ``baseline``
     (test-set majority class), ``all_correct``/``all_correct_se`` (every component right; equals
     accuracy for scalar labels), ``n_train``/``n_test`` (positions), ``skipped`` (positions without
@@ -360,7 +374,8 @@ class ProbeResult:
             "probe_best_accuracy": float(best["accuracy"]),
             "probe_best_se": float(best["se"]),
             "probe_last_layer": int(last["index"]),
-            "probe_last_accuracy": float(last["accuracy"]),  # the paper's Table 1 "probe"
+            "probe_last_accuracy": float(last["accuracy"]),  # the reference's Table 1 "probe" when
+            # the final LayerNorm's output was probed (the default)
             "probe_last_se": float(last["se"]),
             "probe_baseline": float(best["baseline"]),
             "components": self.n_components,
@@ -432,7 +447,8 @@ def probe_layers(
 ) -> ProbeResult:
     """Fit a current-state probe on ``train_sequences`` at each layer and score it on ``test_sequences``.
 
-    ``layers``: indices to probe (default all: -1 for the embeddings, then 0 … n_layers-1).
+    ``layers``: indices to probe (default all: -1 for the embeddings, then 0 … n_layers-1, then
+    n_layers, after the final LayerNorm — the reference's "last layer").
     ``components``: treat tuple labels as independent categorical components (default: yes when
     the labels are tuples; False makes each whole tuple one class). Test sequences that also
     occur in the training set are counted (``test_in_train``), not removed: the caller owns the split.
@@ -487,13 +503,13 @@ def probe_activations(
         probe = fit_probe(train.layer(layer), y_train, n_classes, l2=l2, max_iter=max_iter)
         correct = probe.predict(test.layer(layer)) == y_test  # unseen (-1) is never right
         acc, all_ok = clustered(correct.float().mean(dim=1)), clustered(correct.all(dim=1))
-        rows.append({"layer": layer_name(layer), "index": layer, "accuracy": acc.mean, "se": acc.se,
+        rows.append({"layer": layer_name(layer, train.n_layers), "index": layer, "accuracy": acc.mean, "se": acc.se,
                      "baseline": float(baseline_k.mean()), "all_correct": all_ok.mean,
                      "all_correct_se": all_ok.se, "n_train": len(train.labels), "n_test": len(test.labels),
                      "skipped": train.skipped + test.skipped, "unseen": unseen,
                      "iterations": probe.iterations, "converged": probe.converged})
         for j, a in enumerate(correct.float().mean(dim=0).tolist()):
-            comp_rows.append({"layer": layer_name(layer), "index": layer, "component": j, "accuracy": a,
+            comp_rows.append({"layer": layer_name(layer, train.n_layers), "index": layer, "component": j, "accuracy": a,
                               "baseline": float(baseline_k[j]), "classes": n_classes[j]})
     return ProbeResult(
         layers=pd.DataFrame(rows), per_component=pd.DataFrame(comp_rows), n_components=coding.n_components,
