@@ -180,6 +180,26 @@ def test_infeasible_detours_are_blocked_and_counted():
     assert r.per_route["detours"].iloc[0] == 1 and r.per_route["blocked"].iloc[0] == 3
 
 
+def test_detours_replace_an_early_end_or_a_node_token_too():
+    # as the reference's detour_analysis.py: whatever the model emits away from the destination is
+    # replaced, not only a direction (a model that says `end` at once gets turned onto the map)
+    edges = [("a", "E", "b"), ("b", "E", "c"), ("c", "W", "b"), ("b", "W", "a")]
+    world = _world(edges, max_directions=4)
+
+    class Says(UniformLM):
+        def __init__(self, world, token):
+            super().__init__(world)
+            self._tokens = (token,)
+
+    for token in (END, "b"):
+        plain = decode_routes(Says(world, token), world, [("a", "c")])
+        assert plain.valid.mean == 0.0 and plain.routes[0] == ["a", "c", token]
+        r = decode_routes(Says(world, token), world, [("a", "c")], detour="random", p=1.0)
+        assert r.routes[0][:4] == ["a", "c", "E", "E"] and list(r.detour_events.model_token[:2]) == [token, token]
+        # at the destination the model's own token stands: `end` makes the route valid
+        assert r.valid.mean == (1.0 if token == END else 0.0)
+
+
 # ---- map reconstruction ------------------------------------------------------------------------
 
 def test_legal_traversals_need_no_new_streets(tiny_city, walks):
@@ -345,3 +365,16 @@ def test_pairs_helpers(tiny_city, walks):
     assert len(pairs) == len(set(pairs)) == len({tuple(s[:2]) for s in walks})
     drawn = sample_pairs(tiny_city, 30, np.random.default_rng(0))
     assert all(o != d and tiny_city.can_reach_within(o, d, tiny_city.max_directions) for o, d in drawn)
+
+
+def test_end_at_destination_by_hand(tiny_city):
+    from interp.metrics.navigation import end_at_destination
+
+    seqs = tiny_city.generate(60, np.random.default_rng(7))
+    r = end_at_destination(WorldLM(tiny_city), tiny_city, seqs)
+    # the uniform world model gives `end` 1/|legal| at every destination visit, and its argmax
+    # (the first legal token in vocabulary order, a direction) is never `end`
+    visits = [1 / len(tiny_city.legal(q)) for s in seqs for q in tiny_city.states_along(s)
+              if q[0] == "at" and q[1] == q[2]]
+    assert r["visits"] == len(visits) and r["p_end"] == pytest.approx(np.mean(visits), rel=1e-5)
+    assert r["argmax_end"] == 0.0 and r["p_end_se"] > 0

@@ -17,8 +17,9 @@ Three tests of what a route-planning model can *do*, all on top of the LM protoc
    legal turn; in the authors' code, not the table). A replacement must keep the destination
    reachable within what is left of the cap (``StreetsWorld.can_reach_within``); when no other
    turn qualifies, no detour happens at that step and the step is counted as *blocked*. As in the
-   reference code, only a direction token is replaced, only at a legal state away from the
-   destination (a model that says ``end`` there, or is already lost, is left alone). A true world
+   reference code (``detour_analysis.py``), whatever the model emits is replaced — a direction, an
+   ``end`` away from the destination or a node token — at any legal state away from the
+   destination (a route already lost, or standing at its destination, is left alone). A true world
    model re-plans from wherever it is put, so its routes stay valid at any ``p``; the paper's
    shortest-path transformers collapse (0.99 → 0.08 at ``p = 0.1``), the random-walk one does not.
 
@@ -37,12 +38,16 @@ true world model that puts all its mass on a shortest-route turn and on ``end`` 
 destination, so its greedy routes are valid and shortest and survive any detours. The uniform
 oracle :class:`~interp.models.lm.WorldLM` is legal but no navigator: its argmax never says ``end``.
 
+Why greedy routes end: :func:`end_at_destination` measures ``P(end)`` where a route stands at its
+destination, beside the ideal predictor of the data (:class:`~interp.models.lm.IdealLM`).
+
 Layout: :mod:`~interp.metrics.navigation.routes` (pairs, decoding, :class:`RouteResult`),
-:mod:`~interp.metrics.navigation.detours`, :mod:`~interp.metrics.navigation.reconstruction`,
+:mod:`~interp.metrics.navigation.detours`, :mod:`~interp.metrics.navigation.ending`, :mod:`~interp.metrics.navigation.reconstruction`,
 :mod:`~interp.metrics.navigation.oracle`.
 """
 
 from interp.metrics.navigation.detours import DEFAULT_DETOUR_PROBS, DetourResult, detour_test
+from interp.metrics.navigation.ending import end_at_destination
 from interp.metrics.navigation.oracle import ShortestPathLM
 from interp.metrics.navigation.reconstruction import (
     HALF_MILE_M,
@@ -63,6 +68,7 @@ from interp.metrics.navigation.routes import (
 
 __all__ = [
     "DETOUR_KINDS", "DEFAULT_DETOUR_PROBS", "HALF_MILE_M", "DetourResult", "MapReconstruction",
-    "RouteResult", "ShortestPathLM", "choose_tokens", "decode_routes", "detour_test", "greedy_routes",
+    "RouteResult", "ShortestPathLM", "choose_tokens", "decode_routes", "detour_test", "end_at_destination",
+    "greedy_routes",
     "pairs_from_sequences", "parse_traversal", "reconstruct_map", "sample_pairs", "sample_routes",
 ]

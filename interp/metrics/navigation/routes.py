@@ -140,8 +140,8 @@ def _detour(world: StreetsWorld, row: _Row, token: str, logprobs: Tensor, kind: 
     """Apply one detour draw that came up (see the :mod:`interp.metrics.navigation` docstring);
     returns the token to emit."""
     state = row.state
-    if state is None or state[0] != "at" or state[1] == state[2] or token not in _DIRECTION_SET:
-        return token  # lost already, at the destination, or not a turn: nothing to replace
+    if state is None or state[0] != "at" or state[1] == state[2]:
+        return token  # lost already or at the destination: nothing to replace
     node, dest = state[1], state[2]
     budget = max_dirs - (len(row.tokens) + 1)  # directions left after this one
     graph, vocab = world.graph, world.vocab
