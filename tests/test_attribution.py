@@ -212,6 +212,18 @@ def test_matches_the_exact_maps_near_the_linear_regime(gentle, pair, arch):
         assert a["n_sites"] == x.size
 
 
+def test_exact_cells_equal_the_transformer_lens_maps(bridges, pair):
+    """``--verify-top``'s exact measurement of single cells equals the full TransformerLens map."""
+    bridge = bridges["llama"]
+    clean, corrupted, legal = pair
+    metric = legal_mass(legal)
+    for comp, axis, cells in (("resid_pre", "pos", [(1, 3), (0, 3), (1, 6)]), ("heads", "head", [(1, 0), (0, 1)])):
+        full = activation_patching(bridge, clean, corrupted, metric, comp).mean()
+        got = exact_cells(bridge, clean, corrupted, metric, comp, cells).mean(dim=1).numpy()
+        want = np.array([full.loc[layer, second] for layer, second in cells])
+        np.testing.assert_allclose(got, want, atol=1e-5, err_msg=comp)
+
+
 def test_direct_effect_frame_matches_the_exact_one(bridges, tiny_city):
     """Same rows and columns as direct_effect_patching; layer 0 (embeddings, identical at aligned
     positions) is exactly 0 in both; a pair of identical prompts estimates 0 everywhere."""
