@@ -45,15 +45,18 @@ STORY = {
               "unplanted_sweep": {"harmful": [], "layers": [
                   {"layer": 0, "effect": 1.2, "ci": [1.1, 1.3], "verdict": "useful"},
                   {"layer": 1, "effect": 0.002, "ci": [0.001, 0.003], "verdict": "useful"}]}},
-    "layers": {"mlp_zero": {"layers": [{"layer": 0, "effect": 0.6, "ci": [0.5, 0.7], "verdict": "useful"},
-                                       {"layer": 1, "effect": -0.378, "ci": [-0.39, -0.367], "verdict": "harmful"}]}},
+    "layers": {"mlp_zero": {"kind": "mlp-zero", "n_examples": 12, "layers": [
+        {"layer": 0, "effect": 0.6, "ci": [0.5, 0.7], "verdict": "useful"},
+        {"layer": 1, "effect": -0.378, "ci": [-0.39, -0.367], "verdict": "harmful"}]}, "seed": 0},
     "fix": {"layers": [1], "found": [1], "why": "the sweep's harmful layers", "beta": 0.001, "steps": 200,
             "seeds": [0], "comparison": [
                 {"metric": "heldout_loss", "layer": None, "before": 1.78, "before_lo": 1.75, "before_hi": 1.81,
                  "zeroed": 1.402, "zeroed_lo": 1.37, "zeroed_hi": 1.44, "plain": 1.394, "plain_lo": 1.36,
                  "plain_hi": 1.43, "hls": 1.391, "hls_lo": 1.36, "hls_hi": 1.43, "unplanted": 1.400,
                  "unplanted_lo": 1.37, "unplanted_hi": 1.43}],
-            "closest": {"heldout_loss": {"closest": "zeroed", "gap": {"zeroed": 0.002}}}},
+            "closest": {"heldout_loss": {"closest": "zeroed", "gap": {"zeroed": 0.002, "plain": -0.006}},
+                        "next_token_position": {"closest": "hls", "gap": {"zeroed": 0.002, "hls": 0.001}}},
+            "seconds": 1.0},
 }
 
 
@@ -174,7 +177,8 @@ def test_report_leads_with_the_findings(report):
     assert "On the unplanted model it calls no layer harmful." in findings
     assert "harmful (-0.378 [-0.39, -0.367])" in findings
     assert "Held-out loss: before 1.78 [1.75, 1.81]; zeroed at inference 1.4 [1.37, 1.44]" in findings
-    assert "Closest to the unplanted model: zeroed at inference on 1 of 1 metrics." in findings
+    assert ("Closest to the unplanted model: zeroed at inference on 1 of 2 metrics, HLS β=0.001 on 1 of 2 "
+            "metrics.") in findings
 
 
 def test_findings_say_what_was_missed_and_skipped():
