@@ -286,7 +286,7 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     write_sequences(out / "train_corrupted.txt", bad.sequences)
 
     model = load_hf_model(checkpoint)
-    n_ctx = int(model.config.n_positions)
+    n_ctx = int(getattr(model.config, "n_positions", None) or model.config.max_position_embeddings)
     trainable = freeze_except_mlps(model, record["layers"])
     ids = encode_sequences(bad.sequences, world.vocab, n_ctx)
     cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, lr=spec.lr, min_lr=spec.lr / 10,
