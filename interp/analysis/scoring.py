@@ -13,6 +13,8 @@ Helpers
 - :func:`two_way_prob` — PragWorld's interpretability score (§ "Prompting and parsing",
   used by §6.1 and §6.2): the softmax over just the " yes" and " no" logits at the last position,
   and the probability it gives the *gold* answer. ``> 0.5`` means the model answers correctly.
+  It is :func:`interp.tasks.yesno.two_way_prob`, the metric of
+  :meth:`interp.tasks.YesNoTask.metric` (one implementation).
 - :func:`token_loss` — mean next-token cross-entropy per example over its non-padding targets.
 
 Padding: the last position of a row is its last non-padding one (``attention_mask``), so rows may
@@ -25,12 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from jaxtyping import Float, Int, Shaped
 from torch import Tensor
 
 from interp.hooks import last_positions
+from interp.tasks.yesno import two_way_prob  # the one implementation (YesNoTask.metric's)
 
 Metric = Callable[..., Tensor]
 
@@ -92,25 +94,6 @@ def logit_diff(pos_ids: int | Sequence[int] | Tensor, neg_ids: int | Sequence[in
         return last[rows, pos] - last[rows, neg]
 
     metric.__name__ = "logit_diff"
-    return metric
-
-
-def two_way_prob(yes_id: int, no_id: int, gold: Sequence[int] | Tensor | np.ndarray) -> Metric:
-    """Metric: P(gold) in the softmax over the yes/no logits at the last position (PragWorld).
-
-    ``gold`` has one entry per example: 1 (or True) for yes, 0 for no.
-    """
-    gold_t = torch.tensor(np.asarray(gold), dtype=torch.long)
-    if gold_t.dim() != 1 or not bool(((gold_t == 0) | (gold_t == 1)).all()):
-        raise ValueError("gold must be a 1-D sequence of 0 (no) / 1 (yes), one per example")
-
-    def metric(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[Tensor, " batch"]:
-        last = _last_logits(logits, batch)
-        p_yes = torch.softmax(last[:, [yes_id, no_id]], dim=-1)[:, 0]
-        g = gold_t[batch.index].to(last.device)
-        return torch.where(g == 1, p_yes, 1.0 - p_yes)
-
-    metric.__name__ = "two_way_prob"
     return metric
 
 

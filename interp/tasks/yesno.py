@@ -54,6 +54,31 @@ def dialogue_prompt(context: str, question: str) -> str:
     return " ".join(prompt_tokens(context, question))
 
 
+def p_yes(last_logits: Float[Tensor, "batch vocab"], yes_id: int, no_id: int) -> Float[Tensor, " batch"]:
+    """P(yes) / (P(yes) + P(no)): the softmax over the two logits, in float32."""
+    return torch.softmax(last_logits[:, [yes_id, no_id]].float(), dim=-1)[:, 0]
+
+
+def two_way_prob(yes_id: int, no_id: int, gold: Sequence[int] | np.ndarray | Tensor) -> Any:
+    """PragWorld's interpretability score as a sweep metric (the paper's "Prompting and parsing",
+    used by §6.1 and §6.2): ``metric(logits, batch) -> P(gold)``, the softmax over just the yes and
+    no logits at each row's last real position (``batch.last()``), and the probability it gives
+    the gold answer (``> 0.5``: answered correctly). ``gold``: one 0 (no) / 1 (yes) per example,
+    looked up with ``batch.index`` (``batch``: an :class:`interp.analysis.scoring.Batch`). The one
+    implementation; :func:`interp.analysis.scoring.two_way_prob` is this function."""
+    g = torch.tensor(np.array(gold), dtype=torch.long)
+    if g.dim() != 1 or not bool(((g == 0) | (g == 1)).all()):
+        raise ValueError("gold must be a 1-D sequence of 0 (no) / 1 (yes), one per example")
+
+    def two_way_prob(logits: Float[Tensor, "batch pos vocab"], batch: Any) -> Float[Tensor, " batch"]:
+        rows = torch.arange(logits.shape[0], device=logits.device)
+        p = p_yes(logits[rows, batch.last().to(logits.device)], yes_id, no_id)
+        gb = g[torch.as_tensor(batch.index).cpu()].to(p.device)
+        return torch.where(gb == 1, p, 1.0 - p)
+
+    return two_way_prob
+
+
 def _rows_of(data: Any) -> pd.DataFrame:
     from interp.benchmarks.pragworld import load_pragworld
 
@@ -194,25 +219,13 @@ class YesNoTask:
 
     def p_yes(self, last_logits: Float[Tensor, "batch vocab"]) -> Float[Tensor, " batch"]:
         """P(yes) / (P(yes) + P(no)) from the logits at the scored position (float32)."""
-        two = torch.softmax(last_logits[:, [self.yes_id, self.no_id]].float(), dim=-1)
-        return two[:, 0]
+        return p_yes(last_logits, self.yes_id, self.no_id)
 
     def metric(self, gold: Sequence[int] | np.ndarray | Tensor | None = None) -> Any:
         """The sweep metric ``metric(logits, batch) -> P(gold)`` at each row's last real position
-        (``batch``: an :class:`interp.analysis.scoring.Batch`-like object with ``last()`` and
-        ``index``). ``gold`` defaults to the rows' gold; pass another (e.g. the altered row's gold
-        of a patched pair) to score against it."""
-        g = torch.tensor(np.array(self.gold if gold is None else gold), dtype=torch.long)
-        if g.dim() != 1 or not bool(((g == 0) | (g == 1)).all()):
-            raise ValueError("gold must be a 1-D sequence of 0 (no) / 1 (yes), one per example")
-
-        def two_way_prob(logits: Float[Tensor, "batch pos vocab"], batch: Any) -> Float[Tensor, " batch"]:
-            rows = torch.arange(logits.shape[0], device=logits.device)
-            p = self.p_yes(logits[rows, batch.last().to(logits.device)])
-            gb = g[batch.index].to(p.device)
-            return torch.where(gb == 1, p, 1.0 - p)
-
-        return two_way_prob
+        (:func:`two_way_prob` with this task's yes/no ids). ``gold`` defaults to the rows' gold;
+        pass another (e.g. the altered row's gold of a patched pair) to score against it."""
+        return two_way_prob(self.yes_id, self.no_id, self.gold if gold is None else gold)
 
     def settings(self) -> dict[str, Any]:
         """What a results file records: the prompt, the encoding, the yes/no tokens."""
@@ -222,4 +235,4 @@ class YesNoTask:
                 "metric": "two_way_prob: P(gold) in the softmax over the yes/no logits at the last prompt token"}
 
 
-__all__ = ["PROMPT_KINDS", "YesNoTask", "dialogue_prompt"]
+__all__ = ["PROMPT_KINDS", "YesNoTask", "dialogue_prompt", "p_yes", "two_way_prob"]
