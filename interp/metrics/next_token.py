@@ -73,8 +73,12 @@ def _top1_fn(model: Any, vocab) -> Any:
     if isinstance(model, BridgeLM):
         model = model.bridge
     if isinstance(model, torch.nn.Module):
+        from interp.models.device import model_device
+
+        device = model_device(model)  # inputs go where the model (its first module) lives
+
         def top1(ids):
-            return logits_of(model, ids).argmax(dim=-1).numpy()
+            return logits_of(model, ids.to(device)).argmax(dim=-1).cpu().numpy()
         return top1
     if isinstance(model, LM):
         def top1(ids):

@@ -57,6 +57,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from interp.models.device import model_device
 from interp.results import ratio_se, save_result
 from interp.train.data import encode_sequences
 from interp.worlds.base import World
@@ -182,7 +183,7 @@ def collect_activations(
     seq_idx, pos_idx, labels, skipped = _labelled_positions(world, sequences)
     features = torch.empty(len(layers), len(labels), int(bridge.cfg.d_model), dtype=torch.float32)
     stop = None if layers[-1] == n_layers else max(1, layers[-1] + 1)  # final LayerNorm: whole model
-    device = next(iter(bridge.parameters())).device
+    device = model_device(bridge)  # where the inputs go (under a device map: the first module's device)
     was_training = bridge.training
     bridge.eval()
     try:
