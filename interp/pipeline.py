@@ -148,11 +148,13 @@ def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progres
 
 
 def world_model_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any]) -> dict[str, Any]:
-    """Table 1 on this world: trained model, untrained transformer, true world model."""
+    """Table 1 on this world: trained model, untrained transformer, the ideal predictor of the
+    training data (when the world has a traversal process: the ceiling next-token training can
+    reach) and the true world model."""
     from interp.metrics.table import evaluate_lm, results_table, save_table, to_markdown
     from interp.models.checkpoint import load_checkpoint, save_checkpoint
     from interp.models.gpt2 import ModelConfig, build_gpt2
-    from interp.models.lm import BridgeLM, WorldLM
+    from interp.models.lm import BridgeLM, IdealLM, WorldLM
     from interp.viz.layers import draw_probe_layers
     from interp.viz.tables import draw_table1
     from interp.worlds.io import read_sequences
@@ -166,8 +168,10 @@ def world_model_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], A
     if not (untrained / "config.json").exists():
         save_checkpoint(build_gpt2(world.vocab, model_cfg), world, untrained)
     lms = {"untrained transformer": BridgeLM(load_checkpoint(untrained).bridge, world.vocab),
-           "trained model": BridgeLM(ckpt.bridge, world.vocab),
-           "true world model": WorldLM(world)}
+           "trained model": BridgeLM(ckpt.bridge, world.vocab)}
+    if callable(getattr(world, "traversal_process", None)):
+        lms["ideal predictor"] = IdealLM(world)
+    lms["true world model"] = WorldLM(world)
     rows, summaries = {}, {}
     for name, lm in lms.items():
         t = time.perf_counter()
@@ -187,15 +191,19 @@ def world_model_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], A
     out = {"table": table.to_dict(orient="records"), "summaries": summaries,
            "settings": {"pairs": cfg.mn_pairs, "depth": cfg.mn_depth, "estimator": cfg.estimator}}
     if getattr(world, "kind", None) == "streets" and cfg.map_routes:
-        out["navigation"] = navigation_stage(run_dir, lms["trained model"], world, test, cfg, log)
+        out["navigation"] = navigation_stage(run_dir, lms["trained model"], world, test, cfg, log,
+                                             ideal=lms.get("ideal predictor"))
     return out
 
 
 def navigation_stage(run_dir: Path, lm: Any, world: Any, test: list, cfg: AnalysisConfig,
-                     log: Callable[[str], Any]) -> dict[str, Any]:
-    """Streets only: greedy routes between held-out (origin, destination) pairs, and the map
-    reconstructed from routes sampled at temperature 1 (Vafa et al. App. B) → ``map.png``."""
-    from interp.metrics.navigation import decode_routes, pairs_from_sequences, reconstruct_map
+                     log: Callable[[str], Any], ideal: Any = None) -> dict[str, Any]:
+    """Streets only: greedy routes between held-out (origin, destination) pairs, ``P(end)`` where
+    held-out routes stand at their destination (what decides whether greedy routes end), both
+    beside the ideal predictor of the data when given (``ideal_routes``, ``end_at_destination``),
+    and the map reconstructed from routes sampled at temperature 1 (Vafa et al. App. B) →
+    ``map.png``."""
+    from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences, reconstruct_map
     from interp.viz.maps import draw_reconstruction
 
     pairs = pairs_from_sequences(test)[: cfg.map_routes]
@@ -206,8 +214,20 @@ def navigation_stage(run_dir: Path, lm: Any, world: Any, test: list, cfg: Analys
     greedy.save(folder, "routes")
     rec.save(folder, "map")
     draw_reconstruction(rec, run_dir / "map.png")
-    log(f"routes: {greedy}\nmap from {len(pairs)} sampled routes: {rec}")
-    return {"routes": greedy.summary(), "map": rec.summary()}
+    ending = {"trained model": end_at_destination(lm, world, test[: cfg.map_routes])}
+    out = {"routes": greedy.summary(), "map": rec.summary()}
+    if ideal is not None:
+        ideal_greedy = decode_routes(ideal, world, pairs, seed=cfg.seed)
+        ideal_greedy.save(folder, "ideal_routes")
+        out["ideal_routes"] = ideal_greedy.summary()
+        ending["ideal predictor"] = end_at_destination(ideal, world, test[: cfg.map_routes])
+        log(f"ideal predictor's routes: {ideal_greedy}")
+    out["end_at_destination"] = ending
+    log(f"routes: {greedy}\n" + "".join(
+        f"P(end | at the destination), {name}: {e['p_end']:.3f} ± {e['p_end_se']:.3f} (argmax end at "
+        f"{e['argmax_end']:.0%} of {e['visits']} visits)\n" for name, e in ending.items())
+        + f"map from {len(pairs)} sampled routes: {rec}")
+    return out
 
 
 def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any],

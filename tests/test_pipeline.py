@@ -43,7 +43,10 @@ def test_every_stage_writes_its_part(tiny_job):
     _, _, results = tiny_job
     run = Path(results["run_dir"])
     table = {r["model"]: r for r in results["world_model"]["table"]}
-    assert set(table) == {"untrained transformer", "trained model", "true world model"}
+    assert set(table) == {"untrained transformer", "trained model", "ideal predictor", "true world model"}
+    assert "ideal predictor" in results["world_model"]["summaries"]
+    nav = results["world_model"]["navigation"]
+    assert nav["ideal_routes"]["valid"] > 0.9 and set(nav["end_at_destination"]) == {"trained model", "ideal predictor"}
     oracle = table["true world model"]
     assert [oracle[k] for k in ("next_token", "compression_precision", "distinction_precision",
                                 "distinction_recall")] == [1.0, 1.0, 1.0, 1.0]

@@ -1,7 +1,9 @@
 """The Table-1-style comparison of models (Vafa et al. 2024, Table 1).
 
-Rows are models; columns are the next-token test, the best layer's current-state probe, the
-compression precision, and the distinction precision and recall, each as mean ± standard error.
+Rows are models; columns are the next-token test (positions from the first direction on), the
+current-state probe of the last layer (after the final LayerNorm, HF ``hidden_states[-1]``, as the
+reference code probes; ``probe_layer="best"`` takes the best layer instead), the compression
+precision, and the distinction precision and recall, each as mean ± standard error.
 Missing cells (e.g. no probe for the oracle) print as "—".
 """
 
@@ -18,7 +20,7 @@ from interp.results import Estimate
 
 COLUMNS: tuple[str, ...] = ("next_token", "probe", "compression_precision", "distinction_precision",
                             "distinction_recall")
-HEADERS = {"next_token": "next-token", "probe": "probe (best layer)",
+HEADERS = {"next_token": "next-token", "probe": "probe",
            "compression_precision": "compression prec.", "distinction_precision": "distinction prec.",
            "distinction_recall": "distinction rec."}
 
@@ -26,11 +28,15 @@ HEADERS = {"next_token": "next-token", "probe": "probe (best layer)",
 def evaluate_lm(lm: Any, world: Any, test: Sequence[Sequence[str]], *,
                 probe_data: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]] | None = None,
                 pairs: int = 300, depth: int = 5, estimators: Sequence[str] = ("exact",), seed: int = 0,
-                max_nodes: int = 1024) -> tuple[dict[str, dict[str, Estimate | None]], dict[str, Any]]:
-    """The table's row for one LM: the next-token test on ``test``, the best layer's probe (when
-    ``probe_data = (train, test)`` is given and the LM is a bridge), and the Myhill–Nerode metrics
+                max_nodes: int = 1024, probe_layer: str = "last"
+                ) -> tuple[dict[str, dict[str, Estimate | None]], dict[str, Any]]:
+    """The table's row for one LM: the next-token test on ``test``, the probe of the last layer
+    (``probe_layer="last"``: after the final LayerNorm; ``"best"``: the best layer) when
+    ``probe_data = (train, test)`` is given and the LM is a bridge, and the Myhill–Nerode metrics
     with each of ``estimators``. Returns ``({estimator: cells}, summaries)``: the cells of one row
     per estimator and every number behind them."""
+    if probe_layer not in ("last", "best"):
+        raise ValueError(f"probe_layer must be 'last' or 'best', got {probe_layer!r}")
     from interp.metrics.myhill_nerode import myhill_nerode
     from interp.metrics.next_token import next_token_test
     from interp.metrics.probes import probe_layers
@@ -41,8 +47,9 @@ def evaluate_lm(lm: Any, world: Any, test: Sequence[Sequence[str]], *,
     bridge = getattr(lm, "bridge", None)
     if probe_data is not None and bridge is not None:
         pr = probe_layers(bridge, world, probe_data[0], probe_data[1])
-        best = pr.layers.loc[pr.layers["index"] == pr.best_layer].iloc[0]
-        probe = Estimate(float(best["accuracy"]), float(best["se"]), int(best["n_test"]))
+        row = pr.layers.iloc[-1] if probe_layer == "last" else \
+            pr.layers.loc[pr.layers["index"] == pr.best_layer].iloc[0]
+        probe = Estimate(float(row["accuracy"]), float(row["se"]), int(row["n_test"]))
         summaries["probe"] = pr.summary()
     cells = {}
     for estimator in estimators:
