@@ -1,5 +1,10 @@
 """Myhill–Nerode metrics: the exact estimator vs the paper's sampled one (M = 30), same pairs.
 
+The sampled estimator runs as the reference code does (continuations until ``end`` or the 128-token
+cap, nothing after ``end`` scored, one prefix length per pair); at the end, the same pairs are also
+scored once with continuations cut at ``--depth`` tokens (this package's earlier rule), to show how
+much that cut changes the sampled scores.
+
 For one trained model and the same state pairs (same ``--seed``), after a warm-up on other pairs,
 each estimator runs each metric ``max(2, --seeds)`` times, interleaved (exact, sampled, exact, …;
 the sampled runs redraw their continuations, same pairs). We report forward tokens
@@ -58,12 +63,13 @@ def peak_rss_mb() -> float:
 
 
 def run(world, lm, estimator: str, metric: str, args, sample_seed: int | None = None,
-        pairs: int | None = None, seed: int | None = None) -> dict:
+        pairs: int | None = None, seed: int | None = None, continuations: str = "to_end") -> dict:
     before = lm.forward_tokens
     t, c = time.perf_counter(), time.process_time()
     r = myhill_nerode(world, lm, rule=Epsilon(args.epsilon), depth=args.depth, pairs=pairs or args.pairs,
                       estimator=estimator, samples=args.samples, seed=args.seed if seed is None else seed,
-                      metrics=(metric,), sample_seed=sample_seed, max_nodes=args.max_nodes)
+                      metrics=(metric,), sample_seed=sample_seed, max_nodes=args.max_nodes,
+                      continuations=continuations)
     s = r.summary()
     s["wall"] = time.perf_counter() - t
     s["cpu"] = time.process_time() - c
@@ -117,6 +123,11 @@ def compare(world, lm, args) -> None:
           f"(ratio {totals['exact'] / totals['sampled']:.2f})\n")
     print(f"spread over {reps} sampling seeds (same pairs) vs the exact estimator:")
     print("\n".join(spreads))
+    print(f"\nsampled, continuations cut at {args.depth} tokens (the earlier rule), same pairs, first sampling seed:")
+    for metric in ("compression", "distinction"):
+        s = run(world, lm, "sampled", metric, args, continuations="depth")
+        scores = ", ".join(f"{k.split('_', 1)[1]} {s[k]:.3f}" for k in SCORES if k.startswith(metric))
+        print(f"  {metric:<12} {scores}")
     print(f"\npeak RSS {peak_rss_mb():.0f} MB")
 
 

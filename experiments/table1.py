@@ -5,10 +5,16 @@ distributions — shortest paths, noisy shortest paths, random walks (App. F) �
 token budget (the same number of training tokens per step and the same steps). Each model, an
 untrained one and the true world model (oracle) are then scored on the same held-out material:
 
-- the next-token test and the current-state probe (best layer), both on held-out routes of the
-  model's own traversal distribution (random walks for the untrained model), and the Myhill–Nerode compression and
-  distinction metrics (exact estimator, ε = 0.01, depth 5, the same state pairs for every model);
-- detours (Table 2): valid-route rate under random and adversarial detours.
+- the next-token test and the current-state probe (after the final LayerNorm, the reference's
+  last layer), both on held-out routes of the model's own traversal distribution (random walks for
+  the untrained model), and the Myhill–Nerode compression and distinction metrics (ε = 0.01,
+  depth 5, the same state pairs for every model);
+- detours (Table 2): valid-route rate under random and adversarial detours, each model on the
+  (origin, destination) pairs of its own held-out routes (as the reference's ``detour_analysis.py``).
+
+Reference rows beside the trained models: the ideal predictors of the random-walk and the
+shortest-path data (:class:`~interp.models.lm.IdealLM`, the ceiling a model trained on that data
+can reach) and the true world model.
 
 The Myhill–Nerode metrics are computed with both estimators: ``exact`` (enumerated boundaries)
 and ``sampled`` (the paper's procedure, M = 30). Writes ``<out>/table1_{exact,sampled}.{csv,md}``, ``<out>/detours.{csv,md}``, ``<out>/results.json`` and
@@ -37,7 +43,7 @@ import numpy as np  # noqa: E402
 from interp.metrics.navigation import detour_test, pairs_from_sequences  # noqa: E402
 from interp.metrics.table import evaluate_lm, results_table, save_table, to_markdown  # noqa: E402
 from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpoint  # noqa: E402
-from interp.models.lm import BridgeLM, WorldLM  # noqa: E402
+from interp.models.lm import BridgeLM, IdealLM, WorldLM  # noqa: E402
 from interp.results import write_json  # noqa: E402
 from interp.viz.tables import draw_table1  # noqa: E402
 from interp.train import TrainConfig, encode_sequences, train  # noqa: E402
@@ -110,9 +116,12 @@ def main() -> None:
         lms[LABELS[k]] = BridgeLM(load_checkpoint(out / k / "best").bridge, world.vocab)
         own_test[LABELS[k]] = te
     save_checkpoint(build_gpt2(world.vocab, mcfg), world, out / "untrained")
+    ideal = {f"ideal: {LABELS[k]}": IdealLM(worlds[k]) for k in ("shortest_paths", "random_walks")}
     lms = {"untrained transformer": BridgeLM(load_checkpoint(out / "untrained").bridge, world.vocab), **lms,
-           "true world model": WorldLM(world)}
+           **ideal, "true world model": WorldLM(world)}
     own_test["untrained transformer"] = own_test["true world model"] = data["random_walks"][1]
+    for k in ("shortest_paths", "random_walks"):
+        own_test[f"ideal: {LABELS[k]}"] = data[k][1]
     own_data = {LABELS[k]: data[k] for k in KINDS}
 
     rw_train, rw_test = data["random_walks"]
@@ -138,12 +147,12 @@ def main() -> None:
         print(f"\nTable 1 ({estimator} estimator)\n" + to_markdown(tables[estimator]))
     table = tables["exact"]
 
-    pairs = pairs_from_sequences(rw_test)[: args.routes]
     detours = {}
-    for k in KINDS:
-        d = detour_test(lms[LABELS[k]], world, pairs, kinds=("random", "adversarial"), seed=args.seed)
-        detours[LABELS[k]] = d
-        print(f"\n[{LABELS[k]}] detours: valid-route rate\n{d.format_table()}", flush=True)
+    for name in [*(LABELS[k] for k in KINDS), *ideal]:
+        pairs = pairs_from_sequences(own_test[name])[: args.routes]  # the model's own held-out pairs
+        d = detour_test(lms[name], world, pairs, kinds=("random", "adversarial"), seed=args.seed)
+        detours[name] = d
+        print(f"\n[{name}] detours: valid-route rate\n{d.format_table()}", flush=True)
     det = _detour_markdown(detours)
     (out / "detours.md").write_text(det)
     import pandas as pd
