@@ -351,15 +351,17 @@ def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress:
 
 def closest_to_reference(comparison: list[dict[str, Any]], names: Sequence[str],
                          reference: str = "unplanted") -> dict[str, Any]:
-    """Per scalar repair metric, the repair (``before`` and every name but the reference) whose
-    value lies closest to the reference model's, and each one's gap (value − reference)."""
+    """Per scalar repair metric, the models (``before`` and every name but the reference) whose
+    value lies closest to the reference model's — all of them on a tie — and each one's gap
+    (value − reference)."""
     out: dict[str, Any] = {}
     for row in comparison:
         if row["metric"] not in REPAIR_METRICS or row.get(reference) is None:
             continue
         gaps = {m: row[m] - row[reference] for m in ["before", *names] if m != reference and row.get(m) is not None}
         if gaps:
-            out[row["metric"]] = {"closest": min(gaps, key=lambda m: abs(gaps[m])), "gap": gaps}
+            best = min(abs(g) for g in gaps.values())
+            out[row["metric"]] = {"closest": [m for m, g in gaps.items() if abs(g) <= best + 1e-12], "gap": gaps}
     return out
 
 
@@ -370,7 +372,7 @@ def choose_hls_layers(explicit: tuple[int, ...], verdict_rows: list[dict[str, An
         return list(explicit), "given in the config"
     harmful = [r["layer"] for r in verdict_rows if r["verdict"] == "harmful"]
     if harmful:
-        return harmful, "the MLP zero-out sweep's harmful layers (bootstrap interval of the benefit above 0)"
+        return harmful, "the MLP zero-out sweep's harmful layers"
     return [], "the MLP zero-out sweep found no harmful layer: nothing to suppress, HLS skipped"
 
 

@@ -70,6 +70,7 @@ def test_every_stage_writes_its_part(tiny_job):
     assert {"before", "plain", "hls", "zeroed", "unplanted"} <= set(loss)
     assert loss["zeroed"] < loss["before"]  # removing the planted harm helps at once
     assert set(fix["closest"]) >= {"heldout_loss", "mn_compression_precision"}
+    assert all(set(c["closest"]) <= {"before", "plain", "hls", "zeroed"} and c["closest"] for c in fix["closest"].values())
     # HLS (beta 0.1) lowers the suppressed layer's mean squared MLP output below plain fine-tuning's
     rows = [r for r in fix["table"] if r["metric"] == "mlp_out_sq" and r["layer"] == fix["layers"][0]]
     value = {r["model"]: r["value"] for r in rows}
@@ -106,3 +107,19 @@ def test_fix_stage_skips_hls_when_the_sweep_finds_no_harmful_layer(tmp_path):
     assert out["skipped"] and out["layers"] == [] and out["found"] == []
     assert any("nothing to suppress" in s for s in said)
     assert not (tmp_path / "finetune").exists()
+
+
+def test_closest_repair_is_worked_out_by_hand_and_ties_count_for_each():
+    from interp.pipeline import closest_to_reference
+
+    rows = [{"metric": "heldout_loss", "layer": None, "before": 2.0, "plain": 1.5, "hls": 1.45, "zeroed": 1.55,
+             "unplanted": 1.5},
+            {"metric": "mn_compression_precision", "layer": None, "before": 0.1, "plain": 0.3, "hls": 0.22,
+             "zeroed": 0.22, "unplanted": 0.21},
+            {"metric": "mlp_out_sq", "layer": 3, "before": 500.0, "plain": 60.0, "hls": 7.0}]
+    out = closest_to_reference(rows, ["plain", "hls", "zeroed", "unplanted"])
+    assert set(out) == {"heldout_loss", "mn_compression_precision"}
+    assert out["heldout_loss"]["closest"] == ["plain"]
+    assert out["heldout_loss"]["gap"] == {"before": 0.5, "plain": 0.0, "hls": pytest.approx(-0.05),
+                                          "zeroed": pytest.approx(0.05)}
+    assert out["mn_compression_precision"]["closest"] == ["hls", "zeroed"]

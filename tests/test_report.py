@@ -54,8 +54,8 @@ STORY = {
                  "zeroed": 1.402, "zeroed_lo": 1.37, "zeroed_hi": 1.44, "plain": 1.394, "plain_lo": 1.36,
                  "plain_hi": 1.43, "hls": 1.391, "hls_lo": 1.36, "hls_hi": 1.43, "unplanted": 1.400,
                  "unplanted_lo": 1.37, "unplanted_hi": 1.43}],
-            "closest": {"heldout_loss": {"closest": "zeroed", "gap": {"zeroed": 0.002, "plain": -0.006}},
-                        "next_token_position": {"closest": "hls", "gap": {"zeroed": 0.002, "hls": 0.001}}},
+            "closest": {"heldout_loss": {"closest": ["zeroed"], "gap": {"zeroed": 0.002, "plain": -0.006}},
+                        "next_token_position": {"closest": ["hls"], "gap": {"zeroed": 0.002, "hls": 0.001}}},
             "seconds": 1.0},
 }
 
@@ -178,7 +178,7 @@ def test_report_leads_with_the_findings(report):
     assert "harmful (-0.378 [-0.39, -0.367])" in findings
     assert "Held-out loss: before 1.78 [1.75, 1.81]; zeroed at inference 1.4 [1.37, 1.44]" in findings
     assert ("Closest to the unplanted model: zeroed at inference on 1 of 2 metrics, HLS β=0.001 on 1 of 2 "
-            "metrics.") in findings
+            "metrics (ties counted for each).") in findings
 
 
 def test_findings_say_what_was_missed_and_skipped():

@@ -487,7 +487,7 @@ def _repair_part(fix: dict[str, Any]) -> str:
               if any(_num_ok(r.get(m)) for r in comp.values())]
     names = {"before": "before (the analysed model)", "zeroed": "zeroed at inference", "plain": "plain fine-tuning",
              "hls": f"HLS β={fix.get('beta')}", "unplanted": "unplanted (the target)"}
-    parts = [f"Suppressed {_layers_text(fix['layers'])} ({html.escape(str(fix.get('why', '')))}), three ways: "
+    parts = [f"Suppressed {_layers_text(fix['layers'])} — {html.escape(str(fix.get('why', '')))} — three ways: "
              f"zeroing the MLP at inference, HLS fine-tuning (β = {fix.get('beta')}, {fix.get('steps')} steps, seeds "
              f"{fix.get('seeds')}) and plain fine-tuning on the same clean data and steps."]
     loss = comp.get("heldout_loss")
@@ -499,10 +499,12 @@ def _repair_part(fix: dict[str, Any]) -> str:
     if closest:
         tally: dict[str, int] = {}
         for c in closest.values():
-            tally[c["closest"]] = tally.get(c["closest"], 0) + 1
+            for m in ([c["closest"]] if isinstance(c["closest"], str) else c["closest"]):
+                tally[m] = tally.get(m, 0) + 1
         best = sorted(tally.items(), key=lambda kv: -kv[1])
         parts.append("Closest to the unplanted model: " + ", ".join(
-            f"{names.get(m, m).split(' (')[0]} on {n} of {len(closest)} metrics" for m, n in best) + ".")
+            f"{names.get(m, m).split(' (')[0]} on {n} of {len(closest)} metrics" for m, n in best)
+            + " (ties counted for each).")
     body = []
     for key, head, lower in _REPAIR_COLUMNS:
         r = comp.get(key)
@@ -558,7 +560,7 @@ def _default_sequences(run_dir: Path, model: Any, n: int) -> list[list[str]]:
 
 
 def _circuits_sections(run_dir: Path, coll: _Collected, model: Any, sequences: Any, n_sequences: int,
-                       max_tokens: int) -> tuple[list[Section], list[Any]]:
+                       max_tokens: int, placement: Any = None) -> tuple[list[Section], list[Any]]:
     from interp.viz import circuits
 
     sections, components = [], []
@@ -587,7 +589,7 @@ def _circuits_sections(run_dir: Path, coll: _Collected, model: Any, sequences: A
         if isinstance(source, (str, Path)):
             from interp.models.checkpoint import load_checkpoint
 
-            source = load_checkpoint(source)
+            source = load_checkpoint(source, placement=placement)
         seqs = list(sequences) if sequences is not None else _default_sequences(run_dir, source, n_sequences)
         if not seqs:
             coll.missing.append("attention patterns (no sequences: no data/test.txt and none given)")
@@ -611,7 +613,8 @@ def _circuits_sections(run_dir: Path, coll: _Collected, model: Any, sequences: A
 
 
 def render_report(run_dir: str | Path, *, model: Any = None, sequences: Sequence[Any] | None = None,
-                  max_rows: int = 20, n_sequences: int = 2, max_tokens: int = 24, title: str | None = None) -> str:
+                  max_rows: int = 20, n_sequences: int = 2, max_tokens: int = 24, title: str | None = None,
+                  placement: Any = None) -> str:
     """The report's HTML (see :func:`write_report`)."""
     from interp.viz.circuits import bundle_script
 
@@ -619,7 +622,8 @@ def render_report(run_dir: str | Path, *, model: Any = None, sequences: Sequence
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist")
     coll = collect(run_dir, max_rows)
-    cv_sections, components = _circuits_sections(run_dir, coll, model, sequences, n_sequences, max_tokens)
+    cv_sections, components = _circuits_sections(run_dir, coll, model, sequences, n_sequences, max_tokens,
+                                                 placement)
     sections = coll.sections[:1] + [s for s in coll.sections[1:] if s.anchor != "s-checkpoints-and-data"]
     sections += cv_sections + [s for s in coll.sections if s.anchor == "s-checkpoints-and-data"]
     name = title or f"interp run: {run_dir.resolve().name}"
@@ -654,16 +658,17 @@ def render_report(run_dir: str | Path, *, model: Any = None, sequences: Sequence
 
 def write_report(run_dir: str | Path, *, model: Any = None, sequences: Sequence[Any] | None = None,
                  max_rows: int = 20, n_sequences: int = 2, max_tokens: int = 24, out: str | Path | None = None,
-                 title: str | None = None) -> Path:
+                 title: str | None = None, placement: Any = None) -> Path:
     """Write ``run_dir/report.html`` (or ``out``): everything the run folder holds, in one file.
 
     ``model``: the checkpoint for the attention patterns — a folder, a loaded ``Checkpoint``, a
     ``(bridge, vocab)`` pair, None for the run's ``best/`` (else ``last/``), or False for none.
     ``sequences``: token lists (or space-separated strings) to show; default the first
     ``n_sequences`` of ``data/test.txt``, cut to ``max_tokens`` tokens. ``max_rows``: rows shown
-    of each CSV. Returns the path written."""
+    of each CSV. ``placement``: where a checkpoint given as a folder is loaded
+    (:class:`~interp.models.device.Placement`; default the CPU, float32). Returns the path written."""
     text = render_report(run_dir, model=model, sequences=sequences, max_rows=max_rows, n_sequences=n_sequences,
-                         max_tokens=max_tokens, title=title)
+                         max_tokens=max_tokens, title=title, placement=placement)
     path = Path(out) if out else Path(run_dir) / REPORT_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
