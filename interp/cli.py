@@ -272,7 +272,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                     data=args.data, n=n, method=args.method, layers=layers, out=args.out, seed=args.seed,
                     batch_size=args.batch_size, length=args.length, edit_at=args.edit_at, grouping=args.grouping,
                     placement=_placement(args),
-                    verify_top=args.verify_top, log=sys.stderr)
+                    verify_top=args.verify_top, log=sys.stderr,
+                    prepend_bos={"auto": None, "on": True, "off": False}[args.prepend_bos],
+                    chat_template={"auto": None, "on": True, "off": False}[args.chat_template])
     if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports
         return 0
     s = run.summary()
@@ -639,7 +641,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "direct-effect: patch resid_pre from a one-token state-changing edit into the "
                         "original, loss on the original's tokens after the edit; activation-patching: "
                         "layer × position and layer × head heatmaps (transformer_lens.patching) of how much "
-                        "of the clean state's legal-token mass one patched activation restores")
+                        "of the clean state's legal-token mass one patched activation restores. On a PragWorld "
+                        "CSV all three score P(gold) of the label prompt; direct-effect and activation-patching "
+                        "patch the altered prompt into its original (activation-patching: pairs of equal token "
+                        "length, positions counted from the last token)")
+    s.add_argument("--prepend-bos", choices=("auto", "on", "off"), default="auto",
+                   help="PragWorld CSV: a BOS first as the model's own tokenizer adds it (auto, default), always "
+                        "(on) or never (off); see README 'Tokenizer settings'")
+    s.add_argument("--chat-template", choices=("auto", "on", "off"), default="off",
+                   help="PragWorld CSV: wrap the label prompt as a user message of the tokenizer's chat template: "
+                        "off (default: the reference layer analyses scored the bare prompt), auto (when it has "
+                        "one), on")
     s.add_argument("--length", type=int, default=12,
                    help="activation-patching: prefix length in tokens (default 12)")
     s.add_argument("--edit-at", type=int, default=4,

@@ -1,6 +1,7 @@
 """``interp sweep`` on a PragWorld file: MLP zero-out with per-category breakdown and the paper's
 raw accuracy rule; direct-effect patching on (original, alteration) pairs, with the reference's
-pair filter counted."""
+pair filter counted. Activation patching of the pairs, and ``--prepend-bos``, against a raw HF
+model with PyTorch hooks: ``tests/test_pragworld_patching.py``."""
 
 from __future__ import annotations
 
@@ -109,8 +110,25 @@ def test_direct_effect_patches_the_pairs_the_reference_would(model_dir, data_csv
     assert len(run.sweep.frame) == differ * 2  # one row per pair × layer
 
 
-def test_bad_kind_and_missing_tokenizer(model_dir, data_csv, tmp_path):
+def test_bad_kind_and_activation_patching_without_equal_length_pairs(model_dir, data_csv, tmp_path):
+    """Every sweep kind runs on a PragWorld file; activation patching needs (original, alteration)
+    pairs of equal token length and says so, with the counts, when the reference's filter leaves
+    none (here the one pair whose answer changes is a negation, one word longer)."""
     from interp.analysis import run_sweep
+    from interp.analysis.pragworld_sweep import run_pragworld_sweep
+    from interp.analysis.scoring import forward
+    from interp.models import load_bridge
+    from interp.tasks import YesNoTask
 
-    with pytest.raises(ValueError, match="mlp-zero or direct-effect"):
-        run_sweep(model_dir, data=data_csv, kind="activation-patching")
+    with pytest.raises(ValueError, match="mlp-zero, direct-effect, activation-patching"):
+        run_pragworld_sweep(model_dir, data_csv, kind="activation")
+    rows = load_pragworld(data_csv).rows
+    task = YesNoTask.pragworld(model_dir, rows)
+    ids, mask = task.inputs()
+    last = forward(load_bridge(model_dir).eval(), ids, mask)[torch.arange(len(rows)), mask.sum(1) - 1]
+    answer = (last[:, task.yes_id] > last[:, task.no_id]).long().numpy()
+    changed = [(o, i) for o, i in task.pairs()[0] if answer[o] != answer[i]]
+    assert changed and all(len(task.ids[o]) != len(task.ids[i]) for o, i in changed), "fixture weights changed?"
+    csv = write_pragworld_csv(rows.assign(gold=answer, answer=np.where(answer == 1, "yes", "no")), tmp_path / "own.csv")
+    with pytest.raises(ValueError, match=f"none of the {len(changed)} .* equal token length .*'answer unchanged'"):
+        run_sweep(model_dir, data=csv, kind="activation-patching", out=tmp_path / "ap")

@@ -17,6 +17,14 @@ reference layer analyses scored the bare prompt. ``interp pragworld eval --promp
   score is P(altered gold) minus the unpatched original's. Like the reference, only pairs where the
   model answers the alteration correctly *and* changes its answer from the original are patched;
   the others are counted by reason, never dropped silently.
+- ``activation-patching``: the same pairs (the same filter), restricted to those whose original
+  and altered ids have equal length (TransformerLens's patching runs the two inputs position by
+  position, without padding; the others are counted as ``token lengths differ``). The altered
+  prompt is the *clean* run (the source of the activations), the original the *corrupted* one (the
+  run patched), the metric P(altered gold) — the direction of ``direct-effect``. Maps: the residual
+  stream entering each layer patched at one position (layer × position) and each attention head's
+  output patched at all positions (layer × head), on ``transformer_lens.patching``
+  (:func:`pair_activation_patching`).
 """
 
 from __future__ import annotations
@@ -28,9 +36,186 @@ from typing import Any
 import numpy as np
 import torch
 
-from interp.analysis.runner import SweepRun, accelerator, check_layers, is_main, sharded
+from interp.analysis.runner import PatchingRun, SweepRun, accelerator, check_layers, is_main, sharded
 from interp.train.distributed import rank_and_size
 from interp.analysis.scoring import Batch, forward
+
+
+#: the sweep kinds on a PragWorld file (all of :data:`interp.analysis.runner.KINDS`)
+PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
+
+
+def reference_pairs(bridge: Any, task: Any, batch_size: int = 32) -> tuple[list[tuple[int, int]], dict[str, int]]:
+    """``(pairs, skipped)``: the (original row, alteration row) pairs of ``task`` (a
+    :class:`interp.tasks.YesNoTask`) that the reference patches (§6.1) — the model answers the
+    alteration correctly (P(gold) > 0.5) *and* its answer differs from the original's — and how
+    many pairs each reason left out (``no original in group``, ``alteration answered wrongly``,
+    ``answer unchanged``)."""
+    ids, mask = task.inputs()
+    metric = task.metric()
+    p_gold = np.concatenate([
+        metric(forward(bridge, ids[a:a + batch_size], mask[a:a + batch_size]),
+               Batch(ids[a:a + batch_size], mask[a:a + batch_size],
+                     torch.arange(a, min(a + batch_size, len(task))))).float().cpu().numpy()
+        for a in range(0, len(task), batch_size)])
+    gold = task.gold
+    answer = np.where(p_gold > 0.5, gold, 1 - gold)
+    candidates, unpaired = task.pairs()
+    pairs: list[tuple[int, int]] = []
+    skipped = {"no original in group": unpaired, "alteration answered wrongly": 0, "answer unchanged": 0}
+    for o, i in candidates:
+        if answer[i] != gold[i]:
+            skipped["alteration answered wrongly"] += 1
+        elif answer[i] == answer[o]:
+            skipped["answer unchanged"] += 1
+        else:
+            pairs.append((o, i))
+    return pairs, skipped
+
+
+def _merge_maps(parts: list[tuple[Any, list[int], int]], rows: list[tuple[int, int]], task: Any) -> Any:
+    """One :class:`PatchingMap` from the maps of equal-length groups: ``parts`` holds (map, the
+    global pair numbers of its examples, its token length). Positions become offsets from the last
+    prompt token (``pos`` ≤ 0, 0 = the scored token; ``position`` keeps the index in the prompt),
+    so the shared template tail lines up across lengths; a heatmap cell is the mean over the pairs
+    long enough to have it. Labels: the original prompts' token at an offset where all agree, else
+    ``·``."""
+    import pandas as pd
+
+    from interp.analysis.activation_patching import PatchingMap
+
+    first = parts[0][0]
+    axis = first.axis
+    frames = []
+    for m, examples, length in parts:
+        f = m.frame.copy()
+        f["example"] = np.asarray(examples)[f["example"].to_numpy()]
+        if axis == "pos":
+            f["position"] = f["pos"]
+            f["pos"] = f["pos"] - (length - 1)
+        f["length"] = length
+        frames.append(f)
+    frame = pd.concat(frames, ignore_index=True).sort_values(["layer", axis, "example"], kind="stable")
+    frame = frame.reset_index(drop=True)
+    cats = task.categories
+    frame["category"] = [cats[rows[e][1]] for e in frame["example"]]
+    n = sum(len(e) for _, e, _ in parts)
+    meta = dict(first.meta)
+    meta.update(n_examples=n, positions=max(L for _, _, L in parts),
+                clean_mean=float(sum(m.meta["clean_mean"] * len(e) for m, e, _ in parts) / n),
+                corrupted_mean=float(sum(m.meta["corrupted_mean"] * len(e) for m, e, _ in parts) / n),
+                clean="altered prompt", corrupted="original prompt", rows=[list(r) for r in rows],
+                lengths=sorted({L for _, _, L in parts}))
+    if axis == "pos":
+        tok = task.tokenization.tokenizer
+        width = meta["positions"]
+        labels = []
+        for off in range(-(width - 1), 1):
+            seen = {task.ids[o][len(task.ids[o]) - 1 + off] for o, _ in rows if len(task.ids[o]) - 1 + off >= 0}
+            labels.append(str(tok.convert_ids_to_tokens(seen.pop())) if len(seen) == 1 else "·")
+        meta.update(labels=labels, position_axis="offset from the last prompt token (0: the scored token)")
+    return PatchingMap(frame, meta)
+
+
+def pair_activation_patching(
+    bridge: Any,
+    task: Any,
+    pairs: list[tuple[int, int]],
+    components: tuple[str, ...] = ("resid_pre", "heads"),
+    *,
+    method: str = "exact",
+    batch_size: int | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Activation patching of PragWorld (original, alteration) pairs: ``(maps, info)``.
+
+    ``task``: a :class:`interp.tasks.YesNoTask` (its ids, yes/no tokens and metric); ``pairs``:
+    (original row, alteration row) indices into it (e.g. :func:`reference_pairs`). Pairs whose
+    two prompts tokenize to different lengths cannot be patched position by position and are
+    counted in ``info["skipped"]["token lengths differ"]``. The rest run in groups of equal length
+    (chunks of ``batch_size``) through
+    :func:`~interp.analysis.activation_patching.activation_patching` — clean = the altered prompt,
+    corrupted = the original, metric P(altered gold) — or, with ``method="attribution"``,
+    :func:`~interp.analysis.attribution.activation_attribution`; the group maps are merged by
+    :func:`_merge_maps` (positions counted from the end). ``maps``: component → map; the frame's
+    ``example`` numbers the patched pairs in ``info["rows"]`` order.
+    """
+    from interp.analysis.activation_patching import activation_patching
+
+    if method not in ("exact", "attribution"):
+        raise ValueError(f"method must be 'exact' or 'attribution', got {method!r}")
+    kept = [(o, i) for o, i in pairs if len(task.ids[o]) == len(task.ids[i])]
+    skipped = {"token lengths differ": len(pairs) - len(kept)}
+    if not kept:
+        raise ValueError(f"none of the {len(pairs)} (original, alteration) pairs has prompts of equal token length; "
+                         "activation patching runs position by position (use --kind direct-effect, which aligns "
+                         "positions)")
+    gold = task.gold
+    groups: dict[int, list[int]] = {}
+    for k, (o, _) in enumerate(kept):
+        groups.setdefault(len(task.ids[o]), []).append(k)
+    parts: dict[str, list[tuple[Any, list[int], int]]] = {c: [] for c in components}
+    size = batch_size or max(len(g) for g in groups.values())
+    for length in sorted(groups):
+        for a in range(0, len(groups[length]), size):
+            chunk = groups[length][a:a + size]
+            clean = torch.tensor([task.ids[kept[k][1]] for k in chunk])
+            corrupted = torch.tensor([task.ids[kept[k][0]] for k in chunk])
+            metric = task.metric([int(gold[kept[k][1]]) for k in chunk])
+            if method == "attribution":
+                from interp.analysis.attribution import activation_attribution
+
+                got = activation_attribution(bridge, clean, corrupted, metric, components)
+            else:
+                got = {c: activation_patching(bridge, clean, corrupted, metric, c) for c in components}
+            for c in components:
+                parts[c].append((got[c], chunk, length))
+    maps = {c: _merge_maps(parts[c], kept, task) for c in components}
+    info = {"n_pairs": len(kept), "skipped": skipped, "rows": [list(r) for r in kept],
+            "lengths": sorted(groups)}
+    return maps, info
+
+
+def _run_pair_patching(bridge: Any, task: Any, info: dict[str, Any], model: Path, data: Any, out: Any,
+                       method: str, batch_size: int | None, log: Any, acc: Any) -> PatchingRun:
+    """``--kind activation-patching`` on a PragWorld file: the reference's pairs
+    (:func:`reference_pairs`), of equal token length (:func:`pair_activation_patching`), written
+    as the world checkpoints' patching run is (``patching_<map>.csv`` / ``_mean.csv`` / ``.json``,
+    ``patching_<map>.png``, ``run.json``)."""
+    from interp.results import write_json
+    from interp.viz.layers import draw_patching_heatmap
+
+    candidates, skipped = reference_pairs(bridge, task)
+    if not candidates:
+        raise ValueError(f"no (original, alteration) pair where the model answers the alteration correctly and "
+                         f"changes its answer (skipped: {skipped})")
+    unequal = sum(len(task.ids[o]) != len(task.ids[i]) for o, i in candidates)
+    if unequal == len(candidates):
+        raise ValueError(f"none of the {len(candidates)} (original, alteration) pairs the reference patches has "
+                         f"prompts of equal token length (skipped before: {skipped}); activation patching runs "
+                         "position by position — --kind direct-effect aligns the positions instead")
+    maps, got = pair_activation_patching(bridge, task, candidates, method=method if method == "attribution"
+                                         else "exact", batch_size=batch_size)
+    skipped.update(got["skipped"])
+    info.update(n_pairs=got["n_pairs"], skipped=skipped, n_failed=sum(skipped.values()), pair_rows=got["rows"],
+                lengths=got["lengths"], labels=maps["resid_pre"].meta["labels"], n_examples=got["n_pairs"],
+                method="attribution" if method == "attribution" else "exact",
+                clean="altered prompt", corrupted="original prompt",
+                position_axis=maps["resid_pre"].meta["position_axis"], processes=rank_and_size(acc)[1])
+    if any(skipped.values()):
+        print(f"note: patched {got['n_pairs']} pairs; skipped {skipped}", file=log)
+    out_dir = Path(out) if out else model.resolve().parent / "sweep_activation-patching_pragworld"
+    if not is_main(acc):
+        return PatchingRun(maps, out_dir, [], info)
+    figures = []
+    for comp, m in maps.items():
+        m.save(out_dir, f"patching_{comp}")
+        what = "offset from the last token" if comp == "resid_pre" else "head"
+        figures.append(draw_patching_heatmap(m, out_dir / f"patching_{comp}.png", title=(
+            f"patching {comp} (altered → original, {got['n_pairs']} pairs, {Path(data).name}): share of the gap "
+            f"restored, by layer × {what}")))
+    run = PatchingRun(maps, out_dir, figures, info)
+    write_json(out_dir / "run.json", run.summary())
+    return run
 
 
 def run_pragworld_sweep(
@@ -50,7 +235,7 @@ def run_pragworld_sweep(
     prepend_bos: bool | None = None,
     log: Any = None,
     placement: Any = None,
-) -> SweepRun:
+) -> SweepRun | PatchingRun:
     """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
     write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
     to ``out`` (default ``<model>/../sweep_<kind>_pragworld/``). ``n``: the first n rows only;
@@ -66,8 +251,8 @@ def run_pragworld_sweep(
     from interp.viz.layers import draw_layer_effects
 
     log = log or sys.stderr
-    if kind not in ("mlp-zero", "direct-effect"):
-        raise ValueError(f"on PragWorld data --kind must be mlp-zero or direct-effect, got {kind!r}")
+    if kind not in PRAGWORLD_KINDS:
+        raise ValueError(f"on PragWorld data --kind must be one of {', '.join(PRAGWORLD_KINDS)}, got {kind!r}")
     pw = load_pragworld(data, grouping=grouping)  # a bad file fails before the model loads
     rows = pw.rows if n is None else pw.rows.iloc[:n]
     if rows.empty:
@@ -91,36 +276,23 @@ def run_pragworld_sweep(
             bridge, ids[part], task.metric(gold[part]), mask[part], lays, categories=categories[part],
             batch_size=batch_size, method=method, higher_is_better=True), len(rows), acc)
         info.update(n_examples=len(rows), method=method)
-    else:
-        # the model's own answers decide which pairs the reference patches
-        metric = task.metric()
-        p_gold = np.concatenate([
-            metric(forward(bridge, ids[a:a + 32], mask[a:a + 32]),
-                   Batch(ids[a:a + 32], mask[a:a + 32], torch.arange(a, min(a + 32, len(rows))))).float().numpy()
-            for a in range(0, len(rows), 32)])
-        answer = np.where(p_gold > 0.5, gold, 1 - gold)
-        candidates, unpaired = task.pairs()
-        pairs, pair_gold, pair_cats = [], [], []
-        skipped = {"no original in group": unpaired, "alteration answered wrongly": 0, "answer unchanged": 0}
-        for o, i in candidates:
-            if answer[i] != gold[i]:
-                skipped["alteration answered wrongly"] += 1
-            elif answer[i] == answer[o]:
-                skipped["answer unchanged"] += 1
-            else:
-                pairs.append(PatchPair(list(task.ids[o]), list(task.ids[i])))
-                pair_gold.append(int(gold[i]))
-                pair_cats.append(categories[i])
-        info.update(n_pairs=len(pairs), skipped=skipped, n_failed=sum(skipped.values()))
-        if skipped and any(skipped.values()):
-            print(f"note: patched {len(pairs)} pairs; skipped {skipped}", file=log)
-        if not pairs:
+    elif kind == "direct-effect":
+        candidates, skipped = reference_pairs(bridge, task)
+        info.update(n_pairs=len(candidates), skipped=skipped, n_failed=sum(skipped.values()))
+        if any(skipped.values()):
+            print(f"note: patched {len(candidates)} pairs; skipped {skipped}", file=log)
+        if not candidates:
             raise ValueError(f"no (original, alteration) pair where the model answers the alteration correctly and "
                              f"changes its answer (skipped: {skipped})")
+        pairs = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in candidates]
+        pair_gold = [int(gold[i]) for _, i in candidates]
+        pair_cats = [categories[i] for _, i in candidates]
         sweep = sharded(lambda part: direct_effect_patching(
             bridge, pairs[part], task.metric(pair_gold[part]), lays, categories=pair_cats[part],
             higher_is_better=True, method="attribution" if method == "attribution" else "exact"), len(pairs), acc)
         info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
+    else:
+        return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc)
 
     info["processes"] = rank_and_size(acc)[1]
     verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed, threshold=0.5)
@@ -138,4 +310,4 @@ def run_pragworld_sweep(
     return run
 
 
-__all__ = ["run_pragworld_sweep"]
+__all__ = ["PRAGWORLD_KINDS", "pair_activation_patching", "reference_pairs", "run_pragworld_sweep"]

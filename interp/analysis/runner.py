@@ -433,13 +433,17 @@ def run_sweep(
     edit_at: int = 4,
     grouping: str = "clean",
     verify_top: int | None = None,
+    prepend_bos: bool | None = None,
+    chat_template: bool | None = False,
     log: Any = None,
     placement: Any = None,
 ) -> SweepRun | PatchingRun:
     """Load the checkpoint ``model``, run the sweep ``kind`` on its held-out data, write the results.
 
     ``data`` ending in ``.csv`` is a PragWorld file: the sweep runs on its yes/no questions instead
-    (:func:`interp.analysis.pragworld_sweep.run_pragworld_sweep`, ``grouping`` as in the loader).
+    (:func:`interp.analysis.pragworld_sweep.run_pragworld_sweep`, ``grouping`` as in the loader;
+    ``prepend_bos`` / ``chat_template``: how its prompts are tokenized, :class:`interp.tasks.Tokenization`
+    — default the model's own tokenizer's BOS rule, no chat template; world checkpoints refuse them).
 
     ``n``: at most this many sequences (None: all); ``layers``: default all, each must exist;
     ``seed``: for fresh sequences (no data file), the edit positions of ``direct-effect`` and the
@@ -470,7 +474,11 @@ def run_sweep(
                              "(--method reuse) beside the attribution one")
 
         return run_pragworld_sweep(model, data, kind=kind, grouping=grouping, method=method, layers=layers, out=out,
-                                   seed=seed, batch_size=batch_size, n=n, n_boot=n_boot, log=log, placement=placement)
+                                   seed=seed, batch_size=batch_size, n=n, n_boot=n_boot, log=log, placement=placement,
+                                   prepend_bos=prepend_bos, chat_template=chat_template)
+    if prepend_bos is not None or chat_template:
+        raise ValueError("--prepend-bos / --chat-template apply to a PragWorld CSV (--data FILE.csv); a world "
+                         "checkpoint's sequences are its own word-level ids with <bos> first")
     if method not in RUN_METHODS:
         raise ValueError(f"--method must be one of {', '.join(RUN_METHODS)}, got {method!r}")
     if verify_top is not None and (method != "attribution" or verify_top < 1):
