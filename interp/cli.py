@@ -407,7 +407,7 @@ def _add_pragworld(sub) -> None:
                    help="benchmark prompt: generation stops at the end of the first line or after this many "
                         "tokens (default 16)")
     s.add_argument("--prepend-bos", choices=("auto", "on", "off"), default="auto",
-                   help="label prompt: a BOS first as the model's own tokenizer adds it (auto, default), always "
+                   help="both prompts: a BOS first as the model's own tokenizer adds it (auto, default), always "
                         "(on) or never (off); see README 'Tokenizer settings'")
     s.add_argument("--chat-template", choices=("auto", "on", "off"), default="auto",
                    help="wrap the prompt as a user message of the tokenizer's chat template: auto (default: "

@@ -293,3 +293,35 @@ def test_sweep_cli_prepend_bos_follows_the_switch(folders, tmp_path):
         from interp.analysis import run_sweep
 
         run_sweep(folder, kind="mlp-zero", data=tmp_path / "seqs.txt", prepend_bos=True)
+
+
+def test_benchmark_prompt_ids_follow_prepend_bos(folders, tmp_path):
+    """``evaluate_model(prompt="benchmark", prepend_bos=...)``: the ids generation starts from
+    follow the switch (caught at the HF model's embedding), and the answer is HF ``generate``'s
+    on those ids."""
+    from transformers import AutoModelForCausalLM
+
+    from interp.benchmarks.pragworld import benchmark_prompt, load_pragworld, write_pragworld_csv
+    from interp.benchmarks.pragworld.evaluate import evaluate_model
+
+    folder = folders["gpt2"]  # its tokenizer adds no BOS
+    hf = HFPatch(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    data = load_pragworld(write_pragworld_csv(_rows().iloc[:3], tmp_path / "three.csv"))
+    text = benchmark_prompt(data.rows["context"][0], data.rows["question"][0])
+    bos = hf.tok.bos_token_id
+    for flag, first in ((None, False), (False, False), (True, True)):
+        seen: list[list[int]] = []
+        handle = model.get_input_embeddings().register_forward_pre_hook(lambda m, a: seen.append(a[0][0].tolist()))
+        try:
+            run = evaluate_model(model, data, tmp_path / f"bench_{flag}.jsonl", prompt="benchmark", tokenizer=hf.tok,
+                                 max_new_tokens=3, limit=1, batch_size=1, prepend_bos=flag, progress=False)
+        finally:
+            handle.remove()
+        want_ids = [bos] * first + hf.ids(text)
+        assert seen[0] == want_ids and run.meta["prepend_bos"] == flag
+        ids = torch.tensor([want_ids])
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, do_sample=False,
+                                 pad_token_id=hf.tok.pad_token_id)
+        assert hf.tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).startswith(run.records[0]["response"])

@@ -184,8 +184,10 @@ def _first_line_done(text: str) -> bool:
 @torch.no_grad()
 def generate_responses(model: Any, prompts: Sequence[str], tokenizer: Any = None, *, max_new_tokens: int = 16,
                        batch_size: int = 8, chat_template: bool | None = None, progress: bool = False,
-                       stop_at_newline: bool = True, use_cache: bool | None = None) -> list[str]:
-    """Greedy continuations of ``prompts`` (decoded, special tokens skipped).
+                       stop_at_newline: bool = True, use_cache: bool | None = None,
+                       prepend_bos: bool | None = None) -> list[str]:
+    """Greedy continuations of ``prompts`` (decoded, special tokens skipped), encoded by
+    :class:`interp.tasks.Tokenization` (``prepend_bos``, ``chat_template``).
 
     A row stops at the tokenizer's EOS, when its first line is complete (``stop_at_newline``), or
     after ``max_new_tokens``. Rows are right-padded. ``use_cache`` (default: on for a
@@ -200,7 +202,7 @@ def generate_responses(model: Any, prompts: Sequence[str], tokenizer: Any = None
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     tok = _tokenizer_of(model, tokenizer)
-    seqs = encode_prompts(tok, prompts, chat_template)
+    seqs = encode_prompts(tok, prompts, chat_template, prepend_bos)
     _check_length(seqs, _n_ctx(model), max_new_tokens)
     pad = _pad_id(tok)
     eos = getattr(tok, "eos_token_id", None)
@@ -284,9 +286,6 @@ def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str
     """
     if prompt not in PROMPTS:
         raise ValueError(f"prompt must be one of {PROMPTS}, got {prompt!r}")
-    if prompt == "benchmark" and prepend_bos is not None:
-        raise ValueError("prepend_bos applies to the label prompt here; the benchmark prompt's generation "
-                         "encodes with the tokenizer's own BOS rule")
     tok = _tokenizer_of(model, tokenizer)
     rows = data.rows if limit is None else data.rows.iloc[:limit]
     from interp.tasks.yesno import YesNoTask
@@ -331,7 +330,8 @@ def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str
                 responses: list[Any] = ["yes" if p > 0.5 else "no" for p in p_yes]
             else:
                 responses = generate_responses(model, batch, tok, max_new_tokens=max_new_tokens,
-                                               batch_size=len(batch), chat_template=chat_template)
+                                               batch_size=len(batch), chat_template=chat_template,
+                                               prepend_bos=prepend_bos)
             for k, (i, resp) in enumerate(zip(idx, responses)):
                 r = rows.iloc[i]
                 rec = {"row": i, "group": int(r["group"]), "prompt_kind": prompt, "prompt": prompts[i],
