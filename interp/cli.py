@@ -424,8 +424,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     from interp.train.finetune import _worker, load_finetune_config, run_finetune
 
     cfg = load_finetune_config(args.config)  # errors in the config surface before any process starts
-    given = {k: v for k, v in (("device", args.device), ("dtype", args.dtype), ("device_map", args.device_map))
-             if v is not None}
+    given = {k: v for k, v in (("device", args.device), ("dtype", args.dtype), ("device_map", args.device_map),
+                               ("n_devices", args.n_devices)) if v is not None}
     if given and args.processes > 1:
         raise ValueError(f"--processes {args.processes} reads the settings from the config file: set "
                          f"{', '.join(given)} there instead of on the command line")
@@ -464,7 +464,8 @@ def _cmd_plant(args: argparse.Namespace) -> int:
         raise ValueError("--layers: give the layers whose MLPs learn the corruption, e.g. 3")
     spec = PlantSpec(layers=tuple(layers), corruption=args.corruption, share=args.share, word=args.word,
                      seed=args.seed, steps=args.steps, batch_size=args.batch_size, lr=args.lr)
-    result = plant_harm(args.model, args.out, spec, fresh=args.fresh, progress=not args.no_progress)
+    result = plant_harm(args.model, args.out, spec, fresh=args.fresh, progress=not args.no_progress,
+                        placement=_placement(args))
     print(result.model)
     return 0
 
@@ -478,8 +479,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
         sequences = read_sequences(args.sequences)[: args.n_sequences]
     model = False if args.no_attention else args.model
+    placement = _placement(args)  # a bad --device/--dtype fails before anything is written
     path = write_report(args.run_dir, model=model, sequences=sequences, max_rows=args.max_rows,
-                        n_sequences=args.n_sequences, max_tokens=args.max_tokens, out=args.out)
+                        n_sequences=args.n_sequences, max_tokens=args.max_tokens, out=args.out, placement=placement)
     print(path)
     return 0
 
@@ -494,11 +496,14 @@ def _add_placement(parser: argparse.ArgumentParser, device_map: bool = False, de
     parser.add_argument("--dtype", default="float32" if device else None,
                         help=f"float32, bfloat16, float16, or auto (float32 on CPU; bfloat16 on a CUDA device that "
                              f"supports it, else float16) ({'default float32' if device else default})")
-    if device_map and device is None:  # fine-tuning: one map, no GPU count
+    if device_map and device is None:  # fine-tuning: the config's settings unless given
         parser.add_argument("--device-map", metavar="MAP",
                             help="split the model over several devices (Hugging Face / accelerate placement, one "
                                  "process): auto, balanced, sequential, or a JSON object {module name: device} "
                                  "(default: the config's)")
+        parser.add_argument("--n-devices", type=int, metavar="N",
+                            help="split the model evenly over this many CUDA GPUs, one process (default: the "
+                                 "config's)")
     elif device_map:
         parser.add_argument("--device-map", metavar="MAP",
                             help="split a model larger than one GPU over several devices (Hugging Face / accelerate "
@@ -565,7 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     _add_ablate(s)
-    _add_placement(s, device="cpu")
+    _add_placement(s)
     s.set_defaults(fn=_cmd_next_token)
 
     s = sub.add_parser("probe", help="current-state linear probes at every layer of a checkpoint")
@@ -581,7 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of fresh sequences (default 0)")
     s.add_argument("--out", help="also write probe_layers.csv, probe_components.csv, probe.json here")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
-    _add_placement(s, device="cpu")
+    _add_placement(s)
     s.set_defaults(fn=_cmd_probe)
 
     s = sub.add_parser("navigate", help="streets: greedy routes, detours (Table 2), map reconstruction (App. B)")
@@ -691,6 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--lr", type=float, default=3e-3, help="AdamW peak learning rate (default 3e-3)")
     s.add_argument("--fresh", action="store_true", help="plant again even if OUT holds this planting")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_placement(s)
     s.set_defaults(fn=_cmd_plant)
 
     s = sub.add_parser("finetune", help="fine-tune a checkpoint (plain, HLS or ULA) and evaluate before/after")
@@ -712,6 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-tokens", type=int, default=24, help="cut each sequence to this many tokens (default 24)")
     s.add_argument("--max-rows", type=int, default=20, help="rows shown of each CSV (default 20)")
     s.add_argument("--out", help="output file (default: RUN_DIR/report.html)")
+    _add_placement(s)
     s.set_defaults(fn=_cmd_report)
 
     _add_pragworld(sub)

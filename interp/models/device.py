@@ -167,6 +167,15 @@ class Placement:
             kw["offload_folder"] = self.offload_folder
         return kw
 
+    def record(self) -> dict[str, Any] | None:
+        """What of this placement can change results (device or map, dtype), JSON-able, for a
+        results file or a cache key; None for the default (the CPU, float32), so records written
+        before placements were recorded still match."""
+        if not self.mapped and self.device == "cpu" and self.dtype == torch.float32:
+            return None
+        return {"device": self.device, "dtype": str(self.dtype).removeprefix("torch."),
+                "device_map": self.device_map, "n_devices": self.n_devices}
+
     @property
     def mapped(self) -> bool:
         """Whether Hugging Face/accelerate place the modules (a device map or several GPUs)."""

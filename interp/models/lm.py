@@ -381,8 +381,12 @@ class BridgeLM(LM):
         self._n_kv_heads = int(getattr(cfg, "n_key_value_heads", None) or self._n_heads)
         self._d_head = int(getattr(cfg, "d_head", 0) or int(cfg.d_model) // self._n_heads)
         self._hook_points: list[Any] | None = None
+        from interp.models.device import model_device
+
         param = next(bridge.parameters())
-        self._device, self._dtype = param.device, param.dtype
+        # inputs and the KV buffers live where the model's first module does (one device: metrics
+        # and navigate offer no device map, whose layers could sit on several GPUs)
+        self._device, self._dtype = model_device(bridge), param.dtype
         # bytes of the cached keys and values of one position of one batch row
         self._pos_bytes = 2 * self._n_layers * self._n_kv_heads * self._d_head * param.element_size()
 

@@ -165,9 +165,12 @@ class FinetuneConfig:
     #: CPU, bfloat16 on CUDA when supported)
     dtype: str = "float32"
     #: a Hugging Face device map for a model larger than one GPU (auto, balanced, sequential, or a
-    #: JSON {module: device}): accelerate keeps that placement (one process only); evaluation
-    #: before/after still loads the model on the CPU
+    #: JSON {module: device}): accelerate keeps that placement (one process only); the evaluation
+    #: before/after loads the model on the same placement
     device_map: str | None = None
+    #: split the model evenly over this many CUDA GPUs (``balanced`` with a memory budget on each,
+    #: as ``TransformerBridge.boot_transformers``); instead of, or beside, ``device_map``
+    n_devices: int | None = None
     data: FinetuneData = field(default_factory=FinetuneData)
     regulariser: RegulariserConfig = field(default_factory=RegulariserConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -181,6 +184,8 @@ class FinetuneConfig:
             raise ValueError(f"objectives must be among {OBJECTIVES}, got {list(self.objectives)}")
         if not self.seeds:
             raise ValueError("seeds: give at least one seed")
+        if self.n_devices is not None and self.n_devices < 1:
+            raise ValueError(f"n_devices must be >= 1, got {self.n_devices}")
 
     @property
     def out_dir(self) -> Path:
@@ -194,12 +199,22 @@ def load_finetune_config(path: str | Path) -> FinetuneConfig:
 def train_placement(cfg: FinetuneConfig) -> Any:
     """Where the model to fine-tune is loaded (:class:`interp.models.device.Placement`): on the CPU
     in ``cfg.dtype`` (``auto`` resolved for ``cfg.device``), for accelerate to move to its device;
-    or spread over devices by ``cfg.device_map``."""
+    or spread over devices by ``cfg.device_map`` / ``cfg.n_devices``."""
     from interp.models.device import Placement, resolve_device, resolve_dtype
 
-    if cfg.device_map is not None:
-        return Placement.resolve(None, cfg.dtype, cfg.device_map)
+    if cfg.device_map is not None or (cfg.n_devices or 1) > 1:
+        return Placement.resolve(None, cfg.dtype, cfg.device_map, cfg.n_devices)
     return Placement("cpu", resolve_dtype(cfg.dtype, resolve_device(cfg.device)))
+
+
+def eval_placement(cfg: FinetuneConfig, device: Any) -> Any:
+    """Where the evaluation before and after fine-tuning loads the model: where it trains. A device
+    map (or ``n_devices``) is kept as is; otherwise the training process's device (``device``:
+    the accelerator's) in the training dtype."""
+    from interp.models.device import Placement
+
+    train = train_placement(cfg)
+    return train if train.mapped else Placement(str(device), train.dtype)
 
 
 # ---- tasks: what is trained on and how it is evaluated ----------------------------------------
@@ -541,18 +556,22 @@ def _est(values: Any) -> dict[str, float]:
 
 
 def evaluate(path: Path, task: Task, ev: FinetuneEval, sweep_layers: Sequence[int] | None = None,
-             log: Callable[[str], Any] = print) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Evaluate the checkpoint at ``path`` on the task's held-out rows.
+             log: Callable[[str], Any] = print, *,
+             placement: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Evaluate the checkpoint at ``path`` on the task's held-out rows, loaded on ``placement``
+    (:class:`~interp.models.device.Placement`; default CPU, float32).
 
     Returns long rows ``{metric, layer, value, se, ci_low, ci_high, n}`` and extra JSON."""
     from interp.models.checkpoint import load_bridge, load_hf_model
+    from interp.models.device import model_device
     from interp.train.data import make_batch
     from interp.train.regularisers import mean_squared_mlp_out
 
     rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
     t0 = time.perf_counter()
-    hf = load_hf_model(path).eval()
+    hf = load_hf_model(path, placement).eval()
+    device = model_device(hf)  # where the inputs go (under a device map: the first module's device)
     n_layers, _ = hf_dims(path)
 
     def add(metric: str, est: dict[str, float], layer: int | None = None, **kw: Any) -> None:
@@ -565,20 +584,21 @@ def evaluate(path: Path, task: Task, ev: FinetuneEval, sweep_layers: Sequence[in
         per_row = []
         with torch.no_grad():
             for i in range(0, len(ids), 128):
-                b = make_batch(ids[i : i + 128], pad)
+                b = make_batch(ids[i : i + 128].to(device), pad)
                 lg = hf(b.inputs).logits
-                nll = F.cross_entropy(lg.transpose(1, 2).float(), b.targets, ignore_index=-100, reduction="none")
-                per_row.append(nll.sum(1) / b.mask.sum(1).clamp(min=1))
+                nll = F.cross_entropy(lg.transpose(1, 2).float(), b.targets.to(lg.device), ignore_index=-100,
+                                      reduction="none")
+                per_row.append((nll.sum(1) / b.mask.to(lg.device).sum(1).clamp(min=1)).cpu())
         add("heldout_loss", _est(torch.cat(per_row).numpy()))
     if ev.mlp_sq:
-        sq = mean_squared_mlp_out(hf, ids, pad, list(range(n_layers)))
+        sq = mean_squared_mlp_out(hf, ids.to(device), pad, list(range(n_layers)))
         for layer, v in sq.items():
             add("mlp_out_sq", _est(v.numpy()), layer)
     del hf
     dialogue_qa = ev.qa and task.kind == "world" and _is_dialogue(task.world)
     need_bridge = (ev.sweep or (task.kind == "world" and (ev.next_token or ev.mn)) or task.kind == "pragworld"
                    or dialogue_qa)
-    bridge = load_bridge(path) if need_bridge else None
+    bridge = load_bridge(path, placement=placement) if need_bridge else None
     if task.kind == "world" and ev.next_token:
         from interp.metrics.next_token import next_token_test
 
@@ -618,7 +638,7 @@ def _pragworld_scores(bridge: Any, task: Task, add: Callable[..., None]) -> dict
     for i in range(0, len(ids), 64):
         b = Batch(ids[i : i + 64], mask[i : i + 64], torch.arange(i, min(i + 64, len(ids))))
         lg = forward(bridge, b.tokens, b.attention_mask)[torch.arange(len(b.tokens)), b.last()]
-        probs.append(qa["task"].p_yes(lg))
+        probs.append(qa["task"].p_yes(lg).cpu())
     p_yes = torch.cat(probs).numpy()
     preds = (p_yes > 0.5).astype(int)
     summary = dict(score_pragworld(qa["rows"], preds.tolist(), n_boot=1000).summary)
@@ -737,8 +757,10 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
     acc = accelerator or make_accelerator(cfg.device)
     placement = train_placement(cfg)
     if placement.mapped and acc.num_processes > 1:
-        raise ConfigError(f"device_map = {cfg.device_map!r} places one model over several devices; it needs one "
-                          f"process, not {acc.num_processes}")
+        what = f"device_map = {cfg.device_map!r}" if cfg.device_map is not None else f"n_devices = {cfg.n_devices}"
+        raise ConfigError(f"{what} places one model over several devices; it needs one process, not "
+                          f"{acc.num_processes}")
+    at = eval_placement(cfg, acc.device)  # evaluation (and the verdict check) load where training runs
     main = acc.is_main_process
     say = (log or (lambda s: print(s, file=sys.stderr))) if main else (lambda s: None)
     ckpt = Path(cfg.checkpoint)
@@ -756,7 +778,7 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
     bridge = None
     try:
         if main and cfg.regulariser.verdicts is not None and any(o != "plain" for o in cfg.objectives):
-            bridge = load_bridge(ckpt)
+            bridge = load_bridge(ckpt, placement=at)
         for objective in cfg.objectives:
             layers[objective] = [] if objective == "plain" else resolve_layers(
                 cfg.regulariser, objective, n_layers, bridge)
@@ -779,7 +801,7 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
     extras: dict[str, Any] = {}
     if main:
         say("evaluating the model before fine-tuning …")
-        rows, extra = _cached_eval(out / "eval_before.json", ckpt, task, cfg, sweep_layers, fresh, say)
+        rows, extra = _cached_eval(out / "eval_before.json", ckpt, task, cfg, sweep_layers, fresh, say, at)
         table_rows += [{**r, "model": "before", "seed": None} for r in rows]
         extras["before"] = extra
 
@@ -826,7 +848,7 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
             if main:
                 say(f"evaluating {objective} seed {seed} …")
                 rows, extra = _cached_eval(run_dir / "eval.json", model_dir, task, cfg, sweep_layers,
-                                           fresh or not finished, say)
+                                           fresh or not finished, say, at)
                 table_rows += [{**r, "model": objective, "seed": seed} for r in rows]
                 extras[f"{objective}_s{seed}"] = extra
                 runs_info.append({"objective": objective, "seed": seed, "dir": str(run_dir),
@@ -849,17 +871,21 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
 
 
 def _cached_eval(path: Path, model: Path, task: Task, cfg: FinetuneConfig, sweep_layers: Any, fresh: bool,
-                 say: Callable[[str], Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Evaluate, or reuse ``path`` when it was written with the same evaluation settings."""
+                 say: Callable[[str], Any], placement: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Evaluate on ``placement``, or reuse ``path`` when it was written with the same evaluation
+    settings and placement."""
     from interp.results import write_json
 
-    key = json.loads(json.dumps({"eval": to_dict(cfg.eval), "data": to_dict(cfg.data),
-                                 "model": str(model.resolve())}))
+    key = {"eval": to_dict(cfg.eval), "data": to_dict(cfg.data), "model": str(model.resolve())}
+    where = placement.record() if placement is not None else None
+    if where is not None:  # absent for the CPU float32 default: files written before stay valid
+        key["placement"] = where
+    key = json.loads(json.dumps(key))
     if not fresh and path.is_file():
         saved = json.loads(path.read_text())
         if saved.get("key") == key:
             return saved["rows"], saved["extra"]
-    rows, extra = evaluate(model, task, cfg.eval, sweep_layers, log=say)
+    rows, extra = evaluate(model, task, cfg.eval, sweep_layers, log=say, placement=placement)
     write_json(path, {"key": key, "rows": rows, "extra": extra})
     return rows, extra
 

@@ -239,17 +239,20 @@ def freeze_except_mlps(model: Any, layers: Sequence[int]) -> list[str]:
 def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantSpec(), *,
                train_file: str | Path | None = None, test_file: str | Path | None = None,
                model_dir: str | Path | None = None, fresh: bool = False, progress: bool = True,
-               log: Callable[[str], Any] = print) -> PlantResult:
+               log: Callable[[str], Any] = print, placement: Any = None) -> PlantResult:
     """Fine-tune only the MLPs of ``spec.layers`` of ``checkpoint`` on corrupted training data.
 
     Data: the base run's ``data/train.txt`` / ``test.txt`` beside the checkpoint unless given. The
     trainer runs with ``spec``'s steps, batch size and lr (warmup 10 steps, cosine to lr/10, no
     held-out evaluation), seeded by ``spec.seed``: the same spec gives the same weights. A finished
-    planting with the same spec and base is reused unless ``fresh``.
+    planting with the same spec and base is reused unless ``fresh``. ``placement``
+    (:class:`~interp.models.device.Placement`, default the CPU in float32) is where it trains; a
+    non-default one is recorded in ``plant.json`` and must match for reuse.
     """
     import torch
 
     from interp.models.checkpoint import load_hf_model, read_meta, run_data_dir, save_checkpoint
+    from interp.models.device import model_device
     from interp.results import write_json
     from interp.train.data import encode_sequences
     from interp.train.trainer import TrainConfig, train
@@ -269,10 +272,13 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
             raise FileNotFoundError(f"plant: no {what} sequences at {p}")
     record = {"layers": sorted(int(x) for x in spec.layers), **{k: v for k, v in asdict(spec).items() if k != "layers"},
               "base": str(checkpoint.resolve()), "trained": "MLPs of the planted layers only (all else frozen)"}
+    where = placement.record() if placement is not None else None
+    if where is not None:  # absent for the CPU float32 default: plantings recorded before stay valid
+        record["placement"] = where
     done = out / "plant.json"
     if not fresh and done.is_file() and (model_dir / "config.json").is_file():
         saved = json.loads(done.read_text())
-        if {k: saved.get(k) for k in record} == record:
+        if {k: saved.get(k) for k in record} == record and saved.get("placement") == record.get("placement"):
             log(f"plant: {model_dir} already holds this planting, reused")
             return PlantResult(out, saved, model_dir)
     t0 = time.perf_counter()
@@ -285,10 +291,10 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
             write_sequences(data_dir / name, seqs)
     write_sequences(out / "train_corrupted.txt", bad.sequences)
 
-    model = load_hf_model(checkpoint)
+    model = load_hf_model(checkpoint, placement)
     n_ctx = int(getattr(model.config, "n_positions", None) or model.config.max_position_embeddings)
     trainable = freeze_except_mlps(model, record["layers"])
-    ids = encode_sequences(bad.sequences, world.vocab, n_ctx)
+    ids = encode_sequences(bad.sequences, world.vocab, n_ctx).to(model_device(model))  # batches: model's device
     cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, lr=spec.lr, min_lr=spec.lr / 10,
                       warmup_steps=min(10, spec.steps // 10), eval_every=0, checkpoint_every=0, seed=spec.seed)
     torch.manual_seed(spec.seed)

@@ -196,7 +196,10 @@ def attention_views(
     import torch
     from circuitsvis.attention import attention_patterns
 
+    from interp.models.device import model_device
+
     bridge, vocab = _bridge_and_vocab(model)
+    device = model_device(bridge)
     n_layers = int(bridge.cfg.n_layers)
     lays = list(range(n_layers)) if layers is None else [int(x) for x in layers]
     bad = [x for x in lays if not 0 <= x < n_layers]
@@ -209,9 +212,9 @@ def attention_views(
         ids = torch.tensor([vocab.encode(toks)])
         labels = [display_token(t, space=True) for t in vocab.decode(ids[0].tolist())]
         with torch.no_grad():
-            _, cache = bridge.run_with_cache(ids, names_filter=lambda name: name.endswith("hook_pattern"))
+            _, cache = bridge.run_with_cache(ids.to(device), names_filter=lambda name: name.endswith("hook_pattern"))
         for layer in lays:
-            pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0].float().numpy()  # [heads, dest, src]
+            pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0].float().cpu().numpy()  # [heads, dest, src]
             rendered = attention_patterns(labels, np.round(pattern, decimals))
             out.append(Component.from_rendered(
                 rendered, f"interp-cv-{_slug(id_prefix)}-{i}-l{layer}",
