@@ -312,8 +312,21 @@ def test_sweep_command_with_verify_top(tmp_path, tiny_city, tiny_model_config, c
     assert main(["sweep", "--model", str(tmp_path / "best"), "--kind", "activation-patching", "--method",
                  "attribution", "--verify-top", "3", "--length", "6", "--edit-at", "2", "--n", "10",
                  "--out", str(out2)]) == 0
-    for name in ("patching_resid_pre.csv", "patching_heads.csv", "verify_resid_pre.csv", "verify_heads.csv"):
+    for name in ("patching_resid_pre.csv", "patching_heads.csv", "verify_resid_pre.csv", "verify_heads.csv",
+                 "attribution_scatter_resid_pre.png", "attribution_scatter_heads.png"):
         assert (out2 / name).is_file(), name
+
+    # the run report shows the scatter and the verified table of a sweep folder
+    import shutil
+
+    from interp.viz.report import render_report
+
+    run = tmp_path / "run"
+    shutil.copytree(out, run / "sweep_mlp-zero")
+    page = render_report(run)
+    assert "Attribution patching vs exact (the verified sites)" in page
+    assert "Attribution patching: the top sites measured exactly" in page
+    assert page.count("data:image/png;base64,") >= 2  # layers.png and attribution_scatter.png
 
 
 def test_pragworld_file_sweeps_dispatch_to_attribution(pw, tmp_path):
