@@ -279,6 +279,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     s = run.summary()
     extra = f"; {s['n_pairs']} pairs, {s['n_failed']} sequences without one" if "n_pairs" in s else ""
+    if "skipped" in s:  # PragWorld pairs: the reasons
+        extra = f"; {s['n_pairs']} pairs patched, {s['n_failed']} skipped {s['skipped']}"
     print(f"model {args.model}: {args.kind} sweep on {s['data']}{extra}", file=info)
     print(run.table(), file=info)
     if args.kind == "activation-patching":

@@ -6,6 +6,8 @@ head's slice of the attention output projection's input at every position (``hea
 ``hook_z``) taken from the altered prompt's run and written into the original's; P(altered gold)
 in the two-way yes/no softmax at the last token. A tiny GPT-2 (its tokenizer adds no BOS) and a
 Llama whose tokenizer adds one, each with a byte-level BPE trained here on the rows' prompts.
+The same models check ``interp sweep --prepend-bos`` and the benchmark prompt's ``prepend_bos``
+against the HF model fed the HF tokenizer's ids with a BOS put first by hand.
 """
 
 from __future__ import annotations
@@ -264,6 +266,16 @@ def test_sweep_activation_patching_on_a_pragworld_file(arch, folders, tmp_path):
     # the filter keeps pairs whose answer flips: P(altered gold) is > 0.5 on the altered prompt, < 0.5
     # on the original
     assert run.maps["resid_pre"].meta["clean_mean"] > 0.5 > run.maps["resid_pre"].meta["corrupted_mean"]
+    text = run.table()
+    width = resid["pos"].nunique()
+    assert f"the 24 of {width} positions" in text and text.splitlines()[2].split()[-1] == ":"  # 'Label:' last
+    # --method attribution: the AtP estimate of the same cells (zero where layer 0's inputs agree)
+    est = run_sweep(folder, data=csv, kind="activation-patching", method="attribution", out=tmp_path / "at",
+                    n_boot=50).maps["resid_pre"].frame
+    assert len(est) == len(resid) and (est[["layer", "pos", "example"]].to_numpy()
+                                       == resid[["layer", "pos", "example"]].to_numpy()).all()
+    same = (resid["layer"] == 0) & (resid["effect"] == 0)
+    assert same.sum() > 0 and (est.loc[same, "effect"].abs() < 1e-7).all()
 
 
 def test_sweep_cli_prepend_bos_follows_the_switch(folders, tmp_path):

@@ -323,11 +323,21 @@ class PatchingRun:
     figures: list[Path]
     info: dict[str, Any] = field(default_factory=dict)
 
-    def table(self) -> str:
-        """The residual-stream heatmap as text: share of the mean gap restored, layers × positions."""
+    def table(self, max_positions: int = 24) -> str:
+        """The residual-stream heatmap as text: share of the mean gap restored, layers × positions
+        (beyond ``max_positions`` columns, those of largest |share| in any layer, in order; the
+        full grid is in ``patching_resid_pre_mean.csv``)."""
         grid = self.maps["resid_pre"].restored()
         labels = self.info.get("labels") or [str(c) for c in grid.columns]
-        lines = ["layer  " + " ".join(f"{str(t)[:6]:>6}" for t in labels)]
+        lines = []
+        if grid.shape[1] > max_positions:
+            keep = np.sort(np.argsort(-grid.abs().max(axis=0).fillna(0).to_numpy(), kind="stable")[:max_positions])
+            lines.append(f"(the {max_positions} of {grid.shape[1]} positions with the largest |share|; all in "
+                         "patching_resid_pre_mean.csv)")
+            grid = grid.iloc[:, keep]
+            labels = [labels[j] for j in keep] if len(labels) > keep.max() else [str(c) for c in grid.columns]
+            lines.append("  pos  " + " ".join(f"{str(c)[:6]:>6}" for c in grid.columns))
+        lines.append("layer  " + " ".join(f"{str(t)[:6]:>6}" for t in labels))
         for layer, row in grid.iterrows():
             lines.append(f"{layer:>5}  " + " ".join(f"{v:>6.2f}" for v in row.to_numpy()))
         for comp, rows in (self.info.get("verify") or {}).items():
