@@ -102,6 +102,15 @@ def test_finetune_accepts_device_auto_dtype_and_n_devices(run, tmp_path, capsys)
     before = json.loads((tmp_path / "ft" / "eval_before.json").read_text())
     assert "placement" not in before["key"]  # the CPU float32 default
     assert {r["metric"] for r in before["rows"]} >= {"heldout_loss", "next_token_position"}
+    # a device map: training and the evaluations before/after load on it (recorded in the cache key)
+    assert main(["finetune", "--config", str(cfg), "--device-map", '{"": "cpu"}', "--no-progress"]) == 0
+    capsys.readouterr()
+    mapped = json.loads((tmp_path / "ft" / "eval_before.json").read_text())
+    assert mapped["key"]["placement"] == {"device": None, "dtype": "float32", "device_map": {"": "cpu"},
+                                          "n_devices": None}
+    assert json.loads((tmp_path / "ft" / "plain_s0" / "eval.json").read_text())["key"]["placement"] == \
+        mapped["key"]["placement"]
+    assert [r["value"] for r in mapped["rows"]] == pytest.approx([r["value"] for r in before["rows"]], rel=1e-5)
     if torch.cuda.device_count() < 2:
         assert main(["finetune", "--config", str(cfg), "--n-devices", "2", "--no-progress"]) == 2
         assert "n_devices=2 needs that many CUDA devices" in capsys.readouterr().err
