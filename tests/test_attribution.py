@@ -14,7 +14,7 @@ import torch
 from conftest import save_gpt2_and_llama, warm_bridges
 from interp.analysis.activation_patching import activation_patching, legal_mass
 from interp.analysis.attribution import (activation_attribution, agreement, direct_effect_attribution, exact_cells,
-                                         gradient_run, mlp_zero_attribution, rank_sites, spearman)
+                                         gradient_run, mlp_zero_attribution, spearman)
 from interp.analysis.patching import PatchPair, direct_effect_patching
 from interp.analysis.scoring import Batch, forward, token_loss
 from interp.analysis.sweeps import mlp_zero_sweep

@@ -406,14 +406,6 @@ def exact_cells(
     return torch.stack(out) if out else torch.zeros((0, n))
 
 
-def compare_sites(attribution: pd.DataFrame, exact: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """Join ranked attribution sites with their exact mean effects (column ``exact``) on ``keys``,
-    and flag ``same_sign``."""
-    out = attribution.merge(exact, on=list(keys), how="left")
-    out["same_sign"] = np.sign(out["attribution"]) == np.sign(out["exact"])
-    return out
-
-
 def spearman(x: Any, y: Any) -> float:
     """Spearman rank correlation (average ranks for ties); NaN with fewer than 2 points or no spread."""
     a, b = pd.Series(np.asarray(x, dtype=float)), pd.Series(np.asarray(y, dtype=float))
@@ -448,6 +440,6 @@ def site_table(attribution: SweepResult | PatchingMap, exact: SweepResult | Patc
     return pd.concat([a, e], axis=1, join="inner").reset_index()
 
 
-__all__ = ["ATTRIBUTION_COMPONENTS", "activation_attribution", "agreement", "compare_sites",
+__all__ = ["ATTRIBUTION_COMPONENTS", "activation_attribution", "agreement",
            "direct_effect_attribution", "exact_cells", "gradient_run", "mlp_zero_attribution", "rank_sites",
            "site_table", "spearman"]
