@@ -5,6 +5,7 @@ fingerprint for the fine-tuning that reads them."""
 from interp.analysis.attribution import activation_attribution, direct_effect_attribution, mlp_zero_attribution
 from interp.analysis.fingerprint import ModelMismatchError, check_fingerprint, model_fingerprint
 from interp.analysis.patching import PatchPair, direct_effect_patching, resid_cache
+from interp.analysis.pragworld_sweep import pair_activation_patching, reference_pairs
 from interp.analysis.probe_verdicts import probe_verdicts
 from interp.analysis.scoring import Batch, Metric, forward, logit_diff, token_loss, two_way_prob
 from interp.analysis.runner import SweepRun, run_sweep
@@ -15,5 +16,6 @@ __all__ = [
     "activation_attribution", "direct_effect_attribution", "mlp_zero_attribution",
     "Batch", "LayerVerdicts", "Metric", "ModelMismatchError", "PatchPair", "SweepResult", "SweepRun", "check_fingerprint",
     "direct_effect_patching", "forward", "layer_verdicts", "load_verdicts", "logit_diff", "mlp_zero_sweep",
-    "model_fingerprint", "probe_verdicts", "resid_cache", "run_sweep", "token_loss", "two_way_prob",
+    "model_fingerprint", "pair_activation_patching", "probe_verdicts", "reference_pairs", "resid_cache", "run_sweep",
+    "token_loss", "two_way_prob",
 ]
