@@ -122,6 +122,8 @@ def test_bad_kind_and_activation_patching_without_equal_length_pairs(model_dir, 
 
     with pytest.raises(ValueError, match="mlp-zero, direct-effect, activation-patching"):
         run_pragworld_sweep(model_dir, data_csv, kind="activation")
+    with pytest.raises(ValueError, match="--layers does not apply"):
+        run_pragworld_sweep(model_dir, data_csv, kind="activation-patching", layers=[0])
     rows = load_pragworld(data_csv).rows
     task = YesNoTask.pragworld(model_dir, rows)
     ids, mask = task.inputs()

@@ -292,6 +292,9 @@ def run_pragworld_sweep(
             higher_is_better=True, method="attribution" if method == "attribution" else "exact"), len(pairs), acc)
         info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
     else:
+        if layers is not None:
+            raise ValueError("--layers does not apply to --kind activation-patching: transformer_lens.patching "
+                             "patches every layer (the maps have one row per layer)")
         return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc)
 
     info["processes"] = rank_and_size(acc)[1]
