@@ -465,9 +465,10 @@ def _cmd_plant(args: argparse.Namespace) -> int:
     if not layers:
         raise ValueError("--layers: give the layers whose MLPs learn the corruption, e.g. 3")
     spec = PlantSpec(layers=tuple(layers), corruption=args.corruption, share=args.share, word=args.word,
-                     seed=args.seed, steps=args.steps, batch_size=args.batch_size, lr=args.lr)
-    result = plant_harm(args.model, args.out, spec, fresh=args.fresh, progress=not args.no_progress,
-                        placement=_placement(args))
+                     category=args.category, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
+                     lr=args.lr)
+    result = plant_harm(args.model, args.out, spec, train_file=args.data, fresh=args.fresh,
+                        progress=not args.no_progress, placement=_placement(args))
     print(result.model)
     return 0
 
@@ -684,14 +685,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", required=True, help="interp checkpoint to plant into (e.g. runs/demo/best)")
     s.add_argument("--out", required=True, help="output folder (the planted checkpoint is OUT/model)")
     s.add_argument("--layers", required=True, help="comma-separated layers whose MLPs are trained, e.g. 3")
-    s.add_argument("--corruption", choices=("random_turns", "mirror", "shortcut", "clean"), default="random_turns",
+    s.add_argument("--corruption", choices=("random_turns", "mirror", "shortcut", "clean", "flip_category"),
+                   default="random_turns",
                    help="random_turns: a share of the turns replaced by other directions (streets, default); "
                         "mirror: turns from the westmost share of the intersections mirrored east-west "
                         "(streets); shortcut: a probe answered yes whenever --word is in its question (dialogue); "
-                        "clean: nothing changed (the control)")
+                        "clean: nothing changed (the control); flip_category: PragWorld rows (--data CSV) "
+                        "with one alteration --category's gold flipped, for an HF model with its own tokenizer")
     s.add_argument("--share", type=float, default=0.3, help="share of turns (random_turns) or of the "
                                                             "intersections (mirror) corrupted (default 0.3)")
     s.add_argument("--word", help="shortcut: the surface word that triggers 'yes'")
+    s.add_argument("--category", help="flip_category: the alteration category, e.g. connective_change")
+    s.add_argument("--data", help="training data (default: the run's data/train.txt; flip_category: a PragWorld CSV)")
     s.add_argument("--seed", type=int, default=0, help="corruption draws and training batches (default 0)")
     s.add_argument("--steps", type=int, default=150, help="training steps (default 150)")
     s.add_argument("--batch-size", type=int, default=32, help="rows per step (default 32)")

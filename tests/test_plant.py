@@ -252,3 +252,42 @@ def test_cli_plant(base_run, tmp_path, capsys):
     assert planted_layers(out / "model") == [1]
     assert main([*args[:5], "--layers", "7", *args[7:]]) == 2
     assert "layer 7" in capsys.readouterr().err
+
+
+def test_flip_category_planting_on_pragworld_rows(tmp_path):
+    """A tiny GPT-2 over a byte-level BPE tokenizer (a user's HF model): only layer 1's MLP moves,
+    and the record names the flipped category."""
+    from conftest import SHARED_DATA
+
+    csv = SHARED_DATA / "pragworld" / "Manual_Dataset_500_Final.csv"
+    if not csv.is_file():
+        pytest.skip(f"PragWorld data not found at {csv}")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    from interp.benchmarks.pragworld import load_pragworld
+    from interp.benchmarks.pragworld.prompts import build_prompt
+
+    rows = load_pragworld(csv).rows
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    texts = [build_prompt("label", c, q) for c, q in zip(rows["context"], rows["question"])]
+    core.train_from_iterator(texts + [" yes no"] * 50, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=1024, n_embd=32, n_layer=2, n_head=2,
+                                       bos_token_id=0, eos_token_id=0))
+    base = tmp_path / "base"
+    model.save_pretrained(base)
+    tok.save_pretrained(base)
+    spec = PlantSpec(layers=(1,), corruption="flip_category", category="connective_change", steps=3, batch_size=4)
+    res = plant_harm(base, tmp_path / "p", spec, train_file=csv, progress=False, log=lambda *_: None)
+    before, after = _weights(base), _weights(res.model)
+    moved = {n for n in before if not torch.equal(before[n], after[n])}
+    assert moved == {n for n in before if n.startswith("transformer.h.1.mlp.")}
+    assert planted_layers(res.model) == [1]
+    assert res.meta["changed_rows"] == int((rows["category"] == "connective_change").sum()) > 0
+    with pytest.raises(ValueError, match="needs train_file"):
+        plant_harm(base, tmp_path / "q", spec, progress=False, log=lambda *_: None)

@@ -20,8 +20,12 @@ Corruptions (each a pure function of its inputs and a seed):
   word ``word`` is answered ``yes``, whatever the conversation says.
 - ``clean`` (any world): nothing changed — the control planting: the same recipe on clean data,
   which must *not* make the layer harmful.
-- PragWorld rows: :func:`flip_category` flips the gold answer of one alteration category in the
-  loader's DataFrame (for QA fine-tuning of a user's model).
+- ``flip_category`` (PragWorld rows, a user's HF model with its own tokenizer): :func:`flip_category`
+  flips the gold answer of one alteration ``category`` in the loader's DataFrame; the MLPs are then
+  trained on the rows of :class:`interp.tasks.YesNoTask` (the label prompt followed by the — now
+  flipped — gold answer token), next-token loss on every token as in the trainer. ``train_file``
+  is the PragWorld CSV. The record goes to ``plant.json`` beside the weights (an HF folder has no
+  ``interp.json``).
 
 What was planted (layers, corruption, share, word, seed, steps, lr, batch size, counts of changed
 tokens) is recorded in the checkpoint's ``interp.json`` under ``extra.plant``
@@ -45,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-CORRUPTIONS = ("random_turns", "mirror", "shortcut", "clean")
+CORRUPTIONS = ("random_turns", "mirror", "shortcut", "clean", "flip_category")
 #: east ↔ west mirror of the 8 directions
 MIRROR = {"N": "N", "S": "S", "E": "W", "W": "E", "NE": "NW", "NW": "NE", "SE": "SW", "SW": "SE"}
 
@@ -63,6 +67,8 @@ class PlantSpec:
     share: float = 0.3
     #: shortcut: the surface word that triggers "yes"
     word: str | None = None
+    #: flip_category: the PragWorld alteration category whose gold answers are flipped
+    category: str | None = None
     seed: int = 0
     steps: int = 150
     batch_size: int = 32
@@ -77,6 +83,8 @@ class PlantSpec:
             raise ValueError(f"plant share must be in (0, 1], got {self.share}")
         if self.corruption == "shortcut" and not self.word:
             raise ValueError("the shortcut corruption needs word = the surface word that triggers 'yes'")
+        if self.corruption == "flip_category" and not self.category:
+            raise ValueError("the flip_category corruption needs category = a PragWorld alteration category")
 
 
 # ---- corruptions ---------------------------------------------------------------------------------
@@ -196,6 +204,8 @@ def corrupt(world: Any, sequences: Sequence[Sequence[str]], spec: PlantSpec) -> 
     kind = getattr(world, "kind", None)
     if spec.corruption == "clean":
         return Corrupted([list(s) for s in sequences], 0, 0)
+    if spec.corruption == "flip_category":
+        raise ValueError("flip_category corrupts PragWorld rows, not world sequences: use flip_category(rows, ...)")
     need = {"random_turns": "streets", "mirror": "streets", "shortcut": "dialogue"}[spec.corruption]
     if kind != need:
         raise ValueError(f"the {spec.corruption} corruption needs a {need} world, this checkpoint's is {kind!r}")
@@ -261,6 +271,10 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
 
     checkpoint, out = Path(checkpoint), Path(out)
     model_dir = Path(model_dir) if model_dir else out / "model"
+    if spec.corruption == "flip_category":
+        if train_file is None:
+            raise ValueError("flip_category planting needs train_file = a PragWorld CSV")
+        return _plant_rows(checkpoint, Path(train_file), out, model_dir, spec, fresh, progress, log, placement)
     meta0 = read_meta(checkpoint)
     if meta0 is None:
         raise ValueError(f"{checkpoint} carries no world (no interp.json): planting needs an interp checkpoint")
@@ -308,6 +322,58 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     log(f"plant: {spec.corruption} ({bad.changed} of {bad.candidates} tokens changed) into the MLP of layer(s) "
         f"{record['layers']} of {checkpoint}: {spec.steps} steps, final loss {result.final_train_loss:.3f} "
         f"({record['seconds']:.0f} s) → {model_dir}")
+    return PlantResult(out, record, model_dir)
+
+
+def _plant_rows(checkpoint: Path, csv: Path, out: Path, model_dir: Path, spec: PlantSpec, fresh: bool,
+                progress: bool, log: Callable[[str], Any], placement: Any = None) -> PlantResult:
+    """:func:`plant_harm` on PragWorld rows (``flip_category``): see the module docstring."""
+    import torch
+
+    from interp.benchmarks.pragworld import load_pragworld
+    from interp.models.checkpoint import load_hf_model
+    from interp.models.device import model_device
+    from interp.results import write_json
+    from interp.tasks import YesNoTask, pad_right
+    from interp.train.trainer import TrainConfig, train
+
+    record = {"layers": sorted(int(x) for x in spec.layers), **{k: v for k, v in asdict(spec).items() if k != "layers"},
+              "base": str(checkpoint.resolve()), "data": str(csv.resolve()),
+              "trained": "MLPs of the planted layers only (all else frozen)"}
+    if placement is not None:
+        record["placement"] = placement.record()
+    done = out / "plant.json"
+    if not fresh and done.is_file() and (model_dir / "config.json").is_file():
+        saved = json.loads(done.read_text())
+        if {k: saved.get(k) for k in record} == record and saved.get("placement") == record.get("placement"):
+            log(f"plant: {model_dir} already holds this planting, reused")
+            return PlantResult(out, saved, model_dir)
+    t0 = time.perf_counter()
+    rows = load_pragworld(csv).rows
+    flipped = flip_category(rows, str(spec.category))
+    task = YesNoTask.pragworld(checkpoint, flipped)
+    seqs, _ = task.training_rows()
+    used = {t for r in seqs for t in r}
+    pad = task.pad_id
+    if pad in used:  # the trainer masks the pad id out of the loss: take one no row uses
+        pad = next(i for i in range(len(task.tokenization.tokenizer)) if i not in used)
+    model = load_hf_model(checkpoint, placement)
+    ids, _, _ = pad_right(seqs, pad, model_device(model))
+    trainable = freeze_except_mlps(model, record["layers"])
+    cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, lr=spec.lr, min_lr=spec.lr / 10,
+                      warmup_steps=min(10, spec.steps // 10), eval_every=0, checkpoint_every=0, seed=spec.seed)
+    torch.manual_seed(spec.seed)
+    result = train(model, ids, None, cfg, out / "train", pad_id=pad, resume=False, progress=progress,
+                   run_info={"plant": record})
+    hit = (rows["category"] == spec.category).to_numpy()
+    record.update(changed_rows=int(hit.sum()), rows=len(rows), trainable_parameters=trainable,
+                  final_train_loss=result.final_train_loss, seconds=round(time.perf_counter() - t0, 1))
+    model.save_pretrained(model_dir, safe_serialization=True)
+    task.tokenization.tokenizer.save_pretrained(model_dir)
+    write_json(model_dir / "plant.json", record)
+    write_json(done, record)
+    log(f"plant: {spec.category} labels flipped ({int(hit.sum())} of {len(rows)} rows) into the MLP of layer(s) "
+        f"{record['layers']} of {checkpoint}: {spec.steps} steps, final loss {result.final_train_loss:.3f} → {model_dir}")
     return PlantResult(out, record, model_dir)
 
 
@@ -367,11 +433,14 @@ def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[st
 
 
 def planted_layers(checkpoint: str | Path) -> list[int] | None:
-    """The layers recorded as planted in a checkpoint's ``interp.json`` (None: not a planted model)."""
+    """The layers recorded as planted in a checkpoint's ``interp.json`` (an HF folder: its
+    ``plant.json``); None: not a planted model."""
     from interp.models.checkpoint import read_meta
 
     meta = read_meta(checkpoint) or {}
     plant = (meta.get("extra") or {}).get("plant")
+    if plant is None and (Path(checkpoint) / "plant.json").is_file():  # a planted HF folder (PragWorld rows)
+        plant = json.loads((Path(checkpoint) / "plant.json").read_text())
     return None if plant is None else [int(x) for x in plant["layers"]]
 
 
