@@ -392,3 +392,24 @@ def pw(tmp_path_factory):
             break
     own = data.rows.assign(gold=answer, answer=np.where(answer == 1, "yes", "no"))  # every alteration right
     return folder, write_pragworld_csv(own, root / "own.csv")
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_layer_sweeps_match_the_exact_ones_near_the_linear_regime(gentle, pair, arch):
+    """Against the exact layer sweeps on the small-weight models. Direct-effect patching of the
+    one-token edits: layer 0 exactly 0 in both, the other layer within 40 % and of the same sign
+    (measured 4 % GPT-2, 26 % Llama). MLP zero-out, a whole layer's output removed, is a large edit
+    even here: only the layer of largest exact effect keeps its sign for sure (GPT-2: 0.0020 / 0.0027
+    estimated vs 0.0068 / 0.0044 exact; Llama's small layer 0 flips)."""
+    bridge = gentle[arch]
+    clean, corrupted, legal = pair
+    metric = legal_mass(legal)
+    pairs = [PatchPair(c, k) for c, k in zip(corrupted, clean)]
+    est = direct_effect_attribution(bridge, pairs, metric).summary.set_index("layer")["mean_effect"]
+    exact = direct_effect_patching(bridge, pairs, metric).summary.set_index("layer")["mean_effect"]
+    assert est[0] == 0 and exact[0] == 0
+    assert np.sign(est[1]) == np.sign(exact[1]) and abs(est[1] - exact[1]) <= 0.4 * abs(exact[1])
+    est = mlp_zero_attribution(bridge, clean, metric).summary["mean_effect"].to_numpy()
+    exact = mlp_zero_sweep(bridge, clean, metric, method="loop").summary["mean_effect"].to_numpy()
+    top = int(np.argmax(np.abs(exact)))
+    assert np.sign(est[top]) == np.sign(exact[top])
