@@ -200,7 +200,8 @@ def test_pair_patching_equals_a_hand_written_hf_hook_patch(arch, folders):
         f = resid.frame[(resid.frame.example == k) & (resid.frame.layer == 0)].sort_values("position")
         same = np.array(task.ids[o]) == np.array(task.ids[i])
         assert (f["effect"].to_numpy()[same] == 0).all() and (~same).sum() == 1
-    assert resid.meta["labels"][-1] == hf.tok.convert_ids_to_tokens(hf.ids(texts[0])[-1])
+    assert resid.meta["labels"][-1] == hf.tok.decode(hf.ids(texts[0])[-1:]) == ":"  # "Label:" ends every prompt
+    assert resid.meta["labels"][-3] == "\\n" and "·" in resid.meta["labels"]  # where the contexts differ
 
 
 def test_pair_patching_refuses_when_no_pair_has_equal_lengths(folders):

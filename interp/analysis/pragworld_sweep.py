@@ -78,8 +78,8 @@ def _merge_maps(parts: list[tuple[Any, list[int], int]], rows: list[tuple[int, i
     global pair numbers of its examples, its token length). Positions become offsets from the last
     prompt token (``pos`` ≤ 0, 0 = the scored token; ``position`` keeps the index in the prompt),
     so the shared template tail lines up across lengths; a heatmap cell is the mean over the pairs
-    long enough to have it. Labels: the original prompts' token at an offset where all agree, else
-    ``·``."""
+    long enough to have it. Labels: the original prompts' token at an offset where all agree (its
+    decoded text, a newline as ``\\n``), else ``·``."""
     import pandas as pd
 
     from interp.analysis.activation_patching import PatchingMap
@@ -112,7 +112,7 @@ def _merge_maps(parts: list[tuple[Any, list[int], int]], rows: list[tuple[int, i
         labels = []
         for off in range(-(width - 1), 1):
             seen = {task.ids[o][len(task.ids[o]) - 1 + off] for o, _ in rows if len(task.ids[o]) - 1 + off >= 0}
-            labels.append(str(tok.convert_ids_to_tokens(seen.pop())) if len(seen) == 1 else "·")
+            labels.append(tok.decode([seen.pop()]).replace("\n", "\\n") if len(seen) == 1 else "·")
         meta.update(labels=labels, position_axis="offset from the last prompt token (0: the scored token)")
     return PatchingMap(frame, meta)
 
