@@ -238,7 +238,9 @@ def run_pragworld_sweep(
 ) -> SweepRun | PatchingRun:
     """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
     write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
-    to ``out`` (default ``<model>/../sweep_<kind>_pragworld/``). ``n``: the first n rows only;
+    to ``out`` (default ``<model>/../sweep_<kind>_pragworld/``); ``activation-patching`` returns a
+    :class:`~interp.analysis.runner.PatchingRun` and writes ``patching_resid_pre`` / ``patching_heads``
+    (``.csv``, ``_mean.csv``, ``.json``, ``.png``) and ``run.json``. ``n``: the first n rows only;
     ``prepend_bos`` / ``chat_template``: :class:`interp.tasks.Tokenization`; ``placement``: where the
     model runs (:class:`interp.models.device.Placement`; default CPU; a launcher's process device)."""
     from interp.analysis.patching import PatchPair, direct_effect_patching
@@ -253,6 +255,9 @@ def run_pragworld_sweep(
     log = log or sys.stderr
     if kind not in PRAGWORLD_KINDS:
         raise ValueError(f"on PragWorld data --kind must be one of {', '.join(PRAGWORLD_KINDS)}, got {kind!r}")
+    if kind == "activation-patching" and layers is not None:
+        raise ValueError("--layers does not apply to --kind activation-patching: transformer_lens.patching "
+                         "patches every layer (the maps have one row per layer)")
     pw = load_pragworld(data, grouping=grouping)  # a bad file fails before the model loads
     rows = pw.rows if n is None else pw.rows.iloc[:n]
     if rows.empty:
@@ -292,9 +297,6 @@ def run_pragworld_sweep(
             higher_is_better=True, method="attribution" if method == "attribution" else "exact"), len(pairs), acc)
         info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
     else:
-        if layers is not None:
-            raise ValueError("--layers does not apply to --kind activation-patching: transformer_lens.patching "
-                             "patches every layer (the maps have one row per layer)")
         return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc)
 
     info["processes"] = rank_and_size(acc)[1]
