@@ -116,11 +116,13 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
 @torch.no_grad()
 def evaluate_loss(model: torch.nn.Module, ids: Int[Tensor, "n pos"], pad_id: int, batch_size: int = 128) -> float:
     """Token-weighted mean next-token loss of ``model`` on ``ids`` (eval mode, restored after)."""
+    from interp.models.device import model_device
+
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     try:
-        for batch in iterate_batches(ids, batch_size, pad_id):
+        for batch in iterate_batches(ids.to(model_device(model)), batch_size, pad_id):
             logits = logits_of(model, batch.inputs)
             n = batch.n_tokens
             total += float(next_token_loss(logits, batch.targets)) * n
@@ -211,8 +213,11 @@ def train(
     """
     from tqdm.auto import tqdm
 
+    from interp.models.device import model_device
+
     out_dir = Path(out_dir)
     last, best = out_dir / "last", out_dir / "best"
+    device = model_device(model)  # each batch goes where the model lives (lengths stay on the CPU)
     opt = make_optimizer(model, cfg)
     start, best_loss, best_step, history = 0, math.inf, -1, []
     cfg_dict = asdict(cfg)
@@ -246,7 +251,7 @@ def train(
         return loss
 
     if cfg.length_bucketing:
-        rows_at = LengthBucketedBatches((train_ids != pad_id).sum(dim=1), cfg.batch_size, cfg.seed)
+        rows_at = LengthBucketedBatches((train_ids != pad_id).sum(dim=1).cpu(), cfg.batch_size, cfg.seed)
     else:
         def rows_at(step: int) -> Tensor:
             return batch_indices(len(train_ids), cfg.batch_size, cfg.seed, step)
@@ -260,7 +265,7 @@ def train(
             stack.enter_context(term.install(model))
         try:
             for step in range(start, end):
-                batch = make_batch(train_ids[rows_at(step)], pad_id)
+                batch = make_batch(train_ids[rows_at(step)].to(device), pad_id)
                 lr = learning_rate(cfg, step)
                 for g in opt.param_groups:
                     g["lr"] = lr
