@@ -594,9 +594,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("navigate", help="streets: greedy routes, detours (Table 2), map reconstruction (App. B)")
     s.add_argument("--model", required=True,
-                   help="checkpoint folder, or route-oracle | oracle | uniform (with --world). route-oracle "
-                        "(shortest routes, `end` on arrival) is the navigation reference; oracle (uniform "
-                        "over legal tokens) never says `end` under greedy decoding, so its routes fail")
+                   help="checkpoint folder, or route-oracle | ideal | oracle | uniform (with --world). route-oracle "
+                        "(shortest routes, `end` on arrival) is the navigation reference; ideal is the exact "
+                        "predictor of the world's training data; oracle (uniform over legal tokens) never says "
+                        "`end` under greedy decoding, so its routes fail")
     s.add_argument("--world", help="the streets world (default: the checkpoint's)")
     s.add_argument("--pairs", type=int, default=200, help="(origin, destination) pairs: the run's held-out "
                                                           "pairs if any, else random (default 200)")
@@ -612,7 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_navigate)
 
     s = sub.add_parser("metrics", help="Myhill–Nerode compression and distinction metrics (Vafa et al. 2024)")
-    s.add_argument("--model", required=True, help="checkpoint folder, oracle, uniform, or dfa:PATH (with --world)")
+    s.add_argument("--model", required=True, help="checkpoint folder, oracle, ideal, uniform, or dfa:PATH (with --world)")
     s.add_argument("--world", help="dfa:PATH, connect4, streets[:PATH], othello (default: the checkpoint's)")
     rule = s.add_mutually_exclusive_group()
     rule.add_argument("--epsilon", type=float, help="accept tokens with p > EPSILON (default 0.01)")
