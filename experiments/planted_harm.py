@@ -63,7 +63,7 @@ CONTROLS: list[tuple[str, PlantSpec | None]] = [
 ]
 SOURCES = ("mlp_zero", "direct_effect", "probe")
 METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_compression_precision",
-           "mn_distinction_precision", "mn_distinction_recall")
+           "mn_distinction_precision", "mn_distinction_recall", "routes_valid", "routes_illegal_turn")
 
 
 def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
@@ -85,6 +85,19 @@ def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
     v.save(out / "probe_verdicts.json")
     res["probe"] = {"rows": layer_rows(v), "verdicts": str(out / "probe_verdicts.json")}
     return res
+
+
+def reread(folder: Path) -> dict[str, dict]:
+    """The verdict rows :func:`detect` wrote for one model (``--reuse-detection``)."""
+    from interp.analysis.runner import layer_rows
+    from interp.analysis.verdicts import load_verdicts
+
+    paths = {"mlp_zero": folder / "sweep_mlp-zero" / "verdicts.json",
+             "direct_effect": folder / "sweep_direct-effect" / "verdicts.json", "probe": folder / "probe_verdicts.json"}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"--reuse-detection: no earlier verdicts at {', '.join(missing)}")
+    return {k: {"rows": layer_rows(load_verdicts(p)), "verdicts": str(p)} for k, p in paths.items()}
 
 
 def scores(frame: pd.DataFrame) -> pd.DataFrame:
@@ -112,7 +125,7 @@ def repair(name: str, model: Path, base: Path, verdicts: str, out: Path, args, l
     from interp.models.checkpoint import load_bridge, load_checkpoint
     from interp.train.finetune import (FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig,
                                        run_finetune)
-    from interp.train.plant import world_model_metrics
+    from interp.train.plant import route_metrics, world_model_metrics
     from interp.train.regularisers import layers_from_verdicts
     from interp.train.trainer import TrainConfig
     from interp.worlds.io import read_sequences
@@ -143,8 +156,11 @@ def repair(name: str, model: Path, base: Path, verdicts: str, out: Path, args, l
     heldout = read_sequences(model.resolve().parent / "data" / "test.txt", ckpt.world)[: args.n_eval]
     for label, bridge, zeroed in (("zeroed", ckpt.bridge, harmful), ("unplanted", load_bridge(base), ())):
         rows = world_model_metrics(bridge, ckpt.world, heldout, zeroed=zeroed, mn_pairs=args.mn_pairs,
-                                   mn_depth=args.mn_depth, seed=ev.seed)
+                                   mn_depth=args.mn_depth, seed=ev.seed, routes=args.routes)
         tables.append(pd.DataFrame([{**r, "model": label, "seed": None} for r in rows]))
+    if args.routes:
+        rows = route_metrics(ckpt.bridge, ckpt.world, heldout, args.routes, seed=ev.seed)
+        tables.append(pd.DataFrame([{**r, "model": "before", "seed": None} for r in rows]))
     table = pd.concat(tables, ignore_index=True)
     table.insert(0, "planting", name)
     return table
@@ -217,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-eval", type=int, default=200, help="held-out sequences of the repair metrics")
     p.add_argument("--mn-pairs", type=int, default=50, help="Myhill–Nerode states / state pairs (default 50)")
     p.add_argument("--mn-depth", type=int, default=3, help="Myhill–Nerode suffix depth (default 3)")
+    p.add_argument("--routes", type=int, default=100,
+                   help="greedy routes of the planted, zeroed and unplanted models (default 100; 0: none)")
+    p.add_argument("--reuse-detection", action="store_true",
+                   help="read the verdict files of an earlier run in --out instead of "
+                        "sweeping again (plantings and finished fine-tuning runs are always reused)")
     p.add_argument("--quick", action="store_true", help="3 plantings, 1 control, β 1e-3 and 1e-1, one seed")
     args = p.parse_args(argv)
     from interp.results import write_json
@@ -242,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             res = plant_harm(base, out / name, spec, progress=False, log=log)
             model, planted, folder = res.model, list(spec.layers) if spec.corruption != "clean" else [], out / name
-        found = detect(model, folder, args, logf)
+        found = detect(model, folder, args, logf) if not args.reuse_detection else reread(folder)
         models[name] = {"model": str(model), "planted": planted, "spec": None if spec is None else spec.corruption,
                         "verdicts": {k: v["verdicts"] for k, v in found.items()}}
         for source, v in found.items():
@@ -279,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                                 for m in models])
     text = [f"# Planted harm (base {base}; {len(plantings)} plantings, {len(controls)} controls)", "",
             f"Command: `python experiments/planted_harm.py {' '.join(argv if argv is not None else sys.argv[1:])}`; "
-            f"detection {t_detect / 60:.1f} min, total {seconds / 60:.1f} min.", "",
+            f"detection {t_detect / 60:.1f} min{' (reread)' if args.reuse_detection else ''}, "
+            f"total {seconds / 60:.1f} min.", "",
             "## Layers called harmful", "", _md(found_table), "", "## Detection scores", "", _md(summary), ""]
     if rsum is not None:
         text += [f"## Repair of {name} (harmful layers {harmful}; β in β·Σ_ℓ mean(MLP_out²); "

@@ -103,6 +103,8 @@ class FixConfig:
     n_eval: int = 200
     mn_pairs: int = 100
     mn_depth: int = 3
+    #: streets: greedy routes between this many held-out pairs, before / zeroed / unplanted (0: none)
+    routes: int = 100
 
 
 def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progress: bool = True,
@@ -284,9 +286,10 @@ def plant_stage(run_dir: Path, cfg: PlantConfig, analysis: AnalysisConfig, progr
             "unplanted_sweep": {"layers": rows, "harmful": [r["layer"] for r in rows if r["verdict"] == "harmful"]}}
 
 
-#: the scalar metrics of the repair comparison (lower is better only for the held-out loss)
+#: the scalar metrics of the repair comparison (lower is better: the held-out loss and illegal turns);
+#: the greedy routes (streets) are scored for the model before, zeroed and unplanted only
 REPAIR_METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_compression_precision",
-                  "mn_distinction_precision", "mn_distinction_recall")
+                  "mn_distinction_precision", "mn_distinction_recall", "routes_valid", "routes_illegal_turn")
 
 
 def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress: bool,
@@ -299,7 +302,7 @@ def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress:
     from interp.models.checkpoint import load_bridge, load_checkpoint
     from interp.train.finetune import (FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig,
                                        _markdown, run_finetune, summarise)
-    from interp.train.plant import world_model_metrics
+    from interp.train.plant import route_metrics, world_model_metrics
     from interp.train.trainer import TrainConfig
     from interp.worlds.io import read_sequences
 
@@ -328,14 +331,19 @@ def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress:
     # zeroing at inference, and the unplanted model, on the same held-out sequences and state pairs
     ckpt = load_checkpoint(model)
     heldout = read_sequences(Path(report.info["source"]["test"]), ckpt.world)[: cfg.n_eval]
+    routes = cfg.routes if getattr(ckpt.world, "kind", None) == "streets" else 0
     extra = [{**r, "model": "zeroed", "seed": None}
              for r in world_model_metrics(ckpt.bridge, ckpt.world, heldout, zeroed=layers, mn_pairs=cfg.mn_pairs,
-                                          mn_depth=cfg.mn_depth, seed=ev.seed)]
+                                          mn_depth=cfg.mn_depth, seed=ev.seed, routes=routes)]
+    if routes:
+        extra += [{**r, "model": "before", "seed": None}
+                  for r in route_metrics(ckpt.bridge, ckpt.world, heldout, routes, seed=ev.seed)]
     names = ["plain", "hls", "zeroed"]
     if model.resolve() != (run_dir / "best").resolve():
         extra += [{**r, "model": "unplanted", "seed": None}
                   for r in world_model_metrics(load_bridge(run_dir / "best"), ckpt.world, heldout,
-                                               mn_pairs=cfg.mn_pairs, mn_depth=cfg.mn_depth, seed=ev.seed)]
+                                               mn_pairs=cfg.mn_pairs, mn_depth=cfg.mn_depth, seed=ev.seed,
+                                               routes=routes)]
         names.append("unplanted")
     table = pd.concat([report.table, pd.DataFrame(extra)], ignore_index=True)
     keep = table.metric.isin(REPAIR_METRICS) | ((table.metric == "mlp_out_sq") & table.layer.isin(layers))

@@ -377,9 +377,37 @@ def _plant_rows(checkpoint: Path, csv: Path, out: Path, model_dir: Path, spec: P
     return PlantResult(out, record, model_dir)
 
 
+def route_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[str]], n: int, *,
+                  zeroed: Sequence[int] = (), seed: int = 0) -> list[dict[str, Any]]:
+    """Streets: greedy routes (:func:`interp.metrics.navigation.decode_routes`) between the first
+    ``n`` distinct (origin, destination) pairs of ``sequences``, with the MLPs of ``zeroed`` removed
+    through the intervention context. Rows ``routes_valid`` (share of valid routes) and
+    ``routes_illegal_turn`` (share that take a turn with no street), with binomial SEs."""
+    import contextlib
+    import math
+
+    from interp.hooks import intervene, zero
+    from interp.metrics.navigation import decode_routes, pairs_from_sequences
+    from interp.models.lm import BridgeLM
+
+    pairs = pairs_from_sequences(sequences)[:n]
+    if not pairs:
+        raise ValueError("no (origin, destination) pairs to route")
+    ctx = (intervene(bridge, [zero(f"mlp_out:{int(x)}") for x in zeroed]) if zeroed else contextlib.nullcontext())
+    with ctx:
+        r = decode_routes(BridgeLM(bridge, world.vocab), world, pairs, seed=seed)
+    k = len(pairs)
+    out = []
+    for name, share in (("routes_valid", float(r.summary()["valid"])),
+                        ("routes_illegal_turn", r.failures().get("illegal_turn", 0) / k)):
+        out.append({"metric": name, "layer": None, "value": share, "se": math.sqrt(share * (1 - share) / k),
+                    "ci_low": math.nan, "ci_high": math.nan, "n": k})
+    return out
+
+
 def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[str]], *, zeroed: Sequence[int] = (),
                         mn_pairs: int = 100, mn_depth: int = 3, seed: int = 0,
-                        batch_size: int = 128) -> list[dict[str, Any]]:
+                        batch_size: int = 128, routes: int = 0) -> list[dict[str, Any]]:
     """The repair metrics of a world model, with the MLPs of ``zeroed`` removed at inference
     (PragWorld's zero-out, through :func:`interp.hooks.intervene`; every forward, the KV-cached
     ones of the Myhill–Nerode enumeration included, runs under it).
@@ -389,7 +417,8 @@ def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[st
     ``heldout_loss`` (mean over sequences of the per-token next-token loss), ``next_token_position``
     / ``next_token_sequence`` (the next-token test) and ``mn_compression_precision`` /
     ``mn_distinction_precision`` / ``mn_distinction_recall`` (exact estimator, ``mn_pairs`` states /
-    state pairs to depth ``mn_depth``, seed ``seed``)."""
+    state pairs to depth ``mn_depth``, seed ``seed``); with ``routes`` > 0 on a streets world also
+    :func:`route_metrics` of that many pairs."""
     import contextlib
     import math
 
@@ -429,6 +458,8 @@ def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[st
                           ("mn_distinction_precision", r.distinction_precision),
                           ("mn_distinction_recall", r.distinction_recall)):
             add(name, est.mean, est.se, est.n)
+    if routes > 0 and getattr(world, "kind", None) == "streets":
+        rows += route_metrics(bridge, world, sequences, routes, zeroed=zeroed, seed=seed)
     return rows
 
 
@@ -446,4 +477,4 @@ def planted_layers(checkpoint: str | Path) -> list[int] | None:
 
 __all__ = ["CORRUPTIONS", "Corrupted", "PlantResult", "PlantSpec", "answer_shortcut", "corrupt", "flip_category",
            "freeze_except_mlps", "mirror_region", "mirror_region_nodes", "plant_harm", "planted_layers",
-           "random_turns", "world_model_metrics"]
+           "random_turns", "route_metrics", "world_model_metrics"]

@@ -389,7 +389,9 @@ _REPAIR_COLUMNS = (("heldout_loss", "held-out loss", True), ("next_token_positio
                    ("next_token_sequence", "next-token (sequence)", False),
                    ("mn_compression_precision", "compression prec.", False),
                    ("mn_distinction_precision", "distinction prec.", False),
-                   ("mn_distinction_recall", "distinction recall", False))
+                   ("mn_distinction_recall", "distinction recall", False),
+                   ("routes_valid", "greedy routes valid", False),
+                   ("routes_illegal_turn", "greedy routes with an illegal turn", True))
 
 
 def _num_ok(v: Any) -> bool:
