@@ -32,7 +32,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from interp.models import ModelConfig, build_gpt2  # noqa: E402
-from interp.train import TrainConfig, encode_sequences  # noqa: E402
+from interp.train import TrainConfig  # noqa: E402
+from interp.worlds.encoding import encode_sequences  # noqa: E402
 from interp.train.finetune import finetune_model  # noqa: E402
 from interp.train.regularisers import (  # noqa: E402
     HLS,

@@ -74,7 +74,7 @@ def baseline(bridge, ids, mask, metric) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> None:
     from interp.analysis import mlp_zero_sweep, token_loss
-    from interp.train.data import encode_sequences
+    from interp.worlds.encoding import encode_sequences
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="runs/demo/best")

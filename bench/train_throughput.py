@@ -29,8 +29,9 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from interp.models import ModelConfig, build_gpt2  # noqa: E402
-from interp.train import TrainConfig, encode_sequences, make_batch, train  # noqa: E402
+from interp.train import TrainConfig, make_batch, train  # noqa: E402
 from interp.train.data import batch_indices  # noqa: E402
+from interp.worlds.encoding import encode_sequences  # noqa: E402
 from interp.worlds import parse_world  # noqa: E402
 
 

@@ -59,7 +59,7 @@ def train_curriculum(cfg, base: Path, run_dir: Path, stages: list[int], fresh: b
     from interp.experiment import make_data, resolve_world_arg, test_best
     from interp.models.gpt2 import build_gpt2, count_parameters
     from interp.results import write_json
-    from interp.train.data import encode_sequences
+    from interp.worlds.encoding import encode_sequences
     from interp.train.trainer import train
     from interp.worlds import parse_world
     from interp.worlds.dialogue import DialogueWorld

@@ -46,7 +46,8 @@ from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpo
 from interp.models.lm import BridgeLM, IdealLM, WorldLM  # noqa: E402
 from interp.results import write_json  # noqa: E402
 from interp.viz.tables import draw_table1  # noqa: E402
-from interp.train import TrainConfig, encode_sequences, train  # noqa: E402
+from interp.train import TrainConfig, train  # noqa: E402
+from interp.worlds.encoding import encode_sequences  # noqa: E402
 from interp.worlds.split import split_sequences  # noqa: E402
 from interp.worlds.streets import StreetsWorld, SyntheticCityConfig, TraversalConfig  # noqa: E402
 

@@ -17,7 +17,7 @@ _EXPORTS = {
     "ModelConfig": "interp.models", "build_gpt2": "interp.models", "save_checkpoint": "interp.models",
     "load_checkpoint": "interp.models", "load_bridge": "interp.models",
     # the training loop itself is `interp.train.train` (the name `interp.train` is its package)
-    "TrainConfig": "interp.train", "encode_sequences": "interp.train",
+    "TrainConfig": "interp.train", "encode_sequences": "interp.worlds.encoding",
     "next_token_test": "interp.metrics", "myhill_nerode": "interp.metrics", "probe_layers": "interp.metrics",
     "Epsilon": "interp.metrics", "TopK": "interp.metrics", "TopP": "interp.metrics",
     "BridgeLM": "interp.models.lm", "WorldLM": "interp.models.lm", "UniformLM": "interp.models.lm",

@@ -95,7 +95,7 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
                    progress: bool = True, log=print) -> dict[str, Any]:
     """Generate data, train, run the next-token test; write and return ``results.json``."""
     from interp.models.gpt2 import build_gpt2, count_parameters
-    from interp.train.data import encode_sequences
+    from interp.worlds.encoding import encode_sequences
     from interp.train.trainer import train
     from interp.worlds.io import write_sequences
 

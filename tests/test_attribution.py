@@ -276,7 +276,7 @@ def test_sweep_command_with_verify_top(tmp_path, tiny_city, tiny_model_config, c
     estimates, and the top K layers measured exactly (equal to the exact reuse sweep)."""
     from interp.cli import main
     from interp.models import build_gpt2, load_checkpoint, save_checkpoint
-    from interp.train.data import encode_sequences
+    from interp.worlds.encoding import encode_sequences
     from interp.worlds.io import read_sequences, write_sequences
 
     from conftest import liven

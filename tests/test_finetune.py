@@ -25,7 +25,7 @@ def _train_cfg(**kw):
 
 @pytest.fixture(scope="module")
 def world_data(tiny_city):
-    from interp.train import encode_sequences
+    from interp.worlds.encoding import encode_sequences
 
     seqs = tiny_city.generate(80, np.random.default_rng(0))
     return seqs[:64], seqs[64:], encode_sequences(seqs[:64], tiny_city.vocab), encode_sequences(seqs[64:],

@@ -372,7 +372,7 @@ def test_serialisation_round_trip():
 def test_cached_extension_runs_under_the_intervention(bridges, tiny_city):
     """BridgeLM's KV-cached steps see the hooks: extension equals the ablated full forward."""
     from interp.models.lm import BridgeLM
-    from interp.train import encode_sequences
+    from interp.worlds.encoding import encode_sequences
 
     bridge = bridges["gpt2"]
     lm = BridgeLM(bridge, tiny_city.vocab)

@@ -8,7 +8,7 @@ import torch
 
 from interp.models import build_gpt2, load_checkpoint, save_checkpoint
 from interp.models.lm import DFALM, BridgeLM, UniformLM, WorldLM
-from interp.train import encode_sequences
+from interp.worlds.encoding import encode_sequences
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from interp.models import CheckpointError, build_gpt2, load_checkpoint, save_checkpoint
-from interp.train import encode_sequences
+from interp.worlds.encoding import encode_sequences
 
 
 def test_checkpoint_reloads_through_bridge_with_identical_logits(tmp_path, tiny_city, tiny_model_config):

@@ -314,7 +314,7 @@ def bridge_lm(tmp_path_factory, tiny_city, tiny_model_config):
 def _brute_force(world, lm, rule, s1, s2, depth):
     """Both boundaries by recursion, one plain full forward of the bridge per (prefix, node): no
     cursors, no cache, no padding (memoised per prefix). Nothing below the world's end token."""
-    from interp.train import encode_sequences
+    from interp.worlds.encoding import encode_sequences
 
     seen = {}
 
@@ -390,7 +390,7 @@ def trained_like(tmp_path_factory, tiny_city, tiny_model_config):
     import torch.nn.functional as F
 
     from interp.models import build_gpt2, save_checkpoint
-    from interp.train import encode_sequences
+    from interp.worlds.encoding import encode_sequences
 
     model = build_gpt2(tiny_city.vocab, tiny_model_config)
     ids = encode_sequences(tiny_city.generate(512, np.random.default_rng(0)), tiny_city.vocab)

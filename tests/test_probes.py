@@ -83,7 +83,7 @@ def _n_hooks(bridge):
 
 
 def test_activations_equal_a_hand_written_run_with_cache(city_ckpt, tiny_city):
-    from interp.train import encode_sequences
+    from interp.worlds.encoding import encode_sequences
 
     bridge = city_ckpt.bridge
     seqs = tiny_city.generate(5, np.random.default_rng(3))
@@ -144,7 +144,7 @@ def test_end_to_end_on_the_tiny_city(city_ckpt, tiny_city, tmp_path):
 
 def test_final_layer_is_hf_last_hidden_state(city_ckpt, tiny_city):
     # the reference probes HF's hidden_states[-1] (after the final LayerNorm): layer n_layers here
-    from interp.train import encode_sequences
+    from interp.worlds.encoding import encode_sequences
 
     seqs = tiny_city.generate(6, np.random.default_rng(3))
     n_layers = int(city_ckpt.bridge.cfg.n_layers)

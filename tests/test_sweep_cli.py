@@ -33,7 +33,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_mlp_zero_sweep_command(run_dir, tiny_model_config):
     from interp.analysis import mlp_zero_sweep, token_loss
     from interp.models import load_checkpoint
-    from interp.train.data import encode_sequences
+    from interp.worlds.encoding import encode_sequences
     from interp.worlds.io import read_sequences
 
     res = _cli("--model", str(run_dir / "best"), "--json", "--n", "10", "--method", "batched")

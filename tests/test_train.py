@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from interp.models import build_gpt2
-from interp.train import TrainConfig, encode_sequences, learning_rate, make_batch, train
+from interp.train import TrainConfig, learning_rate, make_batch, train
+from interp.worlds.encoding import encode_sequences
 from interp.train.trainer import TrainingInterrupted, make_optimizer, next_token_loss
 
 CFG = TrainConfig(steps=12, batch_size=8, lr=3e-3, warmup_steps=3, eval_every=6, checkpoint_every=0,

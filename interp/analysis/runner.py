@@ -469,7 +469,7 @@ def run_sweep(
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
     from interp.models.checkpoint import load_checkpoint, run_data_dir
-    from interp.train.data import encode_sequences
+    from interp.worlds.encoding import encode_sequences
     from interp.viz.layers import draw_layer_effects
     from interp.worlds.io import read_sequences
 

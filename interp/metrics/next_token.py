@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from interp.results import Estimate, mean_se, ratio_se, save_result
-from interp.train.data import encode_sequences
+from interp.worlds.encoding import encode_sequences
 from interp.train.trainer import logits_of
 from interp.worlds.base import World
 

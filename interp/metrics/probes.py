@@ -59,7 +59,7 @@ from torch import Tensor
 
 from interp.models.device import model_device
 from interp.results import ratio_se, save_result
-from interp.train.data import encode_sequences
+from interp.worlds.encoding import encode_sequences
 from interp.worlds.base import World
 
 #: layer index of the embeddings (the residual stream entering block 0)

@@ -1,6 +1,6 @@
 """Training: one loop for pre-training and fine-tuning (see :mod:`interp.train.trainer`)."""
 
-from interp.train.data import Batch, encode_sequences, make_batch
+from interp.train.data import Batch, make_batch
 from interp.train.plant import PlantSpec, plant_harm
 from interp.train.trainer import (
     LossTerm,
@@ -13,6 +13,6 @@ from interp.train.trainer import (
 )
 
 __all__ = [
-    "Batch", "LossTerm", "PlantSpec", "TrainConfig", "TrainResult", "TrainingInterrupted", "encode_sequences",
+    "Batch", "LossTerm", "PlantSpec", "TrainConfig", "TrainResult", "TrainingInterrupted",
     "evaluate_loss", "learning_rate", "make_batch", "plant_harm", "train",
 ]

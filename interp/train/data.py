@@ -1,37 +1,14 @@
-"""Token sequences → padded tensors and deterministic, resumable batches."""
+"""Padded id tensors → shifted training batches, and deterministic, resumable batch orders
+(encoding sequences into ids: :func:`interp.worlds.encoding.encode_sequences`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
-
-from interp.worlds.base import Vocab
-
-
-def encode_sequences(
-    sequences: Sequence[Sequence[str]], vocab: Vocab, n_ctx: int | None = None
-) -> Int[Tensor, "n pos"]:
-    """``<bos>``-prefixed, right-padded token ids, one row per sequence.
-
-    Raises ``ValueError`` naming the sequence when one does not fit the context ``n_ctx``.
-    """
-    if not sequences:
-        raise ValueError("no sequences to encode")
-    rows = [vocab.encode(s) for s in sequences]
-    width = max(len(r) for r in rows)
-    if n_ctx is not None and width > n_ctx:
-        i = max(range(len(rows)), key=lambda j: len(rows[j]))
-        raise ValueError(
-            f"sequence {i} has {len(rows[i])} tokens with <bos>, more than the model context "
-            f"n_ctx={n_ctx}; raise model.n_ctx or lower the world's maximum length")
-    out = torch.full((len(rows), width), vocab.pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return out
 
 
 @dataclass(frozen=True)

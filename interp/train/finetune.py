@@ -262,7 +262,7 @@ def world_task(checkpoint: Path, data: FinetuneData) -> Task:
     """Sequences of the checkpoint's world; labels: the current state at each row's last position
     (the dialogue world: the gold answer there, :func:`~interp.train.regularisers.ula_labels`)."""
     from interp.models.checkpoint import read_meta, run_data_dir
-    from interp.train.data import encode_sequences
+    from interp.worlds.encoding import encode_sequences
     from interp.train.regularisers import LabelCoding, ula_labels
     from interp.worlds import world_from_spec
     from interp.worlds.io import read_sequences

@@ -264,7 +264,7 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     from interp.models.checkpoint import load_hf_model, read_meta, run_data_dir, save_checkpoint
     from interp.models.device import model_device
     from interp.results import write_json
-    from interp.train.data import encode_sequences
+    from interp.worlds.encoding import encode_sequences
     from interp.train.trainer import TrainConfig, train
     from interp.worlds import world_from_spec
     from interp.worlds.io import read_sequences, write_sequences
@@ -430,7 +430,8 @@ def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[st
     from interp.metrics.next_token import next_token_test
     from interp.models.lm import BridgeLM
     from interp.results import mean_se
-    from interp.train.data import encode_sequences, make_batch
+    from interp.train.data import make_batch
+    from interp.worlds.encoding import encode_sequences
 
     rows: list[dict[str, Any]] = []
 
