@@ -32,7 +32,6 @@ import torch
 
 from interp.results import Estimate, mean_se, ratio_se, save_result
 from interp.worlds.encoding import encode_sequences
-from interp.train.trainer import logits_of
 from interp.worlds.base import World
 
 
@@ -68,7 +67,7 @@ class NextTokenResult:
 
 def _top1_fn(model: Any, vocab) -> Any:
     """ids → top-1 ids: one forward for networks; prefix by prefix for DFA-backed LMs."""
-    from interp.models.lm import LM, BridgeLM
+    from interp.models.lm import LM, BridgeLM, logits_of
 
     if isinstance(model, BridgeLM):
         model = model.bridge

@@ -45,6 +45,13 @@ from torch import Tensor
 from interp.worlds.base import IllegalTokenError, State, Vocab, World, WorldError
 
 
+def logits_of(model: torch.nn.Module, inputs: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos vocab"]:
+    """Logits of one plain forward: an HF causal LM returns them in ``.logits``, a TransformerBridge
+    as the tensor itself (the trainer and the next-token test read them through here)."""
+    out = model(inputs)
+    return out if isinstance(out, Tensor) else out.logits
+
+
 @dataclass
 class Cursor:
     """A batch of prefixes an LM has read; ``logprobs[i]`` is the next-token distribution of row i."""

@@ -30,6 +30,7 @@ from jaxtyping import Float, Int
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor
 
+from interp.models.lm import logits_of
 from interp.train.data import Batch, LengthBucketedBatches, batch_indices, iterate_batches, make_batch
 
 
@@ -84,12 +85,6 @@ class LossTerm(Protocol):
 
     def compute(self, batch: Batch) -> Tensor:
         """The (unweighted) scalar for the forward pass that just ran; clears collected state."""
-
-
-def logits_of(model: torch.nn.Module, inputs: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos vocab"]:
-    """Logits from an HF causal LM (``.logits``) or a TransformerBridge (a tensor)."""
-    out = model(inputs)
-    return out if isinstance(out, Tensor) else out.logits
 
 
 def next_token_loss(logits: Float[Tensor, "batch pos vocab"], targets: Int[Tensor, "batch pos"]) -> Tensor:
