@@ -69,7 +69,7 @@ METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_com
 def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
     """Verdict rows of the three sources for one model."""
     from interp.analysis.probe_verdicts import probe_verdicts
-    from interp.analysis.runner import layer_rows, run_sweep
+    from interp.analysis.runner import run_sweep
     from interp.models.checkpoint import load_checkpoint
     from interp.worlds.io import read_sequences
 
@@ -83,13 +83,12 @@ def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
     test = read_sequences(data / "test.txt", ckpt.world)[: args.probe_test]
     v = probe_verdicts(ckpt.bridge, ckpt.world, train, test, seed=0)
     v.save(out / "probe_verdicts.json")
-    res["probe"] = {"rows": layer_rows(v), "verdicts": str(out / "probe_verdicts.json")}
+    res["probe"] = {"rows": v.layer_rows(), "verdicts": str(out / "probe_verdicts.json")}
     return res
 
 
 def reread(folder: Path) -> dict[str, dict]:
     """The verdict rows :func:`detect` wrote for one model (``--reuse-detection``)."""
-    from interp.analysis.runner import layer_rows
     from interp.analysis.verdicts import load_verdicts
 
     paths = {"mlp_zero": folder / "sweep_mlp-zero" / "verdicts.json",
@@ -97,7 +96,7 @@ def reread(folder: Path) -> dict[str, dict]:
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"--reuse-detection: no earlier verdicts at {', '.join(missing)}")
-    return {k: {"rows": layer_rows(load_verdicts(p)), "verdicts": str(p)} for k, p in paths.items()}
+    return {k: {"rows": load_verdicts(p).layer_rows(), "verdicts": str(p)} for k, p in paths.items()}
 
 
 def scores(frame: pd.DataFrame) -> pd.DataFrame:

@@ -297,7 +297,7 @@ class SweepRun:
     def layer_rows(self) -> list[dict[str, Any]]:
         """Per layer: ``layer``, ``effect`` (mean ablated − clean), ``ci`` (its bootstrap interval),
         ``verdict``, ``raw_verdict``."""
-        return layer_rows(self.verdicts)
+        return self.verdicts.layer_rows()
 
     def table(self) -> str:
         rows = self.layer_rows()
@@ -406,24 +406,6 @@ def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any]
     run = PatchingRun(maps, out_dir, figures, info)
     write_json(out_dir / "run.json", run.summary())
     return run
-
-
-def effect_interval(verdicts: LayerVerdicts) -> tuple[np.ndarray, np.ndarray]:
-    """The bootstrap interval of each layer's mean *effect* (the verdict frame holds that of the
-    oriented benefit; for a lower-is-better metric the interval flips sign)."""
-    f = verdicts.frame
-    lo, hi = f["ci_low"].to_numpy(dtype=float), f["ci_high"].to_numpy(dtype=float)
-    if verdicts.meta.get("higher_is_better", True):
-        return lo, hi
-    return -hi, -lo
-
-
-def layer_rows(verdicts: LayerVerdicts) -> list[dict[str, Any]]:
-    lo, hi = effect_interval(verdicts)
-    f = verdicts.frame
-    return [{"layer": int(r.layer), "effect": float(r.mean_effect), "ci": [float(lo[j]), float(hi[j])],
-             "verdict": str(r.verdict), "raw_verdict": str(r.raw_verdict)}
-            for j, r in enumerate(f.itertuples(index=False))]
 
 
 def run_sweep(
@@ -586,5 +568,5 @@ def run_sweep(
     return result
 
 
-__all__ = ["KINDS", "RUN_METHODS", "EditPairs", "verify_cells", "verify_layers", "PatchingRun", "aligned_edit_pairs", "SweepRun", "check_layers", "continuation_loss", "effect_interval", "layer_rows",
+__all__ = ["KINDS", "RUN_METHODS", "EditPairs", "verify_cells", "verify_layers", "PatchingRun", "aligned_edit_pairs", "SweepRun", "check_layers", "continuation_loss",
            "parse_layers", "run_sweep", "state_change_pairs"]

@@ -98,6 +98,22 @@ class LayerVerdicts:
         architecture these verdicts were computed on."""
         check_fingerprint(self.meta.get("model") or {}, bridge, "these layer verdicts")
 
+    def effect_interval(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bootstrap interval of each layer's mean *effect* (``frame`` holds that of the oriented
+        benefit; for a lower-is-better metric the interval flips sign)."""
+        lo, hi = self.frame["ci_low"].to_numpy(dtype=float), self.frame["ci_high"].to_numpy(dtype=float)
+        if self.meta.get("higher_is_better", True):
+            return lo, hi
+        return -hi, -lo
+
+    def layer_rows(self) -> list[dict[str, Any]]:
+        """Per layer: ``layer``, ``effect`` (mean ablated − clean), ``ci`` (its bootstrap interval,
+        :meth:`effect_interval`), ``verdict``, ``raw_verdict``."""
+        lo, hi = self.effect_interval()
+        return [{"layer": int(r.layer), "effect": float(r.mean_effect), "ci": [float(lo[j]), float(hi[j])],
+                 "verdict": str(r.verdict), "raw_verdict": str(r.raw_verdict)}
+                for j, r in enumerate(self.frame.itertuples(index=False))]
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": FORMAT, **self.meta, "useful": self.useful, "harmful": self.harmful,
                                "neutral": self.layers("neutral"), "layers": _records(self.frame)}

@@ -29,6 +29,28 @@ on GPT-2 and Llama bridges, TL 4.3). In HookedTransformer, editing resid_mid edi
 stream itself. :mod:`interp.hooks.interventions` restores that meaning: an intervention on
 ``resid_mid`` is compiled into an edit of ``attn_out`` (``attn_out' = f(resid_pre + attn_out) −
 resid_pre``), which changes the MLP input and the skip alike.
+
+**The module behind a site.** Code that trains the model itself (HLS / ULA in
+:mod:`interp.train.regularisers`, planting) hooks the Hugging Face *module* whose output is the
+site, with plain PyTorch forward hooks, on a raw HF model or a bridge alike:
+:meth:`Site.module` / :meth:`Site.module_path`. Only ``mlp_out`` is one module's output: the last
+module of the MLP branch before the residual add, as TransformerLens's alias says::
+
+    architecture              module of mlp_out:3 (raw HF model)            computes
+    GPT-2                     transformer.h.3.mlp                            dropout(c_proj(act(c_fc(x))))
+    Llama, Qwen2, Mistral,    model.layers.3.mlp                             down_proj(act(gate_proj(x)) * up_proj(x))
+      Phi-3
+    GPT-NeoX / Pythia         gpt_neox.layers.3.mlp                          dense_4h_to_h(act(dense_h_to_4h(x)))
+    Gemma-2, OLMo-2           model.layers.3.post_feedforward_layernorm      RMSNorm(mlp(x)): the MLP's output
+                                                                             normed before the residual add
+
+(on Gemma-2 / OLMo-2 ``blocks.3.hook_mlp_out`` is an alias of ``blocks.3.ln2_post.hook_out``, TL
+4.3). On a bridge TransformerLens has put its own wrapper at that path (``blocks.3.mlp`` or
+``blocks.3.ln2_post``), and that wrapper is the module returned: some wrappers never call the HF
+module they hold (Phi-3's MLP splits its fused ``gate_up_proj``), so only the wrapper's output is
+the hook's on every architecture. Either way the module's output *is* ``blocks.3.hook_mlp_out`` (a
+test checks it on eight architectures). ``peft`` (LoRA) and ``DistributedDataParallel`` wrappers
+are looked through (LoRA adapters live inside the module).
 """
 
 from __future__ import annotations
@@ -104,6 +126,19 @@ class Site:
     def __str__(self) -> str:
         return f"{self.component}:{self.layer}" + ("" if self.head is None else f".{self.head}")
 
+    def module_path(self, model: Any) -> str:
+        """Attribute path of the HF module whose output is this site, e.g. ``transformer.h.3.mlp``."""
+        blocks, path = _hf_blocks(self, model)
+        return f"{path}.{self.layer}.{_mlp_out_attr(blocks[self.layer])}"
+
+    def module(self, model: Any) -> Any:
+        """The HF module whose output is this site (``mlp_out`` only), in a raw HF model, a bridge,
+        or a peft / DDP wrapper of either; hook it with ``register_forward_hook`` (its output is
+        this site's activation: the first element where the module returns a tuple)."""
+        blocks, _ = _hf_blocks(self, model)
+        block = blocks[self.layer]
+        return getattr(block, _mlp_out_attr(block))
+
 
 def parse_site(text: str) -> Site:
     """``"mlp_out:3"`` → ``Site(3, "mlp_out")``; ``"z:2.1"`` → layer 2, head 1."""
@@ -115,6 +150,60 @@ def parse_site(text: str) -> Site:
                         f"(e.g. mlp_out:3, z:2.1) with COMPONENT one of {', '.join(COMPONENTS)}")
     component, layer, head = m.group(1), int(m.group(2)), m.group(3)
     return Site(layer, component, None if head is None else int(head))
+
+
+# ---- modules of a Hugging Face model --------------------------------------------------------------
+
+#: attribute paths to the list of decoder blocks of an HF causal LM, in the order tried
+HF_BLOCK_PATHS = ("transformer.h", "model.layers", "gpt_neox.layers", "model.decoder.layers")
+#: attributes of a decoder block whose output is ``mlp_out``, the first present wins: the norm some
+#: architectures apply to the MLP's output before the residual add (Gemma-2, OLMo-2), else the MLP
+MLP_OUT_ATTRS = ("post_feedforward_layernorm", "mlp")
+
+
+def hf_model(model: Any) -> Any:
+    """The HF model in a bridge (``original_model``), a DDP (``.module``) or peft
+    (``get_base_model()``) wrapper, or the model itself."""
+    for _ in range(8):
+        if hasattr(model, "original_model") and hasattr(model, "hook_dict"):  # a TransformerBridge
+            model = model.original_model
+        elif type(model).__name__ == "DistributedDataParallel" and hasattr(model, "module"):
+            model = model.module
+        elif callable(getattr(model, "get_base_model", None)):
+            model = model.get_base_model()
+        else:
+            break
+    return model
+
+
+def hf_blocks(model: Any) -> tuple[Any, str]:
+    """The decoder blocks of an HF model (or bridge, or wrapper) and their attribute path."""
+    base = hf_model(model)
+    for path in HF_BLOCK_PATHS:
+        blocks: Any = base
+        for part in path.split("."):
+            blocks = getattr(blocks, part, None)
+        if blocks is not None and hasattr(blocks, "__len__") and len(blocks) and all(
+                hasattr(b, "mlp") for b in blocks):
+            return blocks, path
+    raise SiteError(f"cannot find the decoder blocks of a {type(base).__name__}: tried "
+                    f"{', '.join(p + '.<layer>.mlp' for p in HF_BLOCK_PATHS)} (GPT-2, Llama-style, "
+                    "GPT-NeoX and OPT layouts)")
+
+
+def _mlp_out_attr(block: Any) -> str:
+    return next(a for a in MLP_OUT_ATTRS if getattr(block, a, None) is not None)
+
+
+def _hf_blocks(site: Site, model: Any) -> tuple[Any, str]:
+    if site.component != "mlp_out":
+        raise SiteError(f"site {site}: only mlp_out is the output of one HF module; {site.component} "
+                        "is reached through its TransformerLens hook (site.hook_name)")
+    blocks, path = hf_blocks(model)
+    if site.layer >= len(blocks):
+        raise SiteError(f"site {site}: layer {site.layer} is out of range; this model has {len(blocks)} "
+                        f"layers (0..{len(blocks) - 1})")
+    return blocks, path
 
 
 # ---- names on a bridge ---------------------------------------------------------------------------

@@ -699,7 +699,6 @@ def _dialogue_qa(bridge: Any, task: Task, ev: FinetuneEval, add: Callable[..., N
 
 def _sweep(bridge: Any, task: Task, ev: FinetuneEval, layers: Sequence[int] | None,
            add: Callable[..., None]) -> dict[str, Any]:
-    from interp.analysis.runner import layer_rows
     from interp.analysis.scoring import token_loss
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
@@ -715,7 +714,7 @@ def _sweep(bridge: Any, task: Task, ev: FinetuneEval, layers: Sequence[int] | No
     sweep = mlp_zero_sweep(bridge, ids, metric, mask, list(layers) if layers else None, categories=cats,
                            batch_size=64, method="batched", higher_is_better=hib)
     verdicts = layer_verdicts(sweep, n_boot=ev.n_boot, seed=ev.seed)
-    out = layer_rows(verdicts)
+    out = verdicts.layer_rows()
     for r in out:
         n = int(verdicts.frame.loc[verdicts.frame.layer == r["layer"], "n"].iloc[0])
         se = float(sweep.summary.loc[sweep.summary.layer == r["layer"], "se"].iloc[0])

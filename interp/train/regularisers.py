@@ -29,19 +29,12 @@ same positions whatever the width of its batch. ULA pools at each row's *last* s
 one that predicts the final token (for QA text ending in the answer, the position before the
 answer, i.e. ``Label:``).
 
-**Which module is hooked** (its output is TransformerLens's ``blocks.{ℓ}.hook_mlp_out``; a test
-checks the two agree on GPT-2 and Llama):
-
-========================  =================================  ======================================
-architecture              hooked module                       computes
-========================  =================================  ======================================
-GPT-2                     ``transformer.h.{ℓ}.mlp``           ``dropout(c_proj(act(c_fc(x))))``
-Llama, Qwen2, Mistral     ``model.layers.{ℓ}.mlp``            ``down_proj(act(gate_proj(x)) * up_proj(x))``
-GPT-NeoX / Pythia         ``gpt_neox.layers.{ℓ}.mlp``         ``dense_4h_to_h(act(dense_h_to_4h(x)))``
-========================  =================================  ======================================
-
-A ``peft`` (LoRA) model or a ``DistributedDataParallel`` wrapper is unwrapped first; the hooks sit
-on the same modules (LoRA adapters live inside them).
+**Which module is hooked**: the HF module whose output is ``blocks.{ℓ}.hook_mlp_out``,
+``Site(ℓ, "mlp_out").module(model)`` — one contract with the sweeps' hook names, with its
+architecture table in :mod:`interp.hooks.sites` (``transformer.h.{ℓ}.mlp`` on GPT-2,
+``model.layers.{ℓ}.mlp`` on Llama-style models, ``gpt_neox.layers.{ℓ}.mlp`` on GPT-NeoX). A
+``peft`` (LoRA) model or a ``DistributedDataParallel`` wrapper is looked through; the hooks sit on
+the same modules (LoRA adapters live inside them).
 
 Distributed runs: :meth:`HLS.partial` / :meth:`ULA.partial` return ``(sum, count)`` so the
 fine-tuning loop can divide by the count summed over all processes — a data-parallel run then
@@ -63,17 +56,13 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp.hooks.sites import Site, hf_blocks
 from interp.train.data import Batch
 
 DEFAULT_WEIGHT = 1e-3
 HEADS_TENSORS = "ula_heads.safetensors"
 HEADS_JSON = "ula_heads.json"
 HEADS_FORMAT = "interp.ula_heads/1"
-
-#: (attribute path to the list of decoder layers, attribute of the MLP inside a layer), in order tried
-_LAYOUTS = (("transformer.h", "mlp"), ("model.layers", "mlp"), ("gpt_neox.layers", "mlp"),
-            ("model.decoder.layers", "mlp"))
-
 
 class LayerSpecError(ValueError):
     """A regulariser's layer list is empty with a nonzero weight, out of range, or inconsistent."""
@@ -82,56 +71,20 @@ class LayerSpecError(ValueError):
 # ---- the HF modules ------------------------------------------------------------------------------
 
 
-def unwrap(model: nn.Module) -> nn.Module:
-    """The plain HF model inside DDP (``.module``) and peft (``get_base_model()``) wrappers."""
-    seen = 0
-    while seen < 8:
-        seen += 1
-        if isinstance(model, nn.parallel.DistributedDataParallel):
-            model = model.module
-        elif hasattr(model, "get_base_model") and callable(model.get_base_model):
-            model = model.get_base_model()
-        else:
-            break
-    return model
-
-
-def _get(obj: Any, path: str) -> Any:
-    for part in path.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
-
-
-def decoder_layers(model: nn.Module) -> tuple[nn.ModuleList, str]:
-    """The HF model's list of decoder blocks and its attribute path (see the module docstring)."""
-    base = unwrap(model)
-    for path, _ in _LAYOUTS:
-        layers = _get(base, path)
-        if isinstance(layers, nn.ModuleList) and len(layers) and all(hasattr(b, "mlp") for b in layers):
-            return layers, path
-    raise ValueError(
-        f"cannot find the MLP modules of a {type(base).__name__}: tried "
-        f"{', '.join(p + '.{l}.mlp' for p, _ in _LAYOUTS)}; HLS/ULA support GPT-2, Llama/Qwen/Mistral "
-        "and GPT-NeoX layouts")
-
-
 def n_layers_of(model: nn.Module) -> int:
-    return len(decoder_layers(model)[0])
+    """Number of decoder blocks of an HF model (or a bridge, or a peft / DDP wrapper)."""
+    return len(hf_blocks(model)[0])
 
 
 def mlp_modules(model: nn.Module, layers: Sequence[int]) -> list[nn.Module]:
-    """The MLP module of each of ``layers`` (its output is ``blocks.{ℓ}.hook_mlp_out``)."""
-    blocks, _ = decoder_layers(model)
-    check_layers(layers, len(blocks), "layers", weight=1.0)
-    return [blocks[i].mlp for i in layers]
+    """The module of ``Site(ℓ, "mlp_out")`` for each of ``layers`` (its output is ``blocks.{ℓ}.hook_mlp_out``)."""
+    check_layers(layers, n_layers_of(model), "layers", weight=1.0)
+    return [Site(int(x), "mlp_out").module(model) for x in layers]
 
 
 def mlp_module_names(model: nn.Module, layers: Sequence[int]) -> list[str]:
     """Attribute paths of the hooked modules, e.g. ``transformer.h.3.mlp`` (for logs and docs)."""
-    _, path = decoder_layers(model)
-    return [f"{path}.{i}.mlp" for i in layers]
+    return [Site(int(x), "mlp_out").module_path(model) for x in layers]
 
 
 # ---- layers: lists, verdict files, checks -------------------------------------------------------
@@ -259,7 +212,9 @@ class HLS:
             return torch.zeros((), device=mask.device), count
         outs = self._collector.take(self.layers, batch, "HLS")
         m = mask.to(outs[0].dtype)[..., None]
-        total = sum(((o * m) * o).sum(dtype=torch.float32) for o in outs)
+        # under a device map each layer's output lives on its layer's device: the mask goes there,
+        # each layer's sum comes back to the batch's device (where the count is)
+        total = sum(((o * m.to(o.device)) * o).sum(dtype=torch.float32).to(mask.device) for o in outs)
         per = outs[0].shape[-1] * (len(outs) if self.reduction == "mean" else 1)
         return total / per, count
 
@@ -466,20 +421,24 @@ def ula_labels(world: Any, sequences: Sequence[Sequence[str]]) -> tuple[list[Any
 def mean_squared_mlp_out(model: nn.Module, ids: Int[Tensor, "n pos"], pad_id: int, layers: Sequence[int],
                          batch_size: int = 128) -> dict[int, Tensor]:
     """Per layer, each row's mean squared MLP output over its non-padding positions (the HLS
-    quantity, same positions and modules), in eval mode without gradients: ``{layer: [n]}``."""
+    quantity, same positions and modules), in eval mode without gradients: ``{layer: [n]}`` (on
+    the CPU). ``ids`` move to the model's device; under a device map each layer is reduced on its
+    own device."""
+    from interp.models.device import model_device
     from interp.train.data import make_batch
 
     coll = _Collector()
     was = model.training
+    device = model_device(model)
     model.eval()
     res: dict[int, list[Tensor]] = {x: [] for x in layers}
     try:
         with torch.no_grad(), coll.hooks(model, layers):
             for i in range(0, len(ids), batch_size):
-                batch = make_batch(ids[i : i + batch_size], pad_id)
+                batch = make_batch(ids[i : i + batch_size].to(device), pad_id)
                 model(batch.inputs)
-                m = batch.mask.float()
                 for layer, out in zip(layers, coll.take(layers, batch, "mean_squared_mlp_out")):
+                    m = batch.mask.to(out.device).float()
                     per_row = (out.float().pow(2).mean(-1) * m).sum(1) / m.sum(1).clamp(min=1)
                     res[layer].append(per_row.cpu())
     finally:
@@ -498,6 +457,6 @@ def describe_terms(terms: Sequence[Any], model: nn.Module) -> list[str]:
 
 
 __all__ = ["DEFAULT_WEIGHT", "HLS", "HLS_REDUCTIONS", "LabelCoding", "LabelledBatch", "LayerSpecError", "ULA",
-           "ULAHeads", "check_layers", "decoder_layers", "describe_terms", "last_positions", "last_state_labels",
+           "ULAHeads", "check_layers", "describe_terms", "last_positions", "last_state_labels",
            "layers_from_verdicts", "mean_squared_mlp_out", "mlp_module_names", "mlp_modules", "n_layers_of",
-           "ula_labels", "unwrap"]
+           "ula_labels"]

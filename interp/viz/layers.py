@@ -36,7 +36,6 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from interp.analysis.runner import effect_interval
     from interp.analysis.sweeps import SweepResult
     from interp.analysis.verdicts import LayerVerdicts, layer_verdicts
 
@@ -52,7 +51,7 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
         raise ValueError("no layers to draw")
     layers = f["layer"].to_numpy(dtype=int)
     mean = f["mean_effect"].to_numpy(dtype=float)
-    lo, hi = effect_interval(verdicts)
+    lo, hi = verdicts.effect_interval()
     yerr = np.vstack([np.clip(mean - lo, 0, None), np.clip(hi - mean, 0, None)])
     colours = [VERDICT_COLOURS.get(str(v), "#9a9a9a") for v in f["verdict"]]
 
