@@ -31,8 +31,9 @@ from interp.worlds import World, parse_world
 
 @dataclass(frozen=True)
 class DataConfig:
-    #: sequences drawn from the world before the train/test split
-    n_sequences: int = 8000
+    #: sequences drawn from the world before the train/test split (the demo's 30,000 random walks:
+    #: ~1.6M training tokens, so 3,000 steps of 32 routes see each route about 3.6 times)
+    n_sequences: int = 30000
     test_fraction: float = 0.1
     seed: int = 0
     #: a folder written by ``interp data`` to use instead of drawing (train.txt, test.txt)
@@ -41,7 +42,15 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """The embedded default is the demo: random walks on the default synthetic city."""
+    """The embedded default is the demo: random walks on the default synthetic city.
+
+    Train defaults, measured (``runs/h3/``, README "What the demo model learns"): 3,000 steps of
+    32 routes (lr 2e-3 → 2e-4 cosine, 100 warmup steps), 30,000 routes, a 4-layer GPT-2 128 wide
+    with 2 heads reached held-out loss 1.186 (ideal predictor of the data: 1.106); 800 steps of 8,000
+    routes with 4 heads (the earlier default) 1.314; 3,000 steps of 8,000 routes with 4 heads 1.196.
+    None of them learns to say ``end`` at the destination (P(end | at the destination) ≈ 0.04
+    against the ideal 0.36), so greedy routes stay invalid.
+    """
 
     name: str = "demo"
     #: a world argument as on the CLI (``streets``, ``streets:city.toml``, ``dfa:x.json`` …);
@@ -51,9 +60,10 @@ class ExperimentConfig:
     #: held-out sequences scored by the next-token test (0: all)
     eval_sequences: int = 1000
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(n_head=2))
     train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        steps=800, batch_size=32, lr=2e-3, min_lr=2e-4, warmup_steps=50, eval_every=200))
+        steps=3000, batch_size=32, lr=2e-3, min_lr=2e-4, warmup_steps=100, eval_every=500,
+        eval_sequences=512))
     #: ``interp run`` only: world-model table and layer analyses, then HLS fine-tuning
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     #: ``interp run`` only: harm planted in known layers before the layer analyses (issue 14)
