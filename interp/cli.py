@@ -334,7 +334,7 @@ def _cmd_pragworld_eval(args: argparse.Namespace) -> int:
     import re
 
     from interp.benchmarks.pragworld import load_pragworld
-    from interp.benchmarks.pragworld.evaluate import evaluate_model
+    from interp.metrics.pragworld_eval import evaluate_model
     from interp.metrics.pragworld import score_pragworld
     from interp.models.checkpoint import load_bridge
 

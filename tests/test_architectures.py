@@ -288,7 +288,7 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
 
     from interp.analysis import run_sweep
     from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, load_pragworld, write_pragworld_csv
-    from interp.benchmarks.pragworld.evaluate import evaluate_model
+    from interp.metrics.pragworld_eval import evaluate_model
     from interp.models import load_bridge
     from interp.tasks import YesNoTask
     from interp.train.finetune import FinetuneData, finetune_model, pragworld_task

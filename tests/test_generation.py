@@ -178,7 +178,7 @@ def _bpe_gpt2(folder, texts, seed: int, newline_gain: float = 1.0):
 def test_generate_responses_cached_equals_full_on_text(tmp_path):
     """The PragWorld entry point on a byte-level BPE: decoded text, newline stopping and EOS, both
     paths alike, under an intervention."""
-    from interp.benchmarks.pragworld.evaluate import generate_responses
+    from interp.metrics.pragworld_eval import generate_responses
     from interp.benchmarks.pragworld.prompts import benchmark_prompt
     from interp.models import load_bridge
 

@@ -183,7 +183,7 @@ def test_finetune_evaluation_loads_on_the_training_placement(run, tmp_path):
 
 #: where "cpu" may be named: the device resolver itself, fallbacks when a model has no parameter,
 #: and fine-tuning's config default of the main job (a placement choice, not a tensor)
-_ALLOWED = {("interp/benchmarks/pragworld/evaluate.py", 'return torch.device("cpu")'),
+_ALLOWED = {("interp/metrics/pragworld_eval.py", 'return torch.device("cpu")'),
             ("interp/pipeline.py", 'device="cpu"')}
 
 

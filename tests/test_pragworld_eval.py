@@ -17,7 +17,7 @@ from interp.benchmarks.pragworld import (
     load_pragworld,
     write_pragworld_csv,
 )
-from interp.benchmarks.pragworld import evaluate as ev
+from interp.metrics import pragworld_eval as ev
 from interp.cli import main
 
 CTX1 = "A: did you put the apples in the box\nB: I did\nA: and the pears\nB: they are in the basket"

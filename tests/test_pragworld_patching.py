@@ -315,7 +315,7 @@ def test_benchmark_prompt_ids_follow_prepend_bos(folders, tmp_path):
     from transformers import AutoModelForCausalLM
 
     from interp.benchmarks.pragworld import benchmark_prompt, load_pragworld, write_pragworld_csv
-    from interp.benchmarks.pragworld.evaluate import evaluate_model
+    from interp.metrics.pragworld_eval import evaluate_model
 
     folder = folders["gpt2"]  # its tokenizer adds no BOS
     hf = HFPatch(folder)

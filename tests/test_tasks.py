@@ -115,7 +115,7 @@ def test_sweep_eval_and_finetune_ask_a_row_identically(arch, folders, data_csv, 
     from transformers import AutoTokenizer
 
     import interp.analysis.sweeps as sweeps
-    import interp.benchmarks.pragworld.evaluate as ev
+    import interp.metrics.pragworld_eval as ev
     from interp.analysis import run_sweep
     from interp.models import load_bridge
     from interp.train.finetune import FinetuneData, load_task

@@ -5,18 +5,14 @@
   :func:`write_pragworld_csv` writes the manual-split layout.
 - :func:`parse_yes_no` — the benchmark's answer parser.
 - :func:`benchmark_prompt`, :func:`label_prompt` — the evaluation and interpretability prompts.
-- :mod:`.evaluate` (needs torch; loaded on first use): :func:`yes_no_margin` /
-  :func:`p_yes_from_logits` (pure functions of logits), :func:`score_label_prompts`,
-  :func:`generate_responses`, :func:`evaluate_model`.
 
-The accuracies (robust, yes/no, original/altered, flip/invariant, per category and length) are
-:func:`interp.metrics.pragworld.score_pragworld`.
+Asking a model (:func:`~interp.metrics.pragworld_eval.evaluate_model`, the pure scoring functions of
+logits) is :mod:`interp.metrics.pragworld_eval`; the accuracies (robust, yes/no, original/altered,
+flip/invariant, per category and length) are :func:`interp.metrics.pragworld.score_pragworld`.
+This package reads and writes files only: it imports nothing else of interp.
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import Any
 
 from interp.benchmarks.pragworld.data import (
     CATEGORIES,
@@ -34,18 +30,7 @@ from interp.benchmarks.pragworld.data import (
 from interp.benchmarks.pragworld.parse import normalise_prediction, parse_yes_no
 from interp.benchmarks.pragworld.prompts import PROMPTS, benchmark_prompt, build_prompt, label_prompt
 
-_LAZY = ("yes_no_token_ids", "last_position_logits", "yes_no_margin", "p_yes_from_logits",
-         "model_logits", "encode_prompts", "score_label_prompts", "generate_responses", "evaluate_model",
-         "read_responses", "EvalRun")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module("interp.benchmarks.pragworld.evaluate"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = ["CATEGORIES", "GROUPINGS", "LENGTH_BUCKETS", "PROMPTS", "Dropped", "PragWorldData",
            "PragWorldFormatError", "benchmark_prompt", "build_prompt", "count_utterances", "label_prompt",
            "length_bucket", "load_pragworld", "normalise_category", "normalise_prediction", "parse_yes_no",
-           "write_pragworld_csv", *_LAZY]
+           "write_pragworld_csv"]

@@ -8,7 +8,7 @@
 - :func:`label_prompt` — the interpretability prompt of the layer analyses (``module_ablation.py``):
   the conversation, the question, "The answer should only be a label i.e. either yes or no.", then
   "Label:". It is scored by the two-way softmax over the " yes" / " no" logits at the last position
-  (:mod:`interp.benchmarks.pragworld.evaluate`). The published template carries four spaces of
+  (:mod:`interp.metrics.pragworld_eval`). The published template carries four spaces of
   source indentation on every line after the first (a triple-quoted string inside an ``if``
   block); they are left out here.
 """

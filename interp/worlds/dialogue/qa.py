@@ -3,7 +3,7 @@
 At the answer position (right after a probe's ``?``) the world allows only the gold token; the
 model's answer is the two-way softmax over the ``yes`` and ``no`` logits there — the paper's
 interpretability protocol (P(yes) / (P(yes) + P(no)), yes when > 0.5). Reused, not rewritten:
-:func:`interp.benchmarks.pragworld.evaluate.model_logits` / ``p_yes_from_logits`` for the scoring
+:func:`interp.metrics.pragworld_eval.model_logits` / ``p_yes_from_logits`` for the scoring
 and :func:`interp.metrics.pragworld.score_pragworld` for the accuracies (robust, yes / no,
 original / altered, flip / invariant, per category and length).
 
@@ -42,7 +42,7 @@ def _encode(world, prompts: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torc
 @torch.no_grad()
 def p_yes(model: Any, world, prompts: Sequence[Sequence[str]], batch_size: int = 128) -> np.ndarray:
     """P(yes) / (P(yes) + P(no)) after each prompt (world tokens, no ``<bos>``), in order."""
-    from interp.benchmarks.pragworld.evaluate import model_logits, p_yes_from_logits
+    from interp.metrics.pragworld_eval import model_logits, p_yes_from_logits
 
     yes_id, no_id = world.vocab.id(ANSWERS[0]), world.vocab.id(ANSWERS[1])
     out = []

@@ -1,4 +1,6 @@
-"""Evaluating a language model on PragWorld (paper §4; reference facts: ``pragworld.md``).
+"""Evaluating a language model on PragWorld (paper §4; reference facts: ``pragworld.md``): the rows
+and prompts come from :mod:`interp.benchmarks.pragworld` (files, no model), the accuracies from
+:func:`interp.metrics.pragworld.score_pragworld`.
 
 Two ways to ask a model, both batched with right padding and an attention mask:
 
