@@ -11,6 +11,8 @@ equal the one-device values; (c) no metric, analysis or view code builds a tenso
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import re
 from dataclasses import replace
@@ -118,6 +120,33 @@ def test_finetune_accepts_device_auto_dtype_and_n_devices(run, tmp_path, capsys)
     assert "n_devices must be >= 1" in capsys.readouterr().err
 
 
+def test_finetune_device_accepts_the_names_of_the_help(run, tmp_path, capsys):
+    """``interp finetune --device`` lists auto, cpu, cuda, cuda:N and mps: the config takes each of
+    them (checked against the machine when the run starts, as every other command does) and refuses
+    any other name before a model loads."""
+    from interp.cli import build_parser, main
+    from interp.train.finetune import FinetuneConfig
+
+    parser = build_parser()
+    sub = next(a for a in parser._subparsers._group_actions[0].choices["finetune"]._actions if a.dest == "device")
+    for name in ("auto", "cpu", "cuda", "cuda:N", "mps"):
+        assert name in sub.help
+        FinetuneConfig(device=name.replace("N", "1"))  # accepted as a name
+    for bad in ("gpu", "cuda:x", ""):
+        with pytest.raises(ValueError, match="device must be one of auto, cpu, cuda, mps or cuda:N"):
+            FinetuneConfig(device=bad)
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text(f'checkpoint = "{run / "best"}"\nout = "{tmp_path / "ft"}"\nobjectives = ["plain"]\n'
+                   f"[train]\nsteps = 1\nbatch_size = 4\nwarmup_steps = 0\n"
+                   f"[eval]\nmlp_sq = false\nsweep = false\nmn = false\n")
+    assert main(["finetune", "--config", str(cfg), "--device", "gpu", "--no-progress"]) == 2
+    assert "device must be one of" in capsys.readouterr().err
+    if not torch.cuda.is_available():  # a name this machine lacks: the resolver's message, nothing written
+        assert main(["finetune", "--config", str(cfg), "--device", "cuda:1", "--no-progress"]) == 2
+        assert "this machine has no CUDA device" in capsys.readouterr().err
+        assert not (tmp_path / "ft").exists()
+
+
 # ---- device maps: the one-device values ------------------------------------------------------------
 
 def test_next_token_probes_and_lm_under_a_device_map_equal_one_device(run, tiny_city, tmp_path):
@@ -167,16 +196,108 @@ def test_finetune_evaluation_loads_on_the_training_placement(run, tmp_path):
     rows_one, _ = evaluate(run / "best", task, ev, log=lambda *_: None)
     assert {r["metric"] for r in rows_one} >= {"heldout_loss", "mlp_out_sq", "next_token_position",
                                                "sweep_effect_token_loss", "mn_compression_precision"}
-    # the sweep's forward reads bridge.cfg.device ("meta" when the embedding is offloaded), so
-    # the first-parameter-offloaded map runs without it; a map keeping the embedding runs it all
-    kept = {**{k: "cpu" for k in OFFLOADED}, "transformer.h.0": "disk"}
-    for placement, e in ((mapped, replace(ev, sweep=False)),
-                         (Placement.resolve(device_map=kept, offload_folder=str(tmp_path / "o2")), ev)):
-        rows_map, _ = evaluate(run / "best", task, e, log=lambda *_: None, placement=placement)
-        ref = [r for r in rows_one if e.sweep or not r["metric"].startswith("sweep")]
-        assert [(r["metric"], r["layer"]) for r in ref] == [(r["metric"], r["layer"]) for r in rows_map]
-        for a, b in zip(ref, rows_map):
-            assert b["value"] == pytest.approx(a["value"], rel=1e-4, abs=1e-6, nan_ok=True), a["metric"]
+    # every part, the MLP zero-out sweep included, on the map that offloads the embedding
+    rows_map, _ = evaluate(run / "best", task, ev, log=lambda *_: None, placement=mapped)
+    assert [(r["metric"], r["layer"]) for r in rows_one] == [(r["metric"], r["layer"]) for r in rows_map]
+    for a, b in zip(rows_one, rows_map):
+        assert b["value"] == pytest.approx(a["value"], rel=1e-4, abs=1e-6, nan_ok=True), a["metric"]
+
+
+def test_analysis_sweeps_under_a_device_map_equal_one_device(run, tmp_path):
+    """``interp sweep``'s three kinds, exact and attribution, on the map that offloads the token
+    embedding (``bridge.cfg.device`` is ``meta`` there) give the one-device frames: direct-effect
+    patching (resid_cache + scoring.forward), activation patching (TransformerLens's engine) and
+    the MLP zero-out sweep (reuse: the resumed forwards; attribution: the gradient run)."""
+    from interp.analysis.runner import run_sweep
+    from interp.models.device import Placement
+
+    mapped = Placement.resolve(device_map=OFFLOADED, offload_folder=str(tmp_path / "offload"))
+    for kind in ("mlp-zero", "direct-effect", "activation-patching"):
+        for method in ("reuse", "attribution"):
+            runs = [run_sweep(run / "best", kind=kind, method=method, n=20, out=tmp_path / f"{kind}-{method}-{i}",
+                              n_boot=50, length=6, edit_at=2, placement=p, log=io.StringIO())
+                    for i, p in enumerate((None, mapped))]
+            if kind == "activation-patching":
+                assert set(runs[0].maps) == set(runs[1].maps) == {"resid_pre", "heads"}
+                frames = [(r.maps["resid_pre"].frame, r.maps["heads"].frame) for r in runs]
+                metas = [(r.maps["resid_pre"].meta, r.maps["heads"].meta) for r in runs]
+                for a, b in zip(*metas):
+                    assert (a["clean_mean"], a["corrupted_mean"]) == pytest.approx(
+                        (b["clean_mean"], b["corrupted_mean"]), rel=1e-5, abs=1e-7)
+            else:
+                frames = [(r.sweep.frame,) for r in runs]
+            for a, b in zip(*frames):
+                assert list(a.columns) == list(b.columns) and len(a) == len(b) > 0, (kind, method)
+                num = a.select_dtypes("number").columns
+                np.testing.assert_allclose(b[num].to_numpy(float), a[num].to_numpy(float), rtol=1e-5, atol=1e-6,
+                                           err_msg=f"{kind} --method {method}")
+                assert np.nanmax(np.abs(a["effect"].to_numpy(float))) > 1e-4, (kind, method)  # not all zero
+
+
+def test_activation_patching_restores_the_bridge_cfg_device(run, tmp_path):
+    """TransformerLens's patching allocates its results on ``bridge.cfg.device``; under the map
+    that is ``meta``, so the call names the model's device for its duration only."""
+    from interp.analysis.activation_patching import activation_patching, legal_mass
+    from interp.models.checkpoint import load_bridge
+
+    mapped = load_bridge(run / "best", device_map=OFFLOADED, offload_folder=tmp_path / "offload").eval()
+    assert torch.device(mapped.cfg.device).type == "meta"
+    gen = torch.Generator().manual_seed(3)
+    v = int(mapped.cfg.d_vocab)
+    clean = torch.randint(3, v, (2, 5), generator=gen)
+    corrupted = clean.clone()
+    corrupted[:, 2] = 3 + (clean[:, 2] - 3 + 1) % (v - 3)
+    legal = torch.zeros(2, v, dtype=torch.bool)
+    legal[:, 3:8] = True
+    res = activation_patching(mapped, clean, corrupted, legal_mass(legal), "mlp_out")
+    assert torch.device(mapped.cfg.device).type == "meta"
+    assert np.isfinite(res.frame["value"]).all() and len(res.frame) == int(mapped.cfg.n_layers) * 5 * 2
+
+
+def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_path):
+    """The HLS penalty and fine-tuning's per-layer mean squared MLP output, on the raw HF model
+    under the map that offloads the embedding: the one-device values (the mask meets each layer's
+    output on that output's device)."""
+    from interp.models.checkpoint import load_hf_model
+    from interp.models.device import Placement
+    from interp.train.data import make_batch
+    from interp.train.regularisers import HLS, mean_squared_mlp_out
+
+    one = load_hf_model(run / "best")
+    mapped = load_hf_model(run / "best", placement=Placement.resolve(device_map=OFFLOADED,
+                                                                      offload_folder=str(tmp_path / "off")))
+    gen = torch.Generator().manual_seed(5)
+    ids = torch.randint(3, int(one.config.vocab_size), (6, 9), generator=gen)
+    ids[1, 6:] = 0  # padding: the mask matters
+    sq = [mean_squared_mlp_out(m, ids, 0, [0, 1]) for m in (one, mapped)]
+    for layer in (0, 1):
+        torch.testing.assert_close(sq[1][layer], sq[0][layer])
+        assert float(sq[0][layer].min()) > 0
+    values = []
+    for m in (one, mapped):
+        hls = HLS([0, 1], weight=1.0)
+        batch = make_batch(ids, 0)
+        with torch.no_grad(), hls.install(m):
+            m(batch.inputs)
+            values.append(hls.compute(batch))
+    torch.testing.assert_close(values[1], values[0])
+    # oracle: plain forward hooks on the one-device model's MLPs; Σ over layers of the mean over
+    # real positions of the mean over features of out²
+    outs = {}
+    handles = [one.transformer.h[layer].mlp.register_forward_hook(
+        lambda mod, args, out, layer=layer: outs.__setitem__(layer, out)) for layer in (0, 1)]
+    try:
+        with torch.no_grad():
+            one(batch.inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    m = batch.mask.float()
+    by_hand = [(outs[layer].pow(2).mean(-1) * m).sum(1) / m.sum(1) for layer in (0, 1)]
+    assert float(values[0]) == pytest.approx(sum(float((b * m.sum(1)).sum()) for b in by_hand) / float(m.sum()),
+                                             rel=1e-5)
+    for layer in (0, 1):
+        torch.testing.assert_close(sq[0][layer], by_hand[layer])
 
 
 # ---- no tensor built on an explicit CPU device in code that feeds models ----------------------------
@@ -202,3 +323,74 @@ def test_no_model_input_is_built_on_an_explicit_cpu_device():
                 found.append(f"{rel}: {line.strip()}")
     assert not found, "tensors placed on the CPU by name (use the model's device, interp.models.device):\n" + \
         "\n".join(found)
+
+
+# ---- every model call in the analysis code gets its tensors through to_model_device ---------------
+
+#: functions whose results are on the model's device (each must itself call to_model_device)
+_MOVERS = ("to_model_device", "_model_inputs")
+
+
+def _callee(node: ast.AST) -> str | None:
+    f = node.func if isinstance(node, ast.Call) else None
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+
+
+def _model_input(call: ast.Call) -> ast.AST | None:
+    """The tensor argument of a call that runs the model, or None for any other call: ``bridge(x)``,
+    ``self.bridge(x)``, ``….run_with_cache(x)`` / ``run_with_hooks(x)``, and TransformerLens's
+    patching ``getattr(tl_patching, name)(bridge, x, …)``."""
+    f = call.func
+    if isinstance(f, ast.Call) and _callee(f) == "getattr" and f.args and getattr(f.args[0], "id", "") == "tl_patching":
+        return call.args[1] if len(call.args) > 1 else None
+    if _callee(call) in ("bridge", "run_with_cache", "run_with_hooks") and call.args:
+        return call.args[0]
+    return None
+
+
+def _unmoved_model_inputs(source: str, where: str) -> tuple[list[str], int]:
+    """(model calls whose input was not moved by one of _MOVERS in the same function, model calls seen)."""
+    bad, seen = [], 0
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        moved: set[str] = set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    names = target.elts if isinstance(target, ast.Tuple) else [target]
+                    values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value] * len(names)
+                    for t, v in zip(names, values):
+                        if isinstance(t, ast.Name) and _callee(v) in _MOVERS:
+                            moved.add(t.id)
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call) or (arg := _model_input(node)) is None:
+                continue
+            seen += 1
+            if not (_callee(arg) in _MOVERS or (isinstance(arg, ast.Name) and arg.id in moved)):
+                bad.append(f"{where}:{node.lineno} in {fn.name}(): {ast.unparse(node)[:80]}")
+    return bad, seen
+
+
+def test_every_analysis_forward_moves_its_inputs_to_the_model_device():
+    """A source check: in ``interp/analysis``, every call that runs the model (the bridge itself,
+    ``run_with_cache`` / ``run_with_hooks``, TransformerLens's patching) is fed tensors that went
+    through :func:`interp.analysis.scoring.to_model_device` in the same function — not tokens left
+    on the CPU where they were built. The checker flags a planted offender."""
+    root = Path(__file__).resolve().parents[1]
+    planted = "def f(bridge, tokens):\n    ids = tokens.long()\n    return bridge(ids)\n"
+    assert _unmoved_model_inputs(planted, "planted") == (["planted:3 in f(): bridge(ids)"], 1)
+    moved = "def f(bridge, tokens):\n    ids, m = to_model_device(bridge, tokens), None\n    return bridge(ids)\n"
+    assert _unmoved_model_inputs(moved, "moved") == ([], 1)
+    bad, seen = [], 0
+    for path in sorted((root / "interp" / "analysis").glob("*.py")):
+        text = path.read_text()
+        b, n = _unmoved_model_inputs(text, path.relative_to(root).as_posix())
+        bad, seen = bad + b, seen + n
+        for fn in ast.walk(ast.parse(text)):  # a mover other than to_model_device must call it
+            if isinstance(fn, ast.FunctionDef) and fn.name in _MOVERS[1:]:
+                assert any(_callee(c) == "to_model_device" for c in ast.walk(fn)), f"{path.name}: {fn.name}"
+    # scoring.forward, attribution.gradient_run, patching.resid_cache, activation_patching (x2)
+    assert seen >= 5
+    assert not bad, "model inputs not moved to the model's device (interp.analysis.scoring.to_model_device):\n" + \
+        "\n".join(bad)

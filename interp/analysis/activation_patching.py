@@ -21,6 +21,8 @@ activation restores the clean metric; NaN where clean and corrupted coincide).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,8 @@ from jaxtyping import Int
 from torch import Tensor
 
 from interp.analysis.fingerprint import model_fingerprint
-from interp.analysis.scoring import Batch, Metric, metric_name
+from interp.analysis.scoring import Batch, Metric, metric_name, to_model_device
+from interp.models.device import model_device
 from interp.results import save_result
 
 #: what can be patched → (TransformerLens function name, the second axis)
@@ -82,6 +85,23 @@ class PatchingMap:
         return save_result(folder, stem, dict(self.meta), **{"": self.frame, "mean": mean})
 
 
+@contextmanager
+def _tl_device(bridge: Any) -> Iterator[None]:
+    """While TransformerLens's patching runs, ``bridge.cfg.device`` names the model's device: it
+    allocates its result tensor there, and under a device map that offloads the embedding the
+    bridge's ``cfg.device`` is ``meta`` (a tensor with no data). Restored on exit."""
+    cfg = bridge.cfg
+    saved, device = cfg.device, model_device(bridge)
+    if saved is None or torch.device(saved).type != "meta":
+        yield
+        return
+    cfg.device = device
+    try:
+        yield
+    finally:
+        cfg.device = saved
+
+
 def activation_patching(
     bridge: Any,
     clean: Int[Tensor, "n pos"],
@@ -119,13 +139,14 @@ def activation_patching(
         return val
 
     fn_name, axis = COMPONENTS[component]
-    with torch.no_grad():
-        clean_logits, cache = bridge.run_with_cache(clean)
-        clean_value = metric(clean_logits, Batch(clean, None, torch.arange(n))).float()
-        result = getattr(tl_patching, fn_name)(bridge, corrupted, cache, tl_metric, reduce="none", baseline=True)
+    with torch.no_grad(), _tl_device(bridge):
+        clean_logits, cache = bridge.run_with_cache(to_model_device(bridge, clean))
+        clean_value = metric(clean_logits, Batch(clean, None, torch.arange(n))).float().cpu()
+        result = getattr(tl_patching, fn_name)(bridge, to_model_device(bridge, corrupted), cache, tl_metric,
+                                               reduce="none", baseline=True)
     del cache
-    values = result.values.float()  # [layer, pos|head, n]
-    corrupted_value = result.baseline.float()  # [n]
+    values = result.values.float().cpu()  # [layer, pos|head, n]
+    corrupted_value = result.baseline.float().cpu()  # [n]
     effect = values - corrupted_value
     gap = (clean_value - corrupted_value)
     recovered = torch.where(gap.abs() > 1e-12, effect / gap, torch.full_like(effect, float("nan")))

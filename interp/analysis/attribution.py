@@ -67,7 +67,7 @@ from torch import Tensor
 from interp.analysis.activation_patching import COMPONENTS, PatchingMap
 from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.patching import PatchPair, _ids, resid_cache
-from interp.analysis.scoring import Batch, Metric, forward, metric_name
+from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
 from interp.analysis.sweeps import SweepResult, _categories, _chunks, _layers, _score, _trim
 from interp.hooks import Alignment, HookNames, InterventionError, Site, check_site, intervene, patch
 
@@ -78,10 +78,7 @@ ATTRIBUTION_COMPONENTS = tuple(COMPONENTS)
 def _model_inputs(bridge: Any, tokens: Tensor, mask: Tensor | None) -> tuple[Tensor, dict[str, Any]]:
     """Tokens on the model's device and the forward's kwargs, as :func:`~interp.analysis.scoring.forward`
     builds them (position ids counted over non-padding tokens) — but for a forward with gradients."""
-    device = getattr(getattr(bridge, "cfg", None), "device", None)
-    if device is not None and str(tokens.device) != str(device):
-        tokens = tokens.to(device)
-        mask = None if mask is None else mask.to(device)
+    tokens, mask = to_model_device(bridge, tokens), to_model_device(bridge, mask)
     kwargs: dict[str, Any] = {}
     if mask is not None:
         kwargs["attention_mask"] = mask

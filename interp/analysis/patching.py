@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from interp.analysis.fingerprint import model_fingerprint
-from interp.analysis.scoring import Batch, Metric, forward, metric_name
+from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
 from interp.analysis.sweeps import SweepResult, _categories, _layers, _score
 from interp.hooks import Alignment, HookNames, InterventionError, Site, check_site, intervene, patch
 
@@ -56,7 +56,8 @@ def _ids(x: Sequence[int] | Tensor, what: str) -> Tensor:
 
 
 def resid_cache(bridge: Any, tokens: Tensor, layers: Sequence[int]) -> dict[str, Tensor]:
-    """``{blocks.ℓ.hook_resid_pre: activation}`` of one forward (detached, no grad)."""
+    """``{blocks.ℓ.hook_resid_pre: activation}`` of one forward (detached, no grad; ``tokens`` move
+    to the model's device, each activation stays on its layer's device)."""
     got: dict[str, Tensor] = {}
 
     def keeper(name: str):
@@ -66,7 +67,7 @@ def resid_cache(bridge: Any, tokens: Tensor, layers: Sequence[int]) -> dict[str,
 
     names = [Site(layer, "resid_pre").hook_name for layer in layers]
     with torch.no_grad(), bridge.hooks(fwd_hooks=[(n, keeper(n)) for n in names]):
-        bridge(tokens)
+        bridge(to_model_device(bridge, tokens))
     missing = [n for n in names if n not in got]
     if missing:
         raise InterventionError(f"hooks {missing} never fired while caching the altered run")

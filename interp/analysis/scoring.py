@@ -32,6 +32,7 @@ from jaxtyping import Float, Int, Shaped
 from torch import Tensor
 
 from interp.hooks import last_positions
+from interp.models.device import model_device
 from interp.tasks.yesno import two_way_prob  # the one implementation (YesNoTask.metric's)
 
 Metric = Callable[..., Tensor]
@@ -53,14 +54,21 @@ class Batch:
         return last_positions(self.attention_mask)
 
 
+def to_model_device(bridge: Any, tensor: Tensor | None) -> Tensor | None:
+    """``tensor`` moved to where ``bridge`` takes its inputs (None stays None).
+
+    That is :func:`interp.models.device.model_device`: the input embedding's device, or — under a
+    device map that offloads the embedding — the first module kept on a device (accelerate moves
+    it on from there). Not ``bridge.cfg.device``, which is ``meta`` under such a map. The bridge
+    does not move tensor inputs itself, so every analysis forward goes through this."""
+    return None if tensor is None else tensor.to(model_device(bridge))
+
+
 def forward(bridge: Any, tokens: Int[Tensor, "batch pos"],
             attention_mask: Shaped[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch pos vocab"]:
     """Logits of one forward (no grad), with position ids counted over non-padding tokens. Inputs
-    move to the model's device (``bridge.cfg.device``) when it has one."""
-    device = getattr(getattr(bridge, "cfg", None), "device", None)
-    if device is not None and str(tokens.device) != str(device):
-        tokens = tokens.to(device)
-        attention_mask = None if attention_mask is None else attention_mask.to(device)
+    move to the model's device (:func:`to_model_device`)."""
+    tokens, attention_mask = to_model_device(bridge, tokens), to_model_device(bridge, attention_mask)
     kwargs: dict[str, Any] = {}
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask
@@ -114,4 +122,5 @@ def metric_name(metric: Metric) -> str:
     return getattr(metric, "__name__", type(metric).__name__)
 
 
-__all__ = ["Batch", "Metric", "forward", "logit_diff", "metric_name", "token_loss", "two_way_prob"]
+__all__ = ["Batch", "Metric", "forward", "logit_diff", "metric_name", "to_model_device", "token_loss",
+           "two_way_prob"]

@@ -39,17 +39,33 @@ T = TypeVar("T")
 
 
 def make_accelerator(device: str = "auto"):
-    """An ``accelerate.Accelerator`` for ``device`` (``auto``: CUDA when present, else CPU).
+    """An ``accelerate.Accelerator`` for ``device``: a name :func:`interp.models.device.resolve_device`
+    accepts (``auto``: CUDA, then MPS, then the CPU — under a launcher CUDA, else the CPU; ``cpu``;
+    ``cuda``; ``cuda:N``; ``mps``).
 
     Run under a launcher (``WORLD_SIZE`` > 1) it joins the process group: gloo on CPU, nccl on
-    CUDA. No mixed precision, no gradient accumulation: the caller's loop decides those.
+    CUDA, each process on its local rank's GPU — so ``cuda:N`` (one GPU) needs one process; it
+    becomes the current CUDA device, which accelerate's single-process default (``cuda``) then
+    names. No mixed precision, no gradient accumulation: the caller's loop decides those.
     """
     from accelerate import Accelerator
 
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
-    cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
-    return Accelerator(cpu=cpu)
+    from interp.models.device import DeviceError, resolve_device
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if device == "auto" and world > 1:  # MPS has no multi-process backend: CUDA, else gloo on the CPU
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(resolve_device(device))
+    if dev.type == "cuda" and dev.index is not None:
+        if world > 1:
+            raise DeviceError(f"device {device!r} names one GPU, but {os.environ['WORLD_SIZE']} processes run: "
+                              f"use device cuda (each process takes its local rank's GPU)")
+        torch.cuda.set_device(dev)
+    acc = Accelerator(cpu=dev.type == "cpu")
+    got = torch.device(acc.device)
+    if got.type != dev.type or (dev.index is not None and got.index not in (None, dev.index)):
+        raise DeviceError(f"device {device!r}: accelerate placed this process on {acc.device}")
+    return acc
 
 
 def rank_and_size(accelerator: Any | None) -> tuple[int, int]:
