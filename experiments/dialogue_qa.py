@@ -136,7 +136,7 @@ def evaluate_run(run_dir: Path, groups: int, bench_seed: int) -> dict:
     from interp.metrics.pragworld import score_pragworld
     from interp.models.checkpoint import load_checkpoint
     from interp.worlds.dialogue.export import write_benchmark
-    from interp.worlds.dialogue.qa import evaluate_benchmark, probe_accuracy
+    from interp.metrics.dialogue_qa import evaluate_benchmark, probe_accuracy
     from interp.worlds.io import read_sequences
 
     ckpt = load_checkpoint(run_dir / "best")

@@ -436,7 +436,7 @@ class OracleHF(torch.nn.Module):
 
 def test_qa_scoring_with_an_oracle(world, sequences, tmp_path):
     from interp.worlds.dialogue.export import write_benchmark
-    from interp.worlds.dialogue.qa import evaluate_benchmark, probe_accuracy
+    from interp.metrics.dialogue_qa import evaluate_benchmark, probe_accuracy
 
     oracle = OracleHF(world)
     acc = probe_accuracy(oracle, world, sequences[:40], batch_size=16)

@@ -515,7 +515,7 @@ def test_finetune_on_dialogue_adds_qa_accuracy(dialogue_ckpt, tmp_path):
     from interp.models import load_checkpoint
     from interp.train.finetune import load_finetune_config, run_finetune
     from interp.train.regularisers import ULAHeads
-    from interp.worlds.dialogue.qa import probe_accuracy
+    from interp.metrics.dialogue_qa import probe_accuracy
     from interp.worlds.io import read_sequences
 
     best, world, _ = dialogue_ckpt

@@ -212,7 +212,7 @@ def test_dialogue_probes_are_asked_as_the_world_reads_them(tmp_path):
     from interp.tasks import YesNoTask
     from interp.worlds.dialogue import DialogueWorld
     from interp.worlds.dialogue.export import prompt_tokens, write_benchmark
-    from interp.worlds.dialogue.qa import p_yes
+    from interp.metrics.dialogue_qa import p_yes
 
     from conftest import liven
 

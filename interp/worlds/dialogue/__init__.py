@@ -11,7 +11,7 @@ and as token sequences. The world is a DFA (:class:`DialogueWorld`), so every me
 Modules, one job each: ``state`` (facts and their semantics), ``grammar`` (words and structured
 utterances), ``questions`` (templates, gold answers), ``world`` (the DFA), ``sampling`` (drawing
 conversations forwards and backwards), ``alterations`` (the seven alterations), ``export`` (CSV and
-token files), ``qa`` (a model's QA accuracy on exported items).
+token files). A model's QA accuracy on them is a metric: :mod:`interp.metrics.dialogue_qa`.
 """
 
 from interp.worlds.dialogue.grammar import Item, Question

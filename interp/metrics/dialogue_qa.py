@@ -9,7 +9,10 @@ original / altered, flip / invariant, per category and length).
 
 - :func:`probe_accuracy`: every probe of held-out training-style sequences (plain accuracy, and
   by question type);
-- :func:`evaluate_benchmark`: a benchmark file written by :func:`~.export.write_benchmark`.
+- :func:`evaluate_benchmark`: a benchmark file written by
+  :func:`~interp.worlds.dialogue.export.write_benchmark`.
+
+A metric (it runs a model), so it lives in :mod:`interp.metrics`, above the world it reads.
 """
 
 from __future__ import annotations
@@ -25,18 +28,14 @@ import torch
 from interp.worlds.dialogue.export import prompt_tokens
 from interp.worlds.dialogue.grammar import ANSWERS, PROBE, parse
 from interp.worlds.dialogue.questions import question_type
+from interp.worlds.encoding import encode_sequences
 
 
 def _encode(world, prompts: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    vocab = world.vocab
-    rows = [vocab.encode(p) for p in prompts]
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), vocab.pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r)
-        mask[i, : len(r)] = 1
-    return ids, mask, torch.tensor([len(r) for r in rows])
+    """(ids, attention mask, lengths) of ``<bos>``-prefixed, right-padded prompts."""
+    ids = encode_sequences(prompts, world.vocab)
+    mask = (ids != world.vocab.pad_id).long()  # a prompt of world tokens holds no <pad>
+    return ids, mask, mask.sum(dim=1)
 
 
 @torch.no_grad()
