@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -160,7 +161,11 @@ class FinetuneConfig:
     out: str | None = None
     objectives: tuple[str, ...] = ("hls",)
     seeds: tuple[int, ...] = (0,)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    #: where the model trains (one device; a device map is ``device_map``): ``auto`` (CUDA, then
+    #: MPS, then the CPU), ``cpu``, ``cuda``, ``cuda:N`` (that GPU; one process) or ``mps`` — the
+    #: names :func:`interp.models.device.resolve_device` accepts, checked against the machine when
+    #: the run starts
+    device: str = "auto"
     #: parameter dtype of the model being trained: float32 | bfloat16 | float16 | auto (float32 on
     #: CPU, bfloat16 on CUDA when supported)
     dtype: str = "float32"
@@ -186,6 +191,8 @@ class FinetuneConfig:
             raise ValueError("seeds: give at least one seed")
         if self.n_devices is not None and self.n_devices < 1:
             raise ValueError(f"n_devices must be >= 1, got {self.n_devices}")
+        if not re.fullmatch(r"auto|(cpu|cuda|mps)(:\d+)?", self.device):
+            raise ValueError(f"device must be one of auto, cpu, cuda, mps or cuda:N, got {self.device!r}")
 
     @property
     def out_dir(self) -> Path:
