@@ -44,7 +44,7 @@ def train_small_model(folder: Path) -> Path:
     """Random walks on the default streets world, a 2-layer GPT-2: a few minutes on 1 CPU thread."""
     from interp.experiment import DataConfig, ExperimentConfig, run_experiment
     from interp.models.gpt2 import ModelConfig
-    from interp.train.trainer import TrainConfig
+    from interp.config import TrainConfig
 
     cfg = ExperimentConfig(
         name="mn_bench", world="streets", runs_dir=str(folder), eval_sequences=200,

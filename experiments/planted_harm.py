@@ -122,11 +122,10 @@ def scores(frame: pd.DataFrame) -> pd.DataFrame:
 def repair(name: str, model: Path, base: Path, verdicts: str, out: Path, args, log) -> pd.DataFrame:
     """Zeroing, plain, HLS over the β grid and ULA on one planted model; the long table."""
     from interp.models.checkpoint import load_bridge, load_checkpoint
-    from interp.train.finetune import (FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig,
-                                       run_finetune)
+    from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
+    from interp.train.finetune import run_finetune
     from interp.train.plant import route_metrics, world_model_metrics
     from interp.train.regularisers import layers_from_verdicts
-    from interp.train.trainer import TrainConfig
     from interp.worlds.io import read_sequences
 
     harmful = layers_from_verdicts(verdicts, "harmful")
@@ -168,7 +167,7 @@ def repair(name: str, model: Path, base: Path, verdicts: str, out: Path, args, l
 def repair_summary(table: pd.DataFrame, harmful: list[int]) -> pd.DataFrame:
     """Per model and metric: the mean over seeds with a 95 % interval (t over seeds; one value:
     ±1.96 SE), and its gap to the unplanted model."""
-    from interp.train.finetune import summarise
+    from interp.stats import summarise
 
     keep = table.metric.isin(METRICS) | ((table.metric == "mlp_out_sq") & table.layer.isin(harmful))
     names = [m for m in table.model.unique() if m != "before"]

@@ -423,7 +423,8 @@ def _add_pragworld(sub) -> None:
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
-    from interp.train.finetune import _worker, load_finetune_config, run_finetune
+    from interp.config import load_finetune_config
+    from interp.train.finetune import _worker, run_finetune
 
     cfg = load_finetune_config(args.config)  # errors in the config surface before any process starts
     given = {k: v for k, v in (("device", args.device), ("dtype", args.dtype), ("device_map", args.device_map),

@@ -1,13 +1,20 @@
-"""Configs are frozen dataclasses loaded from TOML; an unknown key is an error that names it."""
+"""Configs are frozen dataclasses loaded from TOML; an unknown key is an error that names it.
+
+The config room: the loader (:func:`load_toml`, :func:`from_dict`) and the plain settings of
+training (:class:`TrainConfig`) and fine-tuning (:class:`FinetuneConfig` and its tables). Pure
+data, no torch: every room can import it, it imports none.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 import types
 import typing
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
 
@@ -85,3 +92,176 @@ def load_toml(cls: type[T], path: str | Path) -> T:
 def to_dict(obj: Any) -> dict[str, Any]:
     """A dataclass as plain JSON-friendly data (tuples become lists)."""
     return dataclasses.asdict(obj)
+
+
+# ---- training and fine-tuning configs (plain data: the trainer and `interp finetune` read them) ----
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of :func:`interp.train.train`, the one loop for pre-training and fine-tuning."""
+
+    steps: int = 2000
+    batch_size: int = 64
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    #: evaluate on the held-out set every this many steps (0: only at the end)
+    eval_every: int = 250
+    #: held-out sequences used per evaluation (0: all)
+    eval_sequences: int = 1024
+    #: save a resumable checkpoint every this many steps (0: only at the end)
+    checkpoint_every: int = 500
+    #: group rows of similar length into batches (less compute spent on padding)
+    length_bucketing: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1:
+            raise ValueError("train.steps and train.batch_size must be ≥ 1")
+        if self.lr <= 0 or self.min_lr < 0 or self.min_lr > self.lr:
+            raise ValueError(f"need 0 ≤ train.min_lr ≤ train.lr and lr > 0 (lr={self.lr}, min_lr={self.min_lr})")
+        if self.warmup_steps < 0 or self.grad_clip < 0:
+            raise ValueError("train.warmup_steps and train.grad_clip must be ≥ 0")
+
+
+#: fine-tuning objectives: next-token loss only, + HLS, + ULA (PragWorld §6.3)
+OBJECTIVES = ("plain", "hls", "ula")
+
+
+@dataclass(frozen=True)
+class FinetuneData:
+    #: ``world``: token sequences of the checkpoint's world; ``pragworld``: yes/no QA rows (CSV)
+    kind: Literal["world", "pragworld"] = "world"
+    #: world: a sequence file (default ``<checkpoint>/../data/train.txt``); pragworld: a CSV
+    train: str | None = None
+    #: world: held-out sequences (default ``<checkpoint>/../data/test.txt``); pragworld: a CSV of
+    #: held-out alterations
+    test: str | None = None
+    #: at most this many training rows (0: all)
+    n_train: int = 0
+    #: at most this many held-out rows in every evaluation (0: all)
+    n_eval: int = 200
+    #: pragworld: the next-token loss on the gold ``answer`` token only (the default: supervised
+    #: fine-tuning as the reference ran it, prompt masked) or on ``all`` tokens of prompt + answer;
+    #: world data always trains on every token (unset or ``"all"``)
+    loss_on: Literal["answer", "all"] | None = None
+    #: pragworld: BOS as the model's tokenizer adds it (unset), always (true) or never (false);
+    #: see :mod:`interp.tasks.tokens`
+    prepend_bos: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.loss_on not in (None, "answer", "all"):
+            raise ValueError(f"data.loss_on must be 'answer' or 'all', got {self.loss_on!r}")
+        if self.kind == "world" and self.loss_on == "answer":
+            raise ValueError("data.loss_on = 'answer' needs pragworld data (world sequences have no answer "
+                             "token): use 'all' or leave it unset")
+        if self.kind == "world" and self.prepend_bos is not None:
+            raise ValueError("data.prepend_bos applies to pragworld data (world sequences always start with <bos>)")
+
+
+@dataclass(frozen=True)
+class RegulariserConfig:
+    #: HLS layers (explicit); or take the verdict file's ``harmful`` list
+    harmful: tuple[int, ...] | None = None
+    #: ULA layers (explicit); or take the verdict file's ``useful`` list
+    useful: tuple[int, ...] | None = None
+    #: a verdict file of ``interp sweep`` (``verdicts.json``), checked against the model
+    verdicts: str | None = None
+    #: HLS weight: β · Σ over the harmful layers of each layer's mean squared MLP output (paper §6.3)
+    beta: float = 1e-3
+    #: ``"sum"`` over the harmful layers (the paper's and the reference code's HLS) or ``"mean"``
+    #: (the sum / number of layers)
+    hls_reduction: Literal["sum", "mean"] = "sum"
+    alpha: float = 1e-3
+    #: width of each ULA head's hidden layer
+    head_hidden: int = 128
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA through ``peft`` (``pip install 'interp[lora]'``); merged into the weights on save."""
+
+    enabled: bool = False
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.0
+    #: module names to adapt (empty: peft's default for the architecture)
+    target_modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FinetuneEval:
+    next_token: bool = True
+    mlp_sq: bool = True
+    sweep: bool = True
+    #: layers of the sweep (None: all)
+    sweep_layers: tuple[int, ...] | None = None
+    mn: bool = True
+    #: Myhill–Nerode: states / state pairs and suffix depth (the exact estimator's cost grows
+    #: fast with the depth: depth 5 on the demo model is ~1.4 s a pair on 2 cores)
+    mn_pairs: int = 200
+    mn_depth: int = 3
+    n_boot: int = 1000
+    seed: int = 0
+    #: dialogue-world checkpoints: QA accuracy at the answer position (two-way yes/no softmax) on
+    #: every probe of the held-out file (all of it, not capped by ``data.n_eval``), and the
+    #: PragWorld accuracies on a generated benchmark of ``qa_groups`` groups (0: none) drawn with
+    #: ``qa_bench_seed``
+    qa: bool = True
+    qa_groups: int = 200
+    qa_bench_seed: int = 1000
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    name: str = "finetune"
+    #: the checkpoint to fine-tune (relative paths: from the current directory)
+    checkpoint: str = "runs/demo/best"
+    #: output folder (default ``runs/finetune/<name>``)
+    out: str | None = None
+    objectives: tuple[str, ...] = ("hls",)
+    seeds: tuple[int, ...] = (0,)
+    #: where the model trains (one device; a device map is ``device_map``): ``auto`` (CUDA, then
+    #: MPS, then the CPU), ``cpu``, ``cuda``, ``cuda:N`` (that GPU; one process) or ``mps`` — the
+    #: names :func:`interp.models.device.resolve_device` accepts, checked against the machine when
+    #: the run starts
+    device: str = "auto"
+    #: parameter dtype of the model being trained: float32 | bfloat16 | float16 | auto (float32 on
+    #: CPU, bfloat16 on CUDA when supported)
+    dtype: str = "float32"
+    #: a Hugging Face device map for a model larger than one GPU (auto, balanced, sequential, or a
+    #: JSON {module: device}): accelerate keeps that placement (one process only); the evaluation
+    #: before/after loads the model on the same placement
+    device_map: str | None = None
+    #: split the model evenly over this many CUDA GPUs (``balanced`` with a memory budget on each,
+    #: as ``TransformerBridge.boot_transformers``); instead of, or beside, ``device_map``
+    n_devices: int | None = None
+    data: FinetuneData = field(default_factory=FinetuneData)
+    regulariser: RegulariserConfig = field(default_factory=RegulariserConfig)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(
+        steps=200, batch_size=32, lr=3e-4, min_lr=3e-5, warmup_steps=20, eval_every=0, checkpoint_every=0))
+    eval: FinetuneEval = field(default_factory=FinetuneEval)
+
+    def __post_init__(self) -> None:
+        bad = [o for o in self.objectives if o not in OBJECTIVES]
+        if bad or not self.objectives:
+            raise ValueError(f"objectives must be among {OBJECTIVES}, got {list(self.objectives)}")
+        if not self.seeds:
+            raise ValueError("seeds: give at least one seed")
+        if self.n_devices is not None and self.n_devices < 1:
+            raise ValueError(f"n_devices must be >= 1, got {self.n_devices}")
+        if not re.fullmatch(r"auto|(cpu|cuda|mps)(:\d+)?", self.device):
+            raise ValueError(f"device must be one of auto, cpu, cuda, mps or cuda:N, got {self.device!r}")
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out) if self.out else Path("runs") / "finetune" / self.name
+
+
+def load_finetune_config(path: str | Path) -> FinetuneConfig:
+    return load_toml(FinetuneConfig, path)

@@ -300,10 +300,10 @@ def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress:
     (``model``, default ``best/``) and, when ``model`` is a planted one, the unplanted ``best/`` —
     the metrics a repair should recover. No harmful layer found: nothing to suppress, HLS skipped."""
     from interp.models.checkpoint import load_bridge, load_checkpoint
-    from interp.train.finetune import (FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig,
-                                       _markdown, run_finetune, summarise)
+    from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
+    from interp.stats import markdown_table, summarise
+    from interp.train.finetune import run_finetune
     from interp.train.plant import route_metrics, world_model_metrics
-    from interp.train.trainer import TrainConfig
     from interp.worlds.io import read_sequences
 
     import pandas as pd
@@ -348,10 +348,10 @@ def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress:
     table = pd.concat([report.table, pd.DataFrame(extra)], ignore_index=True)
     keep = table.metric.isin(REPAIR_METRICS) | ((table.metric == "mlp_out_sq") & table.layer.isin(layers))
     wide = summarise(table[keep], names)
-    (run_dir / "finetune" / "repair_table.md").write_text(_markdown(wide) + "\n")
+    (run_dir / "finetune" / "repair_table.md").write_text(markdown_table(wide) + "\n")
     wide.to_csv(run_dir / "finetune" / "repair_table.csv", index=False)
     comparison = json.loads(wide.to_json(orient="records"))
-    log("repair (before = the model the sweep read):\n" + _markdown(wide))
+    log("repair (before = the model the sweep read):\n" + markdown_table(wide))
     out.update(table=json.loads(report.table.to_json(orient="records")), out=str(report.out),
                comparison=comparison, closest=closest_to_reference(comparison, names))
     return out

@@ -291,9 +291,10 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
     from interp.metrics.pragworld_eval import evaluate_model
     from interp.models import load_bridge
     from interp.tasks import YesNoTask
-    from interp.train.finetune import FinetuneData, finetune_model, pragworld_task
+    from interp.config import FinetuneData, TrainConfig
+    from interp.train import train
+    from interp.train.finetune_data import pragworld_task
     from interp.train.regularisers import HLS, ULA, ULAHeads, mlp_modules
-    from interp.train.trainer import TrainConfig
 
     t0 = time.perf_counter()
     folder, (rows, csv, _, _) = models[arch], pragworld
@@ -389,8 +390,8 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
         before = [p.detach().clone() for p in hf.parameters()]
         terms = {"plain": [], "hls": [HLS([0, 1], 1.0)],
                  "ula": [ULA(ULAHeads([0], 32, ft.classes, hidden=8, seed=0), 0.1)]}[name]
-        hist = finetune_model(hf, ft.train_ids, cfg, terms=terms, labels=ft.labels, pad_id=ft.pad_id,
-                              loss_from=ft.loss_from, progress=False)
+        hist = train(hf, ft.train_ids, None, cfg, loss_terms=terms, labels=ft.labels, pad_id=ft.pad_id,
+                     loss_from=ft.loss_from, progress=False).history
         assert np.isfinite(hist.iloc[-1]["next_token_loss"])
         assert any(not torch.equal(a, b) for a, b in zip(before, hf.parameters())), name
         assert all(not m._forward_hooks for m in mlp_modules(hf, [0, 1]))  # no hook left behind

@@ -177,7 +177,8 @@ def test_generation_under_a_device_map_equals_one_device(ckpts, tmp_path):
 
 
 def test_finetune_placement_from_the_config(ckpts, tmp_path):
-    from interp.train.finetune import FinetuneConfig, train_placement
+    from interp.config import FinetuneConfig
+    from interp.train.finetune import train_placement
 
     p = train_placement(FinetuneConfig(checkpoint=str(ckpts["gpt2"]), dtype="bfloat16"))
     assert p == Placement("cpu", torch.bfloat16)  # on the CPU, for accelerate to move to its device

@@ -125,7 +125,7 @@ def test_finetune_device_accepts_the_names_of_the_help(run, tmp_path, capsys):
     them (checked against the machine when the run starts, as every other command does) and refuses
     any other name before a model loads."""
     from interp.cli import build_parser, main
-    from interp.train.finetune import FinetuneConfig
+    from interp.config import FinetuneConfig
 
     parser = build_parser()
     sub = next(a for a in parser._subparsers._group_actions[0].choices["finetune"]._actions if a.dest == "device")
@@ -183,7 +183,10 @@ def test_next_token_probes_and_lm_under_a_device_map_equal_one_device(run, tiny_
 
 def test_finetune_evaluation_loads_on_the_training_placement(run, tmp_path):
     from interp.models.device import Placement
-    from interp.train.finetune import FinetuneConfig, FinetuneData, FinetuneEval, eval_placement, evaluate, load_task
+    from interp.analysis.suite import evaluate
+    from interp.config import FinetuneConfig, FinetuneData, FinetuneEval
+    from interp.train.finetune import eval_placement
+    from interp.train.finetune_data import load_task
 
     cfg = FinetuneConfig(checkpoint=str(run / "best"), dtype="bfloat16")
     assert eval_placement(cfg, torch.device("cpu")) == Placement("cpu", torch.bfloat16)  # the training dtype

@@ -183,10 +183,12 @@ def test_zeroing_through_the_context_equals_zero_weights(base_run, tmp_path, tin
 
 
 def test_world_model_metrics_match_the_finetune_evaluation(base_run):
-    """The repair rows share the definitions of interp.train.finetune.evaluate (held-out loss on
+    """The repair rows share the definitions of interp.analysis.suite.evaluate (held-out loss on
     the HF model, next-token test and MN metrics on the bridge)."""
     from interp.models.checkpoint import load_bridge
-    from interp.train.finetune import FinetuneData, FinetuneEval, evaluate, load_task
+    from interp.analysis.suite import evaluate
+    from interp.config import FinetuneData, FinetuneEval
+    from interp.train.finetune_data import load_task
 
     task = load_task(base_run / "best", FinetuneData(kind="world", n_eval=20))
     ev = FinetuneEval(mlp_sq=False, sweep=False, mn_pairs=8, mn_depth=2)

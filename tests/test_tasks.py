@@ -118,7 +118,8 @@ def test_sweep_eval_and_finetune_ask_a_row_identically(arch, folders, data_csv, 
     import interp.metrics.pragworld_eval as ev
     from interp.analysis import run_sweep
     from interp.models import load_bridge
-    from interp.train.finetune import FinetuneData, load_task
+    from interp.config import FinetuneData
+    from interp.train.finetune_data import load_task
 
     folder = folders[arch]
     rows = load_pragworld(data_csv).rows
@@ -164,8 +165,9 @@ def test_finetune_loss_on_the_answer_or_every_token(folders, data_csv, loss_on):
     model on the answer tokens only (``answer``) or on every real token (``all``), by hand."""
     from transformers import AutoModelForCausalLM
 
-    from interp.train.finetune import FinetuneData, finetune_model, load_task
-    from interp.train.trainer import TrainConfig
+    from interp.config import FinetuneData, TrainConfig
+    from interp.train import train
+    from interp.train.finetune_data import load_task
 
     folder = folders["llama"]
     task = load_task(folder, FinetuneData(kind="pragworld", train=str(data_csv), test=str(data_csv), n_eval=0,
@@ -183,14 +185,14 @@ def test_finetune_loss_on_the_answer_or_every_token(folders, data_csv, loss_on):
     want = float(np.mean(terms))
     cfg = TrainConfig(steps=1, batch_size=len(ids), lr=1e-3, min_lr=1e-3, warmup_steps=0, eval_every=0,
                       checkpoint_every=0, seed=0)
-    hist = finetune_model(AutoModelForCausalLM.from_pretrained(folder), ids, cfg, labels=task.labels,
-                          pad_id=task.pad_id, loss_from=task.loss_from, progress=False)
+    hist = train(AutoModelForCausalLM.from_pretrained(folder), ids, None, cfg, labels=task.labels,
+                 pad_id=task.pad_id, loss_from=task.loss_from, progress=False).history
     assert hist.iloc[-1]["next_token_loss"] == pytest.approx(want, rel=1e-4)
 
 
 def test_loss_on_is_checked(tmp_path):
     from interp.config import ConfigError
-    from interp.train.finetune import FinetuneData, load_finetune_config
+    from interp.config import FinetuneData, load_finetune_config
 
     bad = tmp_path / "bad.toml"
     bad.write_text('[data]\nkind = "pragworld"\nloss_on = "prompt"\n')

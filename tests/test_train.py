@@ -116,10 +116,11 @@ class MlpNormPenalty:
         finally:
             handle.remove()
 
-    def compute(self, batch):
+    def partial(self, batch):
         self.calls += 1
         out, self.collected = self.collected[-1], []
-        return out[batch.mask].pow(2).mean()
+        sq = out[batch.mask].pow(2)
+        return sq.mean(dim=-1).sum(), batch.mask.sum().float()
 
 
 def test_loss_terms_change_training_and_leave_no_hooks(tmp_path, tiny_city, tiny_model_config, data):
@@ -145,11 +146,11 @@ def test_keyboard_interrupt_saves_a_resumable_state(tmp_path, tiny_city, tiny_mo
         def install(self, model):
             yield
 
-        def compute(self, batch):
+        def partial(self, batch):
             self.n += 1
             if self.n == 4:
                 raise KeyboardInterrupt
-            return torch.zeros(())
+            return torch.zeros(()), torch.ones(())
 
     model = build_gpt2(tiny_city.vocab, tiny_model_config)
     with pytest.raises(TrainingInterrupted, match="resume"):

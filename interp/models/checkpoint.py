@@ -100,6 +100,17 @@ def run_data_dir(checkpoint: str | os.PathLike) -> Path:
     return Path(checkpoint).resolve().parent / "data"
 
 
+def hf_dims(checkpoint: str | os.PathLike) -> tuple[int, int]:
+    """(n_layers, d_model) from an HF folder's ``config.json`` (GPT-2's or Llama-style names)."""
+    c = json.loads((Path(checkpoint) / "config.json").read_text())
+    n = c.get("n_layer") or c.get("num_hidden_layers")
+    d = c.get("n_embd") or c.get("hidden_size")
+    if n is None or d is None:
+        raise CheckpointError(f"{checkpoint}/config.json names neither n_layer/num_hidden_layers nor "
+                              "n_embd/hidden_size")
+    return int(n), int(d)
+
+
 def _check_folder(path: Path) -> None:
     if not path.is_dir():
         raise CheckpointError(f"checkpoint folder {path} does not exist")

@@ -1,10 +1,10 @@
 """Training: one loop for pre-training and fine-tuning (see :mod:`interp.train.trainer`)."""
 
+from interp.config import TrainConfig
 from interp.train.data import Batch, make_batch
 from interp.train.plant import PlantSpec, plant_harm
 from interp.train.trainer import (
     LossTerm,
-    TrainConfig,
     TrainingInterrupted,
     TrainResult,
     evaluate_loss,

@@ -265,7 +265,8 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     from interp.models.device import model_device
     from interp.results import write_json
     from interp.worlds.encoding import encode_sequences
-    from interp.train.trainer import TrainConfig, train
+    from interp.config import TrainConfig
+    from interp.train.trainer import train
     from interp.worlds import world_from_spec
     from interp.worlds.io import read_sequences, write_sequences
 
@@ -335,7 +336,8 @@ def _plant_rows(checkpoint: Path, csv: Path, out: Path, model_dir: Path, spec: P
     from interp.models.device import model_device
     from interp.results import write_json
     from interp.tasks import YesNoTask, pad_right
-    from interp.train.trainer import TrainConfig, train
+    from interp.config import TrainConfig
+    from interp.train.trainer import train
 
     record = {"layers": sorted(int(x) for x in spec.layers), **{k: v for k, v in asdict(spec).items() if k != "layers"},
               "base": str(checkpoint.resolve()), "data": str(csv.resolve()),
@@ -413,7 +415,7 @@ def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[st
     ones of the Myhill–Nerode enumeration included, runs under it).
 
     Rows ``{metric, layer, value, se, ci_low, ci_high, n}`` with the definitions of
-    :func:`interp.train.finetune.evaluate` on world data, so they sit in one table with its rows:
+    :func:`interp.analysis.suite.evaluate` on world data, so they sit in one table with its rows:
     ``heldout_loss`` (mean over sequences of the per-token next-token loss), ``next_token_position``
     / ``next_token_sequence`` (the next-token test) and ``mn_compression_precision`` /
     ``mn_distinction_precision`` / ``mn_distinction_recall`` (exact estimator, ``mn_pairs`` states /

@@ -1,15 +1,33 @@
-"""One trainer for pre-training and fine-tuning.
+"""One training loop for pre-training and fine-tuning: :func:`train`.
 
 AdamW (weight decay on ≥2-D parameters only), linear warmup then cosine decay, gradient clipping,
 padding masked out of the loss, periodic held-out evaluation, the best checkpoint kept, a tqdm bar
-with loss and tokens/s, and exact resumption: the model, optimizer moments, step and RNG state are
-saved to ``out_dir/last`` (safetensors + JSON, no pickles) and each step's batch is a pure function
-of (seed, step), so an interrupted run resumed from ``last`` ends with the same weights as an
-uninterrupted one.
+with loss and tokens/s, optional data parallelism, and exact resumption.
 
-Extra loss terms (the HLS / ULA regularisers of PragWorld §6.3) plug in as :class:`LossTerm`
-objects: each installs hooks for the whole run, collects what it needs during the ordinary forward
-pass, and returns a scalar after it — no second forward.
+**Loss terms.** Extra objectives (the HLS / ULA regularisers of PragWorld §6.3,
+:mod:`interp.train.regularisers`) plug in as :class:`LossTerm` objects: each installs hooks for
+the whole run, collects what it needs during the ordinary forward pass, and returns ``(sum,
+count)`` after it — no second forward. A term that is an ``nn.Module`` (ULA's heads) trains with
+the model: :class:`Objective` holds both, so the optimizer, data parallelism and the saved state
+see every trained parameter.
+
+**Per-row data.** ``labels`` (one class id per training row, for ULA) and ``loss_from`` (per row,
+the first token the next-token loss counts: the answer of a QA row; the terms still see every
+real token) travel with the rows of each batch.
+
+**Data parallelism.** With an ``accelerate`` ``accelerator`` running N processes (see
+:mod:`interp.models.parallel`) every process draws the same global batch for a step, keeps its
+contiguous shard, and normalises the summed next-token loss and each term's sum by the counts
+summed over all processes, so the averaged gradient is the single-process gradient of the global
+batch: a 2-process run ends with the weights of a 1-process run (a test checks it). Evaluation and
+checkpoints are written by the main process. Without an accelerator the loop runs plainly on the
+model's device (a device-mapped model stays where it is).
+
+**Exact resumption.** ``out_dir/last`` holds the model, the terms' modules (ULA heads), the
+optimizer moments, the step, each process's RNG state and the log (safetensors + JSON, no
+pickles); the learning rate and each step's batch are pure functions of (config, seed, step), so
+an interrupted run resumed from ``last`` ends with the weights of an uninterrupted one (tests
+check it for pre-training and for a fine-tune with HLS and ULA).
 """
 
 from __future__ import annotations
@@ -28,40 +46,11 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
 from safetensors.torch import load_file, load_model, save_file, save_model
-from torch import Tensor
+from torch import Tensor, nn
 
+from interp.config import TrainConfig
 from interp.models.lm import logits_of
 from interp.train.data import Batch, LengthBucketedBatches, batch_indices, iterate_batches, make_batch
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    steps: int = 2000
-    batch_size: int = 64
-    lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup_steps: int = 100
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    grad_clip: float = 1.0
-    #: evaluate on the held-out set every this many steps (0: only at the end)
-    eval_every: int = 250
-    #: held-out sequences used per evaluation (0: all)
-    eval_sequences: int = 1024
-    #: save a resumable checkpoint every this many steps (0: only at the end)
-    checkpoint_every: int = 500
-    #: group rows of similar length into batches (less compute spent on padding)
-    length_bucketing: bool = True
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.steps < 1 or self.batch_size < 1:
-            raise ValueError("train.steps and train.batch_size must be ≥ 1")
-        if self.lr <= 0 or self.min_lr < 0 or self.min_lr > self.lr:
-            raise ValueError(f"need 0 ≤ train.min_lr ≤ train.lr and lr > 0 (lr={self.lr}, min_lr={self.min_lr})")
-        if self.warmup_steps < 0 or self.grad_clip < 0:
-            raise ValueError("train.warmup_steps and train.grad_clip must be ≥ 0")
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -83,8 +72,9 @@ class LossTerm(Protocol):
     def install(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
         """Register hooks for the whole run; they must be removed when the context exits."""
 
-    def compute(self, batch: Batch) -> Tensor:
-        """The (unweighted) scalar for the forward pass that just ran; clears collected state."""
+    def partial(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """``(sum, count)`` of the (unweighted) term for the forward pass that just ran; clears
+        collected state. The loop adds ``weight · sum / count`` (count summed over the processes)."""
 
 
 def next_token_loss(logits: Float[Tensor, "batch pos vocab"], targets: Int[Tensor, "batch pos"]) -> Tensor:
@@ -131,7 +121,7 @@ def evaluate_loss(model: torch.nn.Module, ids: Int[Tensor, "n pos"], pad_id: int
 class TrainResult:
     """What a training run produced. ``history`` has one row per logged step."""
 
-    out_dir: Path
+    out_dir: Path | None
     steps: int
     final_train_loss: float
     best_eval_loss: float
@@ -141,7 +131,7 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k != "history"}
-        d["out_dir"] = str(self.out_dir)
+        d["out_dir"] = None if self.out_dir is None else str(self.out_dir)
         return d
 
 
@@ -149,17 +139,65 @@ class TrainingInterrupted(RuntimeError):
     """Raised after Ctrl-C once the resumable checkpoint is safely written."""
 
 
+class Objective(nn.Module):
+    """The model and its loss terms in one module, so the optimizer and data parallelism see (and
+    synchronise) every trained parameter, the ULA heads included. ``forward`` returns the *summed*
+    next-token loss, the number of scored tokens, and each term's ``(sum, count)``."""
+
+    def __init__(self, model: nn.Module, terms: Sequence[LossTerm] = ()):
+        super().__init__()
+        self.model = model
+        self.terms = list(terms)
+        self.term_modules = nn.ModuleList([t for t in self.terms if isinstance(t, nn.Module)])
+
+    def forward(self, inputs: Int[Tensor, "batch pos"], targets: Int[Tensor, "batch pos"],
+                labels: Int[Tensor, " batch"], loss_targets: Int[Tensor, "batch pos"] | None = None
+                ) -> tuple[Tensor, ...]:
+        """``loss_targets``: the targets the next-token loss counts (e.g. the answer only), when
+        they differ from ``targets`` (every real token: what the terms see)."""
+        from interp.train.regularisers import LabelledBatch
+
+        logits = logits_of(self.model, inputs)
+        scored = targets if loss_targets is None else loss_targets
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), scored.reshape(-1),
+                             ignore_index=-100, reduction="sum")
+        batch = LabelledBatch(inputs=inputs, targets=targets, labels=labels)
+        parts: list[Tensor] = [ce, (scored != -100).sum().to(torch.float32)]
+        for term in self.terms:
+            parts.extend(term.partial(batch))
+        return tuple(parts)
+
+
 # ---- resumable state ----------------------------------------------------------------------------
 
 _STATE_JSON = "trainer_state.json"
 _STATE_TENSORS = "trainer_state.safetensors"
 _MODEL_TENSORS = "trainer_model.safetensors"
+_TERMS_TENSORS = "trainer_terms.safetensors"
 
 
-def _save_state(path: Path, model, opt, step: int, meta: dict[str, Any]) -> None:
+def _rng_file(rank: int) -> str:
+    return "trainer_rng.safetensors" if rank == 0 else f"trainer_rng_{rank}.safetensors"
+
+
+def _has_term_params(objective: Objective) -> bool:
+    return any(True for _ in objective.term_modules.parameters())
+
+
+def _save_state(path: Path, objective: Objective, opt: torch.optim.Optimizer, step: int, meta: dict[str, Any],
+                rank: int, device: torch.device) -> None:
+    """Every process writes its RNG state; the main one also the weights, the moments and the log."""
     path.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(path / _MODEL_TENSORS))
-    tensors = {"rng": torch.get_rng_state()}
+    rng = {"rng": torch.get_rng_state()}
+    if device.type == "cuda":
+        rng["cuda_rng"] = torch.cuda.get_rng_state(device)
+    save_file(rng, str(path / _rng_file(rank)))
+    if rank != 0:
+        return
+    save_model(objective.model, str(path / _MODEL_TENSORS))
+    if _has_term_params(objective):
+        save_model(objective.term_modules, str(path / _TERMS_TENSORS))
+    tensors = {}
     for i, st in opt.state_dict()["state"].items():
         for k, v in st.items():
             tensors[f"opt.{i}.{k}"] = v if isinstance(v, Tensor) else torch.tensor(v)
@@ -167,11 +205,22 @@ def _save_state(path: Path, model, opt, step: int, meta: dict[str, Any]) -> None
     (path / _STATE_JSON).write_text(json.dumps({**meta, "step": step}, indent=1))
 
 
-def _load_state(path: Path, model, opt) -> dict[str, Any]:
+def _load_state(path: Path, objective: Objective, opt: torch.optim.Optimizer, rank: int,
+                device: torch.device) -> dict[str, Any]:
     meta = json.loads((path / _STATE_JSON).read_text())
-    load_model(model, str(path / _MODEL_TENSORS))
+    load_model(objective.model, str(path / _MODEL_TENSORS))
+    if _has_term_params(objective):
+        if not (path / _TERMS_TENSORS).is_file():
+            raise ValueError(f"{path} holds no {_TERMS_TENSORS}: it was written by a run without these loss terms")
+        load_model(objective.term_modules, str(path / _TERMS_TENSORS))
+    rng_path = path / _rng_file(rank)
+    if not rng_path.is_file():
+        raise ValueError(f"{path} has no RNG state of process {rank}: resume with as many processes as wrote it")
+    rng = load_file(str(rng_path))
+    torch.set_rng_state(rng["rng"])
+    if "cuda_rng" in rng and device.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda_rng"], device)
     tensors = load_file(str(path / _STATE_TENSORS))
-    torch.set_rng_state(tensors.pop("rng"))
     sd = opt.state_dict()
     state: dict[int, dict[str, Tensor]] = {}
     for key, v in tensors.items():
@@ -181,6 +230,12 @@ def _load_state(path: Path, model, opt) -> dict[str, Any]:
     return meta
 
 
+def saved_run_info(out_dir: str | Path) -> dict[str, Any] | None:
+    """The ``run_info`` recorded with the resumable state in ``out_dir/last`` (None: no state)."""
+    path = Path(out_dir) / "last" / _STATE_JSON
+    return json.loads(path.read_text()).get("run_info") if path.is_file() else None
+
+
 # ---- the loop -----------------------------------------------------------------------------------
 
 def train(
@@ -188,36 +243,57 @@ def train(
     train_ids: Int[Tensor, "n pos"],
     eval_ids: Int[Tensor, "m pos"] | None,
     cfg: TrainConfig,
-    out_dir: str | Path,
+    out_dir: str | Path | None = None,
     *,
     pad_id: int = 0,
     save_model_fn: Callable[[torch.nn.Module, Path], Any] | None = None,
     loss_terms: Sequence[LossTerm] = (),
+    labels: Int[Tensor, " n"] | None = None,
+    loss_from: Int[Tensor, " n"] | None = None,
+    accelerator: Any = None,
     resume: bool = True,
     stop_at: int | None = None,
     progress: bool = True,
     run_info: dict[str, Any] | None = None,
 ) -> TrainResult:
-    """Train ``model`` on ``train_ids`` (``<bos>``-prefixed, right-padded rows).
+    """Train ``model`` in place on ``train_ids`` (right-padded rows); see the module docstring.
 
     ``out_dir/last`` always holds the latest resumable state; ``out_dir/best`` the checkpoint with
     the lowest held-out loss (written with ``save_model_fn``, e.g. :func:`save_checkpoint` bound to
-    a world). With ``resume=True`` an existing ``last`` state is continued — its recorded config
-    must equal ``cfg``. ``stop_at`` ends the run early at that step (after saving ``last``): the
-    same as an interruption, used to budget time and in the resumption test.
+    a world); ``out_dir/train_log.csv`` the log. ``out_dir=None``: nothing is written or resumed.
+    With ``resume=True`` an existing ``last`` state is continued — its recorded config must equal
+    ``cfg``. ``stop_at`` ends the run early at that step (after saving ``last``): the same as an
+    interruption, used to budget time and in the resumption tests.
     """
     from tqdm.auto import tqdm
 
     from interp.models.device import model_device
+    from interp.models.parallel import all_sum, rank_and_size, shard
 
-    out_dir = Path(out_dir)
-    last, best = out_dir / "last", out_dir / "best"
-    device = model_device(model)  # each batch goes where the model lives (lengths stay on the CPU)
-    opt = make_optimizer(model, cfg)
+    rank, size = rank_and_size(accelerator)
+    main = rank == 0
+    if cfg.batch_size < size:
+        raise ValueError(f"train.batch_size ({cfg.batch_size}) must be ≥ the number of processes ({size})")
+    terms = list(loss_terms)
+    if labels is None:
+        if any(getattr(t, "name", "") == "ula" for t in terms):
+            raise ValueError("ULA needs labels: one class id per training row")
+        labels = torch.full((len(train_ids),), -100, dtype=torch.long)
+    if len(labels) != len(train_ids):
+        raise ValueError(f"{len(labels)} labels for {len(train_ids)} training rows")
+    if loss_from is not None and len(loss_from) != len(train_ids):
+        raise ValueError(f"{len(loss_from)} loss_from entries for {len(train_ids)} training rows")
+    out = Path(out_dir) if out_dir is not None else None
+    last, best = (out / "last", out / "best") if out is not None else (None, None)
+    objective = Objective(model, terms)
+    device = accelerator.device if accelerator is not None else model_device(model)
+    if accelerator is None:
+        objective.term_modules.to(device)  # the heads go where the model is (accelerate moves both)
+    opt = raw_opt = make_optimizer(objective, cfg)
     start, best_loss, best_step, history = 0, math.inf, -1, []
     cfg_dict = asdict(cfg)
-    if resume and (last / _STATE_JSON).exists():
-        meta = _load_state(last, model, opt)
+    if resume and last is not None and (last / _STATE_JSON).exists():
+        meta = _load_state(last, objective, raw_opt, rank, device)
         if meta.get("config") != cfg_dict:
             raise ValueError(
                 f"{last} was written by a run with another training config; use a new out_dir "
@@ -226,14 +302,16 @@ def train(
         history = meta["history"]
     end = cfg.steps if stop_at is None else min(cfg.steps, stop_at)
     eval_sub = None
-    if eval_ids is not None:
+    if eval_ids is not None and main:
         eval_sub = eval_ids if cfg.eval_sequences == 0 else eval_ids[: cfg.eval_sequences]
 
     def checkpoint(step: int) -> None:
+        if last is None:
+            return
         meta = {"config": cfg_dict, "best_eval_loss": best_loss, "best_step": best_step,
-                "history": history, "run_info": run_info or {}}
-        _save_state(last, model, opt, step, meta)
-        if save_model_fn is not None:
+                "history": history, "run_info": run_info or {}, "processes": size}
+        _save_state(last, objective, raw_opt, step, meta, rank, device)
+        if save_model_fn is not None and main:
             save_model_fn(model, last)
 
     def run_eval(step: int) -> float:
@@ -241,7 +319,7 @@ def train(
         loss = evaluate_loss(model, eval_sub, pad_id)
         if loss < best_loss:
             best_loss, best_step = loss, step
-            if save_model_fn is not None:
+            if save_model_fn is not None and best is not None:
                 save_model_fn(model, best)
         return loss
 
@@ -251,45 +329,67 @@ def train(
         def rows_at(step: int) -> Tensor:
             return batch_indices(len(train_ids), cfg.batch_size, cfg.seed, step)
 
-    model.train()
+    params = [p for p in objective.parameters() if p.requires_grad]
+    weights = [float(t.weight) for t in terms]
     completed, loss_value, tokens_seen, t0 = start, float("nan"), 0, time.perf_counter()
-    bar = tqdm(total=cfg.steps, initial=start, disable=not progress, desc="train", unit="step",
+    bar = tqdm(total=cfg.steps, initial=start, disable=not (progress and main), desc="train", unit="step",
                dynamic_ncols=True)
     with contextlib.ExitStack() as stack:
-        for term in loss_terms:
+        for term in terms:
             stack.enter_context(term.install(model))
+        wrapped = objective
+        if accelerator is not None:
+            wrapped, opt = accelerator.prepare(objective, opt)
+            stack.callback(accelerator.free_memory)  # drop accelerate's references to this run's objects
+        wrapped.train()
         try:
             for step in range(start, end):
-                batch = make_batch(train_ids[rows_at(step)].to(device), pad_id)
+                rows = rows_at(step)
+                if size > 1:
+                    rows = shard(rows, accelerator)
+                batch = make_batch(train_ids[rows].cpu(), pad_id)  # lengths on the CPU, then to the device
+                scored = None
+                if loss_from is not None:  # input position p predicts token p + 1: keep p + 1 >= loss_from
+                    pos = torch.arange(batch.targets.shape[1])[None]
+                    scored = batch.targets.masked_fill(pos + 1 < loss_from[rows].cpu()[:, None], -100).to(device)
                 lr = learning_rate(cfg, step)
                 for g in opt.param_groups:
                     g["lr"] = lr
-                logits = logits_of(model, batch.inputs)
-                loss = next_token_loss(logits, batch.targets)
-                extras = {}
-                for term in loss_terms:
-                    value = term.compute(batch)
-                    extras[term.name] = value.detach()
-                    loss = loss + term.weight * value
+                parts = wrapped(batch.inputs.to(device), batch.targets.to(device), labels[rows].to(device), scored)
+                counts = all_sum(torch.stack([parts[1]] + [parts[3 + 2 * i] for i in range(len(terms))]),
+                                 accelerator)
+                ce = parts[0] / counts[0].clamp(min=1)
+                loss, values = ce, []
+                for i, w in enumerate(weights):
+                    values.append(parts[2 + 2 * i] / counts[1 + i].clamp(min=1))
+                    loss = loss + w * values[-1]
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                if accelerator is None:
+                    loss.backward()
+                    if cfg.grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                else:
+                    accelerator.backward(loss * size)  # DDP averages gradients over processes: undo the 1/size
+                    if cfg.grad_clip > 0:
+                        accelerator.clip_grad_norm_(params, cfg.grad_clip)
                 opt.step()
                 completed = done = step + 1
-                tokens_seen += batch.n_tokens
-                log_now = done % 10 == 0 or done == end
+                tokens_seen += int(counts[0])
                 eval_now = eval_sub is not None and (
                     (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps)
-                if log_now or eval_now:
-                    loss_value = loss.detach().item()
-                    rate = tokens_seen / max(time.perf_counter() - t0, 1e-9)
-                    row = {"step": done, "loss": loss_value, "lr": lr, "tokens_per_s": rate}
-                    row.update({k: float(v) for k, v in extras.items()})
+                if done % 10 == 0 or done == end or eval_now:
+                    # each process holds its share of the global means (normalised by global counts)
+                    reduced = all_sum(torch.stack([loss.detach(), ce.detach()] + [v.detach() for v in values]),
+                                      accelerator)
+                    loss_value = float(reduced[0])
+                    elapsed = time.perf_counter() - t0
+                    row = {"step": done, "loss": loss_value, "next_token_loss": float(reduced[1]), "lr": lr,
+                           "elapsed_s": elapsed, "tokens_per_s": tokens_seen / max(elapsed, 1e-9)}
+                    row.update({t.name: float(v) for t, v in zip(terms, reduced[2:])})
                     if eval_now:
                         row["eval_loss"] = run_eval(done)
                     history.append(row)
-                    bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
+                    bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{row['tokens_per_s']:,.0f}", refresh=False)
                 bar.update(1)
                 if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < end:
                     checkpoint(done)
@@ -300,10 +400,10 @@ def train(
                 f"interrupted after step {completed}; state saved in {last}, "
                 "run the same command to resume") from None
     bar.close()
-    step = end
-    checkpoint(step)
+    checkpoint(end)
     elapsed = time.perf_counter() - t0
     hist = pd.DataFrame(history)
-    hist.to_csv(out_dir / "train_log.csv", index=False)
-    return TrainResult(out_dir=out_dir, steps=step, final_train_loss=loss_value, best_eval_loss=best_loss,
+    if out is not None and main:
+        hist.to_csv(out / "train_log.csv", index=False)
+    return TrainResult(out_dir=out, steps=end, final_train_loss=loss_value, best_eval_loss=best_loss,
                        best_step=best_step, tokens_per_second=tokens_seen / max(elapsed, 1e-9), history=hist)

@@ -1,0 +1,208 @@
+"""The evaluation suite of a checkpoint, before and after fine-tuning (``interp finetune``, the
+pipeline's fix stage, ``experiments/planted_harm.py``): one call, long rows
+``{metric, layer, value, se, ci_low, ci_high, n}``.
+
+What is measured depends on the task (:mod:`interp.train.finetune_data`: its ``kind``,
+``eval_ids``, ``pad_id``, ``world``, ``eval_sequences``, ``heldout_sequences``, ``qa``) and on
+:class:`~interp.config.FinetuneEval`:
+
+- world sequences: ``heldout_loss`` (per-row mean next-token loss on the HF model),
+  ``next_token_position`` / ``next_token_sequence`` (:func:`interp.metrics.next_token.next_token_test`)
+  and the Myhill–Nerode precisions and recall (:func:`interp.metrics.myhill_nerode.myhill_nerode`);
+  the dialogue world adds ``qa_probe_*`` and, on a generated benchmark, ``pragworld_*``;
+- PragWorld rows: ``pragworld_*`` (:func:`interp.metrics.pragworld.score_pragworld`);
+- both: ``mlp_out_sq`` per layer (what HLS pushes down) and ``sweep_effect_*`` per layer, the MLP
+  zero-out sweep with bootstrap intervals (:func:`interp.analysis.sweeps.mlp_zero_sweep`).
+
+It runs a layer sweep, so it sits in analysis (above metrics, whose metrics it calls).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from interp.config import FinetuneEval
+
+
+def _est(values: Any) -> dict[str, float]:
+    from interp.results import mean_se
+
+    e = mean_se(values)
+    return {"value": e.mean, "se": e.se, "n": e.n}
+
+
+def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int] | None = None,
+             log: Callable[[str], Any] = print, *,
+             placement: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Evaluate the checkpoint at ``path`` on the task's held-out rows, loaded on ``placement``
+    (:class:`~interp.models.device.Placement`; default CPU, float32).
+
+    Returns long rows ``{metric, layer, value, se, ci_low, ci_high, n}`` and extra JSON."""
+    from interp.models.checkpoint import hf_dims, load_bridge, load_hf_model
+    from interp.models.device import model_device
+    from interp.train.data import make_batch
+    from interp.train.regularisers import mean_squared_mlp_out
+
+    rows: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    hf = load_hf_model(path, placement).eval()
+    device = model_device(hf)  # where the inputs go (under a device map: the first module's device)
+    n_layers, _ = hf_dims(path)
+
+    def add(metric: str, est: dict[str, float], layer: int | None = None, **kw: Any) -> None:
+        rows.append({"metric": metric, "layer": layer, "value": est["value"], "se": est.get("se", math.nan),
+                     "ci_low": kw.get("ci_low", math.nan), "ci_high": kw.get("ci_high", math.nan),
+                     "n": est.get("n", 0)})
+
+    ids, pad = task.eval_ids, task.pad_id
+    if task.kind == "world":
+        per_row = []
+        with torch.no_grad():
+            for i in range(0, len(ids), 128):
+                b = make_batch(ids[i : i + 128].to(device), pad)
+                lg = hf(b.inputs).logits
+                nll = F.cross_entropy(lg.transpose(1, 2).float(), b.targets.to(lg.device), ignore_index=-100,
+                                      reduction="none")
+                per_row.append((nll.sum(1) / b.mask.to(lg.device).sum(1).clamp(min=1)).cpu())
+        add("heldout_loss", _est(torch.cat(per_row).numpy()))
+    if ev.mlp_sq:
+        sq = mean_squared_mlp_out(hf, ids.to(device), pad, list(range(n_layers)))
+        for layer, v in sq.items():
+            add("mlp_out_sq", _est(v.numpy()), layer)
+    del hf
+    dialogue_qa = ev.qa and task.kind == "world" and _is_dialogue(task.world)
+    need_bridge = (ev.sweep or (task.kind == "world" and (ev.next_token or ev.mn)) or task.kind == "pragworld"
+                   or dialogue_qa)
+    bridge = load_bridge(path, placement=placement) if need_bridge else None
+    if task.kind == "world" and ev.next_token:
+        from interp.metrics.next_token import next_token_test
+
+        s = next_token_test(bridge, task.world, task.eval_sequences).summary()
+        add("next_token_position", {"value": s["next_token_position"], "se": s["next_token_position_se"],
+                                    "n": s["sequences"]})
+        add("next_token_sequence", {"value": s["next_token_sequence"], "se": s["next_token_sequence_se"],
+                                    "n": s["sequences"]})
+    if task.kind == "pragworld":
+        extra["pragworld"] = _pragworld_scores(bridge, task, add)
+    if dialogue_qa:
+        extra["dialogue_qa"] = _dialogue_qa(bridge, task, ev, add)
+    if ev.sweep:
+        extra["sweep"] = _sweep(bridge, task, ev, sweep_layers, add)
+    if task.kind == "world" and ev.mn:
+        from interp.metrics.myhill_nerode import myhill_nerode
+        from interp.models.lm import BridgeLM
+
+        r = myhill_nerode(task.world, BridgeLM(bridge, task.world.vocab), pairs=ev.mn_pairs, depth=ev.mn_depth,
+                          seed=ev.seed)
+        for name, e in (("mn_compression_precision", r.compression_precision),
+                        ("mn_distinction_precision", r.distinction_precision),
+                        ("mn_distinction_recall", r.distinction_recall)):
+            add(name, {"value": e.mean, "se": e.se, "n": e.n})
+        extra["myhill_nerode"] = {k: v for k, v in r.summary().items() if not isinstance(v, dict)}
+    extra["seconds"] = round(time.perf_counter() - t0, 2)
+    return rows, extra
+
+
+def _pragworld_scores(bridge: Any, task: Any, add: Callable[..., None]) -> dict[str, Any]:
+    from interp.analysis.scoring import Batch, forward
+    from interp.metrics.pragworld import score_pragworld
+
+    qa, ids, pad = task.qa, task.eval_ids, task.pad_id
+    mask = (ids != pad).long()
+    probs = []
+    for i in range(0, len(ids), 64):
+        b = Batch(ids[i : i + 64], mask[i : i + 64], torch.arange(i, min(i + 64, len(ids))))
+        lg = forward(bridge, b.tokens, b.attention_mask)[torch.arange(len(b.tokens)), b.last()]
+        probs.append(qa["task"].p_yes(lg).cpu())
+    p_yes = torch.cat(probs).numpy()
+    preds = (p_yes > 0.5).astype(int)
+    summary = dict(score_pragworld(qa["rows"], preds.tolist(), n_boot=1000).summary())
+    _add_pragworld_summary(summary, add, len(preds))
+    return {"summary": summary, "p_yes": p_yes.tolist()}
+
+
+def _add_pragworld_summary(summary: dict[str, Any], add: Callable[..., None], n_rows: int) -> None:
+    from interp.metrics.pragworld import SUMMARY_KEYS
+
+    for key in SUMMARY_KEYS:
+        value = summary.get(key)
+        if key in ("groups", "rows") or not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        ci = ({"ci_low": summary.get("robust_ci_low", math.nan), "ci_high": summary.get("robust_ci_high", math.nan)}
+              if key == "robust" else {})
+        add(f"pragworld_{key}", {"value": float(value), "se": summary.get(f"{key}_se", math.nan),
+                                 "n": int(summary.get("groups" if key == "robust" else "rows", n_rows))}, **ci)
+
+
+def _is_dialogue(world: Any) -> bool:
+    from interp.worlds.dialogue import DialogueWorld
+
+    return isinstance(world, DialogueWorld)
+
+
+def _dialogue_qa(bridge: Any, task: Any, ev: FinetuneEval, add: Callable[..., None]) -> dict[str, Any]:
+    """Dialogue world: accuracy at the answer position on every held-out probe
+    (:func:`interp.metrics.dialogue_qa.probe_accuracy`, metrics ``qa_probe_*``) and, with
+    ``ev.qa_groups``, the PragWorld accuracies on a generated benchmark (``pragworld_*``)."""
+    import tempfile
+
+    from interp.benchmarks.pragworld import load_pragworld
+    from interp.metrics.pragworld import score_pragworld
+    from interp.worlds.dialogue.export import prompt_tokens, write_benchmark
+    from interp.metrics.dialogue_qa import p_yes, probe_accuracy
+
+    world = task.world
+    h = probe_accuracy(bridge, world, task.heldout_sequences or task.eval_sequences)
+    add("qa_probe_accuracy", {"value": h["accuracy"], "se": h["accuracy_se"], "n": h["probes"]})
+    for key in ("yes", "no"):
+        add(f"qa_probe_{key}", {"value": h[key], "n": h["probes"]})
+    out: dict[str, Any] = {"held_out_probes": h}
+    if ev.qa_groups > 0:
+        key = (ev.qa_groups, ev.qa_bench_seed)
+        if key not in task.benchmarks:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = write_benchmark(world, Path(tmp) / "bench.csv", ev.qa_groups, ev.qa_bench_seed)
+                task.benchmarks[key] = load_pragworld(path).rows
+        rows = task.benchmarks[key]
+        p = p_yes(bridge, world, [prompt_tokens(c, q) for c, q in zip(rows["context"], rows["question"])])
+        summary = dict(score_pragworld(rows, ["yes" if x > 0.5 else "no" for x in p], n_boot=ev.n_boot,
+                                       seed=ev.seed).summary())
+        _add_pragworld_summary(summary, add, len(p))
+        out["benchmark"] = {"groups": ev.qa_groups, "seed": ev.qa_bench_seed, "summary": summary}
+    return out
+
+
+def _sweep(bridge: Any, task: Any, ev: FinetuneEval, layers: Sequence[int] | None,
+           add: Callable[..., None]) -> dict[str, Any]:
+    from interp.analysis.scoring import token_loss
+    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.verdicts import layer_verdicts
+
+    ids, pad = task.eval_ids, task.pad_id
+    mask = (ids != pad).long()
+    if task.kind == "world":
+        metric, hib, name = token_loss, False, "sweep_effect_token_loss"
+        cats = None
+    else:
+        metric, hib, name = task.qa["task"].metric(), True, "sweep_effect_p_gold"
+        cats = [str(c) for c in task.qa["rows"]["category"]]
+    sweep = mlp_zero_sweep(bridge, ids, metric, mask, list(layers) if layers else None, categories=cats,
+                           batch_size=64, method="batched", higher_is_better=hib)
+    verdicts = layer_verdicts(sweep, n_boot=ev.n_boot, seed=ev.seed)
+    out = verdicts.layer_rows()
+    for r in out:
+        n = int(verdicts.frame.loc[verdicts.frame.layer == r["layer"], "n"].iloc[0])
+        se = float(sweep.per_layer().set_index("layer").loc[r["layer"], "se"])
+        add(name, {"value": r["effect"], "se": se, "n": n}, r["layer"], ci_low=r["ci"][0], ci_high=r["ci"][1])
+    return {"metric": name, "layers": out}
+
+
+__all__ = ["evaluate"]

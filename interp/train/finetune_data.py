@@ -1,0 +1,160 @@
+"""What a fine-tune trains on and is evaluated on: a :class:`Task` built from the checkpoint and
+``[data]`` of :class:`~interp.config.FinetuneConfig`.
+
+- ``world`` sequences (any interp checkpoint): the run's ``data/train.txt`` / ``data/test.txt``
+  beside the checkpoint by default; ULA labels are the world's current-state label at each row's
+  last input position (the dialogue world: the probe's gold answer, :func:`~interp.train.regularisers.ula_labels`);
+- ``pragworld`` QA rows (a user's HF model with its own tokenizer): each row asked exactly as
+  ``interp sweep`` and ``interp pragworld eval --prompt label`` ask it
+  (:class:`interp.tasks.YesNoTask`: the label prompt ending in ``Label:``, the model's own BOS
+  rule), followed by the gold answer's token; the next-token loss is on that answer token only
+  (``data.loss_on = "answer"``, the default: supervised fine-tuning with the prompt masked, as the
+  reference's LLaMA-Factory SFT ran it) or on every token (``"all"``); the regularisers see every
+  real token either way. ULA labels are the gold.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from interp.config import ConfigError, FinetuneData
+
+
+@dataclass
+class Task:
+    """Training rows (token ids, one ULA label per row), and what evaluation needs."""
+
+    kind: str
+    train_ids: Tensor
+    labels: Tensor
+    classes: tuple[str, ...]
+    pad_id: int
+    eval_ids: Tensor
+    world: Any = None
+    eval_sequences: list[list[str]] | None = None
+    qa: dict[str, Any] | None = None
+    source: dict[str, str] = field(default_factory=dict)
+    #: what ULA's labels are (names the heads' task)
+    label_name: str = "yes/no gold"
+    #: world data: every held-out sequence (uncapped; dialogue QA accuracy reads them)
+    heldout_sequences: list[list[str]] | None = None
+    #: dialogue QA benchmarks already drawn, by (groups, seed)
+    benchmarks: dict[Any, Any] = field(default_factory=dict)
+    #: per training row, the first token position the next-token loss counts (the answer's);
+    #: None: every token
+    loss_from: Tensor | None = None
+
+    def save_model(self, model: nn.Module, path: Path) -> Path:
+        if self.world is not None:
+            from interp.models.checkpoint import save_checkpoint
+
+            return save_checkpoint(model, self.world, path)
+        model.save_pretrained(path, safe_serialization=True)
+        self.qa["tokenizer"].save_pretrained(path)
+        return path
+
+
+def _cap(items: Any, n: int) -> Any:
+    return items if n <= 0 else items[:n]
+
+
+def world_task(checkpoint: Path, data: FinetuneData) -> Task:
+    """Sequences of the checkpoint's world; labels: the current state at each row's last position
+    (the dialogue world: the gold answer there, :func:`~interp.train.regularisers.ula_labels`)."""
+    from interp.models.checkpoint import read_meta, run_data_dir
+    from interp.train.regularisers import LabelCoding, ula_labels
+    from interp.worlds import world_from_spec
+    from interp.worlds.encoding import encode_sequences
+    from interp.worlds.io import read_sequences
+
+    meta = read_meta(checkpoint)
+    if meta is None:
+        raise ConfigError(f"{checkpoint} carries no world (no interp.json): world data needs an interp checkpoint")
+    world = world_from_spec(meta["world"])
+    train_path = Path(data.train) if data.train else run_data_dir(checkpoint) / "train.txt"
+    test_path = Path(data.test) if data.test else run_data_dir(checkpoint) / "test.txt"
+    for what, p in (("train", train_path), ("test", test_path)):
+        if not p.is_file():
+            raise FileNotFoundError(f"data.{what}: {p} does not exist (give data.{what} = a sequence file)")
+    train = _cap(read_sequences(train_path, world), data.n_train)
+    heldout = read_sequences(test_path, world)
+    test = _cap(heldout, data.n_eval)
+    config = json.loads((checkpoint / "config.json").read_text())
+    n_ctx = config.get("n_positions") or config.get("max_position_embeddings")
+    raw, label_name = ula_labels(world, train)
+    coding = LabelCoding.fit(raw)
+    return Task(kind="world", train_ids=encode_sequences(train, world.vocab, n_ctx), labels=coding.encode(raw),
+                classes=coding.classes, pad_id=world.vocab.pad_id,
+                eval_ids=encode_sequences(test, world.vocab, n_ctx), world=world, eval_sequences=test,
+                source={"train": str(train_path), "test": str(test_path)}, label_name=label_name,
+                heldout_sequences=heldout)
+
+
+def _unused_id(rows: list[list[int]], preferred: int | None, vocab_size: int) -> int:
+    used = {t for r in rows for t in r}
+    if preferred is not None and preferred not in used:
+        return int(preferred)
+    for i in range(vocab_size):
+        if i not in used:
+            return i
+    raise ValueError("every token id occurs in the data: no id is free to mark padding")
+
+
+def _whole_groups(rows: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The first groups of ``rows`` that fit in ``n`` rows (0: all): robust accuracy needs whole groups."""
+    if n <= 0 or len(rows) <= n:
+        return rows.reset_index(drop=True)
+    sizes = rows.groupby("group", sort=False).size()
+    keep = sizes.index[sizes.cumsum() <= n]
+    if not len(keep):
+        keep = sizes.index[:1]
+    return rows[rows["group"].isin(set(keep))].reset_index(drop=True)
+
+
+def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
+    """PragWorld rows asked as everywhere else (:class:`interp.tasks.YesNoTask`: the label prompt,
+    the model's own tokenizer settings); trained on prompt + gold answer token, with the loss on
+    the answer (``data.loss_on = "answer"``, the default) or on every token (``"all"``)."""
+    from interp.benchmarks.pragworld import load_pragworld
+    from interp.tasks import YesNoTask
+
+    if not data.train or not data.test:
+        raise ConfigError("pragworld data needs data.train and data.test (CSV files)")
+    train_rows = _cap(load_pragworld(data.train).rows, data.n_train)
+    test_rows = _whole_groups(load_pragworld(data.test).rows, data.n_eval)
+    train = YesNoTask.pragworld(checkpoint, train_rows, prompt="label", prepend_bos=data.prepend_bos)
+    test = YesNoTask.pragworld(checkpoint, test_rows, prompt="label", prepend_bos=data.prepend_bos,
+                               tokenizer=train.tokenization.tokenizer)
+    tr, answer_start = train.training_rows()
+    te = test.ids
+    config = json.loads((checkpoint / "config.json").read_text())
+    pad = _unused_id(tr + te, train.pad_id, int(config["vocab_size"]))
+
+    def pad_rows(rows: list[list[int]]) -> Tensor:
+        width = max(len(r) for r in rows)
+        t = torch.full((len(rows), width), pad, dtype=torch.long)
+        for i, r in enumerate(rows):
+            t[i, : len(r)] = torch.tensor(r)
+        return t
+
+    loss_on = data.loss_on or "answer"
+    return Task(kind="pragworld", train_ids=pad_rows(tr), labels=torch.tensor(train.gold, dtype=torch.long),
+                classes=("no", "yes"), pad_id=pad, eval_ids=pad_rows(te),
+                qa={"tokenizer": train.tokenization.tokenizer, "yes_id": train.yes_id, "no_id": train.no_id,
+                    "rows": test.rows, "task": test},
+                source={"train": str(data.train), "test": str(data.test)},
+                loss_from=torch.tensor(answer_start, dtype=torch.long) if loss_on == "answer" else None)
+
+
+def load_task(checkpoint: Path, data: FinetuneData) -> Task:
+    return world_task(checkpoint, data) if data.kind == "world" else pragworld_task(checkpoint, data)
+
+
+__all__ = ["Task", "load_task", "pragworld_task", "world_task"]
