@@ -1,0 +1,78 @@
+"""How close trained streets models come to the ideal predictor of their random-walk data.
+
+For each run folder (``interp train`` / ``interp run`` output): the best held-out loss of its
+training log, its greedy routes on the first ``--routes`` held-out (origin, destination) pairs
+(valid share and failures), and — on the first ``--routes`` held-out sequences — the mean
+P(end) where the route stands at its destination and how often ``end`` is the argmax there, and
+the next-token loss per token on the first ``--nll`` held-out sequences; each beside the ideal
+predictor's (:class:`~interp.models.lm.IdealLM`) on the same material.
+
+    python experiments/competence.py runs/demo runs/h3/a runs/h3/c
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences  # noqa: E402
+from interp.models.checkpoint import load_checkpoint  # noqa: E402
+from interp.models.lm import BridgeLM, IdealLM  # noqa: E402
+from interp.worlds.io import read_sequences  # noqa: E402
+
+
+def nll_per_token(lm, world, sequences) -> float:
+    """Mean −log P(token | prefix) over every token of ``sequences`` (origin to ``end``)."""
+    total, n = 0.0, 0
+    for s in sequences:
+        lp = lm.start([s[:i] for i in range(len(s))]).logprobs
+        ids = torch.tensor([world.vocab.id(t) for t in s])
+        total -= float(lp.gather(1, ids[:, None]).sum())
+        n += len(s)
+    return total / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", nargs="+", help="run folders with best/, data/test.txt, train_log.csv")
+    ap.add_argument("--routes", type=int, default=200)
+    ap.add_argument("--nll", type=int, default=100)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    rows = []
+    for run in map(Path, args.runs):
+        ckpt = load_checkpoint(run / "best")
+        world = ckpt.world
+        test = read_sequences(run / "data" / "test.txt", world)
+        log = pd.read_csv(run / "train_log.csv") if (run / "train_log.csv").exists() else None
+        lms = {"model": BridgeLM(ckpt.bridge, world.vocab), "ideal": IdealLM(world)}
+        pairs = pairs_from_sequences(test)[: args.routes]
+        row = {"run": str(run),
+               "steps": int(log["step"].max()) if log is not None else None,
+               "best_eval_loss": float(log["eval_loss"].min()) if log is not None else None}
+        for name, lm in lms.items():
+            routes = decode_routes(lm, world, pairs)
+            end = end_at_destination(lm, world, test[: args.routes])
+            row.update({f"{name}_valid": routes.valid.mean, f"{name}_p_end": end["p_end"],
+                        f"{name}_argmax_end": end["argmax_end"],
+                        f"{name}_nll": nll_per_token(lm, world, test[: args.nll])})
+            if name == "model":
+                row["model_failures"] = routes.failures()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    df = pd.DataFrame(rows)
+    print(df.drop(columns=["model_failures"]).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+
+
+if __name__ == "__main__":
+    main()
