@@ -443,7 +443,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     if args.processes < 1:
         raise ValueError(f"--processes must be ≥ 1, got {args.processes}")
     if args.processes > 1:
-        from interp.train.distributed import launch_local
+        from interp.models.parallel import launch_local
 
         launch_local(_worker, args.processes, str(args.config), args.fresh, not args.no_progress)
         print((cfg.out_dir / "finetune_table.md").read_text(), end="")

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from interp.analysis.runner import PatchingRun, SweepRun, accelerator, check_layers, is_main, sharded
-from interp.train.distributed import rank_and_size
+from interp.models.parallel import rank_and_size
 from interp.analysis.scoring import Batch, forward
 
 

@@ -42,7 +42,7 @@ from torch import Tensor
 from interp.analysis.scoring import Batch, Metric, token_loss
 from interp.analysis.sweeps import METHODS, SweepResult
 from interp.analysis.verdicts import LayerVerdicts
-from interp.train.distributed import rank_and_size
+from interp.models.parallel import rank_and_size
 
 KINDS = ("mlp-zero", "direct-effect", "activation-patching")
 #: ``--method``: the exact sweeps' methods (:data:`~interp.analysis.sweeps.METHODS`) and ``attribution``
@@ -191,7 +191,7 @@ def accelerator() -> Any | None:
 
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return None
-    from interp.train.distributed import make_accelerator
+    from interp.models.parallel import make_accelerator
 
     return make_accelerator()
 
@@ -205,10 +205,10 @@ def sharded(run: Any, n: int, acc: Any | None) -> SweepResult:
 
     ``run(part)`` gets a ``slice`` of the examples and returns a :class:`SweepResult` over them;
     its ``example`` numbers are shifted to global ones and the rows of all processes are gathered
-    (:func:`interp.train.distributed.gather_frame`) and put in the one-process order (layer, then
+    (:func:`interp.models.parallel.gather_frame`) and put in the one-process order (layer, then
     example). Every example's value is computed exactly as in one process: per-example metrics
     do not depend on which other examples share the forward (up to float summation order)."""
-    from interp.train.distributed import gather_frame, shard_bounds
+    from interp.models.parallel import gather_frame, shard_bounds
 
     rank, size = rank_and_size(acc)
     if size == 1:

@@ -1,5 +1,9 @@
 """Data parallelism with ``accelerate``: the small glue the fine-tuning loop and the sweeps share.
 
+It lives in :mod:`interp.models`, beside :mod:`interp.models.device` (one process's placement,
+which it uses): the lowest room that needs it is analysis (sweeps shard their examples), and train
+and the CLI use it too, so it sits below them all.
+
 The engine is Hugging Face ``accelerate`` (what users of 7B-class models already run): the same
 script runs on one process, on several CPU processes (``gloo``) or on several GPUs (``nccl``),
 launched by any of
