@@ -136,7 +136,7 @@ def bench_model(label: str, bridge, world, args) -> float:
                 res = mlp_zero_attribution(bridge, clean, token_loss, higher_is_better=False)
             else:
                 res = mlp_zero_sweep(bridge, clean, token_loss, method=method, higher_is_better=False)
-            return res.summary["mean_effect"].to_numpy()
+            return res.per_layer()["mean_effect"].to_numpy()
         return run
 
     groups = {

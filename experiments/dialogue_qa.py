@@ -152,7 +152,7 @@ def evaluate_run(run_dir: Path, groups: int, bench_seed: int) -> dict:
         "always_yes": score_pragworld(rows, ["yes"] * len(rows)).table1_row(),
         "ignores_alteration": score_pragworld(rows, ["yes" if g else "no" for g in orig_gold]).table1_row(),
     }
-    s = score.summary
+    s = score.summary()
     train_seqs = read_sequences(run_dir / "data" / "train.txt", world)
     return {
         "world": world.describe(), "held_out_probes": held_out,

@@ -326,7 +326,7 @@ def _cmd_pragworld_score(args: argparse.Namespace) -> int:
         print(f"wrote {Path(args.out) / 'pragworld.json'}, pragworld.csv, pragworld_groups.csv, "
               f"pragworld_categories.csv, pragworld_lengths.csv")
     if args.json:
-        print(json.dumps(score.summary))
+        print(json.dumps(score.summary()))
     return 0
 
 
@@ -366,7 +366,7 @@ def _cmd_pragworld_eval(args: argparse.Namespace) -> int:
     score.save(out)
     print(f"wrote {out}/responses.jsonl, pragworld.json and the per-row/category/length CSVs", file=info)
     if args.json:
-        print(json.dumps(score.summary))
+        print(json.dumps(score.summary()))
     return 0
 
 

@@ -1,4 +1,18 @@
-"""Shared pieces of result objects: an estimate with its uncertainty, and CSV/JSON writing."""
+"""The result protocol, and the shared pieces of result objects: an estimate with its
+uncertainty, and CSV/JSON writing.
+
+Every analysis and metric returns a :class:`Result`::
+
+    result.frame          # pandas DataFrame, one row per example (per unit the estimate averages)
+    result.summary()      # dict of plain JSON values: the headline numbers with their uncertainty
+    result.save(folder)   # writes <stem>.json (the summary, perhaps with settings) and <stem>*.csv
+                          # (<stem>.csv is the frame) into folder; returns folder
+
+so a figure, a report or a table can read any of them the same way. ``save`` takes a folder,
+never a file name (``stem=`` picks the file names inside it); :func:`save_result` is the writer.
+A *run* record (``SweepRun``, ``PatchingRun``, ``EvalRun``: the files a command already wrote)
+is not a result; it holds results. ``tests/test_results.py`` checks every class in ``interp``.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +20,24 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+
+@runtime_checkable
+class Result(Protocol):
+    """What every analysis / metric result offers (see the module docstring)."""
+
+    @property
+    def frame(self) -> Any:  # pandas.DataFrame: one row per example
+        ...
+
+    def summary(self) -> dict[str, Any]:
+        ...
+
+    def save(self, folder: str | Path) -> Path:
+        ...
 
 
 @dataclass(frozen=True)

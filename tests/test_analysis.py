@@ -108,8 +108,8 @@ def test_sweep_equals_hand_written_loop(bridge, data):
         torch.testing.assert_close(torch.tensor(got["effect"].to_numpy(), dtype=torch.float32), ablated - clean)
         # zeroing an MLP changes the metric
         assert (got["effect"].abs() > 1e-6).any(), f"zeroing mlp_out:{layer} changed nothing"
-    assert set(res.summary.columns) >= {"layer", "mean_effect", "se", "n"}
-    assert list(res.summary["n"]) == [5] * n_layers
+    assert set(res.per_layer().columns) >= {"layer", "mean_effect", "se", "n"}
+    assert list(res.per_layer()["n"]) == [5] * n_layers
 
 
 @pytest.mark.parametrize("method", ["batched", "reuse"])
@@ -317,7 +317,7 @@ def test_verdict_file_round_trip_and_model_check(bridges, data, tmp_path):
     gpt2, llama = bridges["gpt2"], bridges["llama"]
     sweep = mlp_zero_sweep(gpt2, ids, _metric(), attention_mask=mask, categories=list("aabba"))
     v = layer_verdicts(sweep, n_boot=200, threshold=0.5)
-    path = v.save(tmp_path / "verdicts.json")
+    path = v.save(tmp_path) / "verdicts.json"
     back = load_verdicts(path, bridge=gpt2)
     assert isinstance(back, LayerVerdicts)
     pd.testing.assert_frame_equal(back.frame, v.frame, check_dtype=False)

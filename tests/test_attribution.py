@@ -297,10 +297,10 @@ def test_sweep_command_with_verify_top(tmp_path, tiny_city, tiny_model_config, c
     seqs = read_sequences(tmp_path / "data" / "test.txt", ckpt.world)
     ids = encode_sequences(seqs, ckpt.world.vocab, ckpt.bridge.cfg.n_ctx)
     mask = (ids != ckpt.world.vocab.pad_id).long()
-    exact = mlp_zero_sweep(ckpt.bridge.eval(), ids, token_loss, mask, higher_is_better=False).summary
+    exact = mlp_zero_sweep(ckpt.bridge.eval(), ids, token_loss, mask, higher_is_better=False).per_layer()
     for r in ver:
         assert r["exact"] == pytest.approx(float(exact.loc[exact.layer == r["layer"], "mean_effect"].iloc[0]), abs=1e-5)
-    att = mlp_zero_attribution(ckpt.bridge, ids, token_loss, mask, higher_is_better=False).summary
+    att = mlp_zero_attribution(ckpt.bridge, ids, token_loss, mask, higher_is_better=False).per_layer()
     got = {r["layer"]: r["effect"] for r in summary["layers"]}
     for r in att.itertuples():
         assert got[r.layer] == pytest.approx(r.mean_effect, abs=1e-6)
@@ -405,11 +405,11 @@ def test_layer_sweeps_match_the_exact_ones_near_the_linear_regime(gentle, pair, 
     clean, corrupted, legal = pair
     metric = legal_mass(legal)
     pairs = [PatchPair(c, k) for c, k in zip(corrupted, clean)]
-    est = direct_effect_attribution(bridge, pairs, metric).summary.set_index("layer")["mean_effect"]
-    exact = direct_effect_patching(bridge, pairs, metric).summary.set_index("layer")["mean_effect"]
+    est = direct_effect_attribution(bridge, pairs, metric).per_layer().set_index("layer")["mean_effect"]
+    exact = direct_effect_patching(bridge, pairs, metric).per_layer().set_index("layer")["mean_effect"]
     assert est[0] == 0 and exact[0] == 0
     assert np.sign(est[1]) == np.sign(exact[1]) and abs(est[1] - exact[1]) <= 0.4 * abs(exact[1])
-    est = mlp_zero_attribution(bridge, clean, metric).summary["mean_effect"].to_numpy()
-    exact = mlp_zero_sweep(bridge, clean, metric, method="loop").summary["mean_effect"].to_numpy()
+    est = mlp_zero_attribution(bridge, clean, metric).per_layer()["mean_effect"].to_numpy()
+    exact = mlp_zero_sweep(bridge, clean, metric, method="loop").per_layer()["mean_effect"].to_numpy()
     top = int(np.argmax(np.abs(exact)))
     assert np.sign(est[top]) == np.sign(exact[top])

@@ -442,7 +442,7 @@ def test_qa_scoring_with_an_oracle(world, sequences, tmp_path):
     acc = probe_accuracy(oracle, world, sequences[:40], batch_size=16)
     assert acc["accuracy"] == acc["yes"] == acc["no"] == 1.0 and acc["probes"] >= 40
     score, p = evaluate_benchmark(oracle, world, write_benchmark(world, tmp_path / "b.csv", 6, seed=2))
-    assert score.summary["robust"] == score.summary["total"] == 100.0 and ((p < 0.01) | (p > 0.99)).all()
+    assert score.summary()["robust"] == score.summary()["total"] == 100.0 and ((p < 0.01) | (p > 0.99)).all()
 
 
 def test_cli_lists_and_draws_the_world(tmp_path):

@@ -225,7 +225,7 @@ def test_score_by_hand():
     assert s["original"] == pytest.approx(200 / 3) and s["altered"] == pytest.approx(200 / 3)
     assert s["flip"] == pytest.approx(100.0) and s["invariant"] == pytest.approx(50.0)
     assert s["groups"] == 3 and s["rows"] == 6 and s["unparseable"] == pytest.approx(100 / 6)
-    assert set(SUMMARY_KEYS) <= set(s.summary)
+    assert set(SUMMARY_KEYS) <= set(s.summary())
     assert s["robust_ci_low"] <= s["robust"] <= s["robust_ci_high"]
     cat = s.per_category.set_index("category")
     assert cat.loc["negation", "rows"] == 2 and cat.loc["negation", "total"] == pytest.approx(100.0)
@@ -241,7 +241,7 @@ def test_score_bootstrap_is_seeded_and_nan_becomes_none(tmp_path):
     rows = _toy_rows().assign(effect=[None, "invariant", "invariant", None, "invariant", None])
     a = score_pragworld(rows, ["yes"] * 6, seed=3)
     b = score_pragworld(rows, ["YES "] * 6, seed=3)
-    assert a.summary == b.summary and a["flip"] is None
+    assert a.summary() == b.summary() and a["flip"] is None
     folder = a.save(tmp_path / "score")
     saved = json.loads((folder / "pragworld.json").read_text())
     assert saved["flip"] is None and saved["settings"]["seed"] == 3
@@ -252,7 +252,7 @@ def test_score_bootstrap_is_seeded_and_nan_becomes_none(tmp_path):
 def test_predictions_may_be_one_zero_integers():
     rows = _toy_rows()
     as_words = score_pragworld(rows, ["yes", "no", "no", "no", "no", "no"])
-    assert score_pragworld(rows, np.array([1, 0, 0, 0, 0, 0])).summary == as_words.summary
+    assert score_pragworld(rows, np.array([1, 0, 0, 0, 0, 0])).summary() == as_words.summary()
     assert score_pragworld(rows, [True, False, False, False, False, 2])["unparseable"] == pytest.approx(100 / 6)
 
 

@@ -57,7 +57,7 @@ def test_mlp_zero_sweep_command(run_dir, tiny_model_config):
     ids = encode_sequences(seqs, ckpt.world.vocab, ckpt.bridge.cfg.n_ctx)
     mask = (ids != ckpt.world.vocab.pad_id).long()
     direct = mlp_zero_sweep(ckpt.bridge.eval(), ids, token_loss, mask, method="loop", higher_is_better=False)
-    want = direct.summary["mean_effect"].to_numpy()
+    want = direct.per_layer()["mean_effect"].to_numpy()
     got = np.array([r["effect"] for r in rows])
     assert np.allclose(got, want, atol=1e-5), (got, want)
 

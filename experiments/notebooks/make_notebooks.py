@@ -370,7 +370,7 @@ pairs = [PatchPair(world.vocab.encode(o), world.vocab.encode(a)) for o, a in zip
 # the edited token sits at index edit_at + 1 of the ids (<bos> first): score the tokens after it
 direct = direct_effect_patching(bridge, pairs, continuation_loss([i + 1 for i in edits.edit_at]),
                                 higher_is_better=False)
-display(direct.summary.round(4))
+display(direct.per_layer().round(4))
 '''),
         md('''
 ## 4. Activation patching: layer × position
@@ -463,9 +463,9 @@ loss should stay close, as the other layers take over. (`interp finetune --confi
 whole comparison with seeds, the sweep and the Myhill–Nerode metrics; this is its core.)
 '''),
         code('''
+from interp.analysis.suite import mean_squared_mlp_out
 from interp.models import load_hf_model
-from interp.train.finetune import finetune_model
-from interp.train.regularisers import HLS, mean_squared_mlp_out
+from interp.train.regularisers import HLS
 from interp.train.trainer import evaluate_loss
 
 harmful = verdicts.frame.loc[verdicts.frame.verdict == "harmful", "layer"].tolist()
@@ -479,7 +479,7 @@ models = {"before": load_hf_model(RUN / "train" / "best")}
 logs = {}
 for name, terms in {"plain": [], "hls": [HLS([LAYER], weight=1.0)]}.items():
     models[name] = load_hf_model(RUN / "train" / "best")  # a fresh copy of the trained model
-    logs[name] = finetune_model(models[name], train_ids, FT, terms=terms, pad_id=PAD, progress=False)
+    logs[name] = train(models[name], train_ids, None, FT, pad_id=PAD, loss_terms=terms, progress=False).history
 
 rows = {}
 for name, m in models.items():
@@ -498,8 +498,8 @@ And the sweep again on the HLS model: removing the suppressed layer's MLP should
         code('''
 save_checkpoint(models["hls"], world, RUN / "hls")
 after = mlp_zero_sweep(load_checkpoint(RUN / "hls").bridge, test_ids, token_loss, mask, higher_is_better=False)
-compare = pd.DataFrame({"before": sweep.summary.set_index("layer")["mean_effect"],
-                        "after HLS": after.summary.set_index("layer")["mean_effect"]})
+compare = pd.DataFrame({"before": sweep.per_layer().set_index("layer")["mean_effect"],
+                        "after HLS": after.per_layer().set_index("layer")["mean_effect"]})
 display(compare.rename_axis("layer (MLP zero-out effect on loss)").round(4))
 fig, ax = plt.subplots(figsize=(5, 3))
 compare.plot.bar(ax=ax, rot=0)
@@ -516,7 +516,7 @@ next-token test.
 '''),
         code('''
 assert nt.position_share.mean > 0.9, nt
-assert sorted(sweep.summary["layer"]) == LAYERS and set(verdicts.frame.verdict) <= {"useful", "harmful", "neutral"}
+assert sorted(sweep.per_layer()["layer"]) == LAYERS and set(verdicts.frame.verdict) <= {"useful", "harmful", "neutral"}
 assert len(direct.frame) == len(pairs) * len(LAYERS)
 assert patching.meta["clean_mean"] > patching.meta["corrupted_mean"]
 key = f"mlp_out² layer {LAYER}"

@@ -78,11 +78,16 @@ class PatchingMap:
         se = g.std(ddof=1) / np.sqrt(g.count())
         return se.unstack(self.axis)
 
+    def summary(self) -> dict[str, Any]:
+        """``meta``: component, metric, the clean and corrupted metric means, the model (the
+        heatmaps are :meth:`mean` / :meth:`restored`)."""
+        return dict(self.meta)
+
     def save(self, folder: str | Path, stem: str = "patching") -> Path:
         """``<stem>.csv`` (per example), ``<stem>_mean.csv`` (the heatmap), ``<stem>.json`` (meta)."""
         mean = self.mean().reset_index()
         mean.columns = [str(c) for c in mean.columns]
-        return save_result(folder, stem, dict(self.meta), **{"": self.frame, "mean": mean})
+        return save_result(folder, stem, self.summary(), **{"": self.frame, "mean": mean})
 
 
 @contextmanager

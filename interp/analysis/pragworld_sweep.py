@@ -305,7 +305,7 @@ def run_pragworld_sweep(
     if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
         return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info)
     sweep.save(out_dir)
-    verdicts.save(out_dir / "verdicts.json")
+    verdicts.save(out_dir)
     figure = draw_layer_effects(verdicts, out_dir / "layers.png",
                                 title=f"{kind} on {model.name}, PragWorld {Path(data).name} ({len(rows)} rows)")
     if verdicts.by_category is not None:

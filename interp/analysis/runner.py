@@ -556,7 +556,7 @@ def run_sweep(
         return SweepRun(sweep, layer_verdicts(sweep, n_boot=n_boot, seed=seed), out_dir, out_dir / "layers.png", info)
     verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed)
     sweep.save(out_dir)
-    verdicts.save(out_dir / "verdicts.json")
+    verdicts.save(out_dir)
     if info.get("verify"):
         _write_verify(out_dir, info["verify"])
     title = f"{kind} on {model.name} ({sweep.meta.get('n_examples')} examples)"

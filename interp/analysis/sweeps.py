@@ -59,17 +59,21 @@ class SweepResult:
 
     ``frame``: one row per (example, layer) with ``clean`` (metric unedited), ``ablated`` (metric
     under the layer's intervention; for patching, the patched run), ``effect = ablated − clean``
-    and ``category`` when categories were given. ``summary``: per layer, the mean effect, its
-    standard error and n, and the mean clean / ablated metric. ``meta``: the kind of sweep, the
-    metric's name, whether higher is better, and the model fingerprint
-    (:func:`~interp.analysis.fingerprint.model_fingerprint`).
+    and ``category`` when categories were given. :meth:`per_layer`: per layer, the mean effect, its
+    standard error and n, and the mean clean / ablated metric; :meth:`summary` is ``meta`` with
+    those rows. ``meta``: the kind of sweep, the metric's name, whether higher is better, and the
+    model fingerprint (:func:`~interp.analysis.fingerprint.model_fingerprint`).
     """
 
     frame: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def summary(self) -> pd.DataFrame:
+    def summary(self) -> dict[str, Any]:
+        """``meta`` and, under ``"summary"``, the :meth:`per_layer` rows (what ``<stem>.json`` holds)."""
+        return {**self.meta, "summary": self.per_layer().to_dict(orient="records")}
+
+    def per_layer(self) -> pd.DataFrame:
+        """One row per layer: ``layer``, ``mean_effect``, ``se``, ``n``, ``clean``, ``ablated``."""
         rows = []
         for layer, g in self.frame.groupby("layer", sort=True):
             est = mean_se(g["effect"].to_numpy())
@@ -87,9 +91,7 @@ class SweepResult:
 
     def save(self, folder: str | Path, stem: str = "sweep") -> Path:
         """``<stem>.json`` (meta + summary), ``<stem>.csv`` (per example), ``<stem>_layers.csv`` (summary)."""
-        summary = self.summary
-        return save_result(folder, stem, {**self.meta, "summary": summary.to_dict(orient="records")},
-                           **{"": self.frame, "layers": summary})
+        return save_result(folder, stem, self.summary(), **{"": self.frame, "layers": self.per_layer()})
 
 
 def _chunks(n: int, size: int | None, mask: Tensor | None = None) -> list[np.ndarray]:

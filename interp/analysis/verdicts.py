@@ -122,9 +122,15 @@ class LayerVerdicts:
                                   for c, col in self.by_category.items()}
         return out
 
-    def save(self, path: str | Path) -> Path:
-        """Write the verdict file (JSON); :func:`load_verdicts` reads it back."""
-        return write_json(path, self.to_dict())
+    def summary(self) -> dict[str, Any]:
+        """What the verdict file holds: the layers of each verdict, the per-layer rows, the settings."""
+        return self.to_dict()
+
+    def save(self, folder: str | Path, stem: str = "verdicts") -> Path:
+        """Write the verdict file ``<stem>.json`` into ``folder`` (:func:`load_verdicts` reads it
+        back); returns the folder."""
+        write_json(Path(folder) / f"{stem}.json", self.to_dict())
+        return Path(folder)
 
 
 def _num(v: Any) -> float | None:
@@ -141,8 +147,12 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def load_verdicts(path: str | Path, bridge: Any | None = None) -> LayerVerdicts:
-    """Read a verdict file; with ``bridge``, also check it belongs to that model."""
-    data = json.loads(Path(path).read_text())
+    """Read a verdict file (or ``verdicts.json`` in a folder); with ``bridge``, also check it
+    belongs to that model."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "verdicts.json"
+    data = json.loads(path.read_text())
     if data.get("format") != FORMAT:
         raise ValueError(f"{path}: not a layer-verdict file (format {data.get('format')!r}, expected {FORMAT!r})")
     frame = pd.DataFrame(data["layers"])

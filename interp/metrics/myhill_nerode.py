@@ -133,6 +133,11 @@ class MyhillNerodeResult:
                          f"{summ['recall_undefined']} distinction prefix pairs (precision still scored)")
         return "\n".join(lines)
 
+    @property
+    def frame(self) -> pd.DataFrame:
+        """One row per prefix pair (``per_pair``)."""
+        return self.per_pair
+
     def save(self, folder: str | Path, stem: str = "myhill_nerode") -> Path:
         """Write ``<stem>.csv`` (per prefix pair) and ``<stem>.json`` (summary) into ``folder``."""
         return save_result(folder, stem, self.summary(), **{"": self.per_pair})

@@ -61,8 +61,13 @@ class NextTokenResult:
                 f"{self.positions} positions legal; {self.sequence_share.mean:.4f} ± "
                 f"{self.sequence_share.se:.4f} of {self.sequence_share.n} sequences legal at every position")
 
-    def save(self, folder: str | Path, stem: str = "next_token") -> None:
-        save_result(folder, stem, self.summary(), **{"": self.per_position})
+    @property
+    def frame(self) -> pd.DataFrame:
+        """One row per scored position (``per_position``)."""
+        return self.per_position
+
+    def save(self, folder: str | Path, stem: str = "next_token") -> Path:
+        return save_result(folder, stem, self.summary(), **{"": self.per_position})
 
 
 def _top1_fn(model: Any, vocab) -> Any:

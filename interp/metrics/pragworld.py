@@ -56,14 +56,15 @@ def _clean(value: Any) -> Any:
 class PragWorldScore:
     """PragWorld accuracies of one set of predictions.
 
-    ``summary``: the percentages (:data:`SUMMARY_KEYS`), counts, and the bootstrap interval on
-    robust accuracy (``robust_ci_low``/``robust_ci_high`` at ``ci_level``, ``robust_se``);
-    ``per_example``: one row per data row with ``prediction`` and ``correct``; ``per_group``: one
+    ``values`` (returned by :meth:`summary`): the percentages (:data:`SUMMARY_KEYS`), counts, and
+    the bootstrap interval on robust accuracy (``robust_ci_low``/``robust_ci_high`` at
+    ``ci_level``, ``robust_se``); ``per_example`` (also :attr:`frame`): one row per data row with
+    ``prediction`` and ``correct``; ``per_group``: one
     row per group with ``robust``; ``per_category`` / ``per_length``: the tables of the module
     docstring; ``robust_estimate``: the robust share (0–1) with its group-level SE.
     """
 
-    summary: dict[str, Any]
+    values: dict[str, Any]
     per_example: pd.DataFrame
     per_group: pd.DataFrame
     per_category: pd.DataFrame
@@ -71,16 +72,25 @@ class PragWorldScore:
     robust_estimate: Estimate
     settings: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def frame(self) -> pd.DataFrame:
+        """One row per data row (``per_example``)."""
+        return self.per_example
+
+    def summary(self) -> dict[str, Any]:
+        """The accuracies, counts and robust interval (a copy of ``values``)."""
+        return dict(self.values)
+
     def __getitem__(self, key: str) -> Any:
-        return self.summary[key]
+        return self.values[key]
 
     def table1_row(self) -> dict[str, float]:
         """robust / yes / no / original / altered / flip / invariant, rounded to 2 decimals (Table 1)."""
-        return {k: round(self.summary[k], 2) if self.summary[k] is not None else None
+        return {k: round(self.values[k], 2) if self.values[k] is not None else None
                 for k in ("robust", "yes", "no", "original", "altered", "flip", "invariant")}
 
     def __str__(self) -> str:
-        s = self.summary
+        s = self.values
 
         def f(k: str) -> str:
             return "  n/a" if s[k] is None else f"{s[k]:6.2f}"
@@ -93,12 +103,12 @@ class PragWorldScore:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return self.summary
+        return self.summary()
 
     def save(self, folder: str | os.PathLike, stem: str = "pragworld") -> Path:
         """Write ``<stem>.json`` (summary + settings), ``<stem>.csv`` (per example),
         ``<stem>_groups.csv``, ``<stem>_categories.csv`` and ``<stem>_lengths.csv``."""
-        return save_result(folder, stem, {**self.summary, "settings": self.settings},
+        return save_result(folder, stem, {**self.values, "settings": self.settings},
                            **{"": self.per_example, "groups": self.per_group,
                               "categories": self.per_category, "lengths": self.per_length})
 

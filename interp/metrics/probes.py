@@ -408,8 +408,13 @@ class ProbeResult:
                      f"{self.n_components} component(s); best layer {self.best_layer}")
         return "\n".join(lines)
 
-    def save(self, folder: str | Path, stem: str = "probe") -> None:
-        save_result(folder, stem, self.summary(), layers=self.layers, components=self.per_component)
+    @property
+    def frame(self) -> pd.DataFrame:
+        """One row per probed layer (``layers``): a probe's unit is a layer."""
+        return self.layers
+
+    def save(self, folder: str | Path, stem: str = "probe") -> Path:
+        return save_result(folder, stem, self.summary(), layers=self.layers, components=self.per_component)
 
 
 def _json_safe(x: Any) -> Any:

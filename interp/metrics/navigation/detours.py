@@ -72,8 +72,13 @@ class DetourResult:
     def summary(self) -> dict[str, Any]:
         return {"seed": self.seed, "detours": self.table.to_dict("records")}
 
-    def save(self, folder: str | Path, stem: str = "detours") -> None:
-        save_result(folder, stem, self.summary(), **{"": self.table})
+    @property
+    def frame(self) -> pd.DataFrame:
+        """One row per detour trial (``table``)."""
+        return self.table
+
+    def save(self, folder: str | Path, stem: str = "detours") -> Path:
+        return save_result(folder, stem, self.summary(), **{"": self.table})
 
 
 def detour_test(lm: LM, world: World, pairs: Sequence[tuple[str, str]],

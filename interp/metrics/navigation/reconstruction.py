@@ -123,8 +123,13 @@ class MapReconstruction:
             s += f"; {self.skipped} malformed sequence(s) skipped"
         return s
 
-    def save(self, folder: str | Path, stem: str = "map") -> None:
-        save_result(folder, stem, self.summary(), added_edges=self.added_edges, sequences=self.per_sequence)
+    @property
+    def frame(self) -> pd.DataFrame:
+        """One row per generated sequence (``per_sequence``)."""
+        return self.per_sequence
+
+    def save(self, folder: str | Path, stem: str = "map") -> Path:
+        return save_result(folder, stem, self.summary(), added_edges=self.added_edges, sequences=self.per_sequence)
 
 
 _Overlay = tuple[dict[tuple[str, str], str], set[tuple[str, str]]]  # tentative (added, used true)

@@ -286,8 +286,13 @@ class RouteResult:
             s += "; invalid: " + ", ".join(f"{k} {v}" for k, v in fails.items())
         return s
 
-    def save(self, folder: str | Path, stem: str = "routes") -> None:
-        save_result(folder, stem, self.summary(), **{"": self.per_route})
+    @property
+    def frame(self) -> pd.DataFrame:
+        """One row per route (``per_route``)."""
+        return self.per_route
+
+    def save(self, folder: str | Path, stem: str = "routes") -> Path:
+        return save_result(folder, stem, self.summary(), **{"": self.per_route})
 
 
 def _route_result(world: StreetsWorld, rows: list[_Row], step_cap: int, strategy: str,

@@ -1,0 +1,138 @@
+"""One result protocol (:class:`interp.results.Result`): ``frame``, ``summary() -> dict``,
+``save(folder) -> Path``, for every analysis and metric result.
+
+Two checks: every class in ``interp`` that has a ``summary`` or ``save`` either follows the
+protocol (``summary`` a method, ``save`` taking a folder and returning a Path, a ``frame``) or is
+named below as not a result, with the reason; and on real results, ``save(folder)`` returns the
+folder and writes ``<stem>.json`` holding ``summary()`` and ``<stem>.csv`` equal to ``frame``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import json
+import pkgutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import interp
+from interp.results import Result
+
+#: classes with a ``summary`` / ``save`` that are not analysis results, and why
+NOT_RESULTS = {
+    "interp.analysis.runner.SweepRun": "a record of a run whose files are already written (it holds a SweepResult)",
+    "interp.analysis.runner.PatchingRun": "a record of a run whose files are already written (it holds PatchingMaps)",
+    "interp.benchmarks.pragworld.data.PragWorldData": "a data set (summary() describes the rows)",
+    "interp.hooks.interventions.ActiveInterventions": "live hooks on a model (summary() lists them)",
+    "interp.train.regularisers.ULAHeads": "model weights (save writes safetensors)",
+    "interp.worlds.streets.traversals.TraversalBatch": "a batch of generated world data (summary() is a text line)",
+}
+
+
+def _classes():
+    for info in pkgutil.walk_packages(interp.__path__, "interp."):
+        if info.name.startswith("interp.cli"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in vars(module).items():
+            if inspect.isclass(cls) and cls.__module__ == module.__name__ and (
+                    "summary" in vars(cls) or "save" in vars(cls)):
+                yield f"{module.__name__}.{name}", cls
+
+
+def _fields(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+
+
+def test_every_result_class_follows_the_protocol():
+    checked, problems = [], []
+    for qual, cls in _classes():
+        if qual in NOT_RESULTS:
+            continue
+        checked.append(qual)
+        summary, save = vars(cls).get("summary"), getattr(cls, "save", None)
+        if not inspect.isfunction(summary):
+            problems.append(f"{qual}.summary is not a method ({type(summary).__name__})")
+        elif "dict" not in str(inspect.signature(summary).return_annotation):
+            problems.append(f"{qual}.summary() is not annotated -> dict")
+        if save is None or not inspect.isfunction(save):
+            problems.append(f"{qual} has no save(folder) method")
+        else:
+            sig = inspect.signature(save)
+            params = list(sig.parameters)
+            if params[1:2] != ["folder"] or sig.return_annotation not in ("Path", "pathlib.Path"):
+                problems.append(f"{qual}.save{sig} is not save(folder, ...) -> Path")
+        if not (isinstance(getattr(cls, "frame", None), property) or "frame" in _fields(cls)):
+            problems.append(f"{qual} has no frame")
+    assert not problems, "\n".join(problems)
+    for name in ("interp.analysis.sweeps.SweepResult", "interp.analysis.verdicts.LayerVerdicts",
+                 "interp.metrics.pragworld.PragWorldScore", "interp.metrics.next_token.NextTokenResult",
+                 "interp.metrics.probes.ProbeResult", "interp.metrics.navigation.routes.RouteResult"):
+        assert name in checked
+
+
+def _sweep():
+    from interp.analysis.sweeps import SweepResult
+
+    rng = np.random.default_rng(0)
+    rows = [{"example": e, "layer": layer, "clean": 0.5, "ablated": 0.5 + d, "effect": d}
+            for layer in range(3) for e, d in enumerate(rng.normal(-0.1 * layer, 0.05, 12))]
+    return SweepResult(pd.DataFrame(rows), {"kind": "mlp-zero", "metric": "p_gold", "higher_is_better": True})
+
+
+def _check_saved(result, folder, stem):
+    assert isinstance(result, Result)
+    summary = result.summary()
+    assert isinstance(summary, dict)
+    assert result.save(folder) == folder
+    saved = json.loads((folder / f"{stem}.json").read_text())
+    want = json.loads(json.dumps(summary))
+    assert {k: saved.get(k) for k in want} == want  # the file holds the summary (and may add settings)
+    back = pd.read_csv(folder / f"{stem}.csv")
+    assert len(back) == len(result.frame) and list(back.columns) == [str(c) for c in result.frame.columns]
+    return summary
+
+
+def test_sweep_result_summary_is_the_per_layer_rows(tmp_path):
+    sweep = _sweep()
+    summary = _check_saved(sweep, tmp_path, "sweep")
+    # oracle: the per-layer mean effect and its standard error by hand
+    for row, layer in zip(summary["summary"], range(3)):
+        eff = sweep.frame.loc[sweep.frame.layer == layer, "effect"].to_numpy()
+        assert row["layer"] == layer and row["n"] == 12
+        assert row["mean_effect"] == pytest.approx(eff.mean())
+        assert row["se"] == pytest.approx(eff.std(ddof=1) / np.sqrt(12))
+    assert summary["kind"] == "mlp-zero"
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "sweep_layers.csv"), sweep.per_layer(), check_dtype=False)
+
+
+def test_verdicts_save_into_a_folder_and_load_back(tmp_path):
+    from interp.analysis.verdicts import layer_verdicts, load_verdicts
+
+    v = layer_verdicts(_sweep(), n_boot=200, seed=0)
+    assert v.save(tmp_path) == tmp_path
+    assert json.loads((tmp_path / "verdicts.json").read_text()) == json.loads(json.dumps(v.summary()))
+    for path in (tmp_path, tmp_path / "verdicts.json"):
+        back = load_verdicts(path)
+        assert back.useful == v.useful and back.harmful == v.harmful and back.layer_rows() == v.layer_rows()
+    assert v.save(tmp_path / "x", stem="probe_verdicts") == tmp_path / "x"
+    assert (tmp_path / "x" / "probe_verdicts.json").is_file()
+
+
+def test_pragworld_score_follows_the_protocol(tmp_path):
+    from interp.metrics.pragworld import score_pragworld
+
+    rows = pd.DataFrame({"group": [0, 0, 1, 1], "altered": [False, True, False, True], "gold": [1, 0, 1, 1],
+                         "effect": [None, "flip", None, "invariant"], "category": [None, "negation", None, "negation"],
+                         "length_bucket": ["short", "short", "long", "long"]})
+    score = score_pragworld(rows, ["yes", "no", "yes", "no"], n_boot=100, seed=0)
+    summary = _check_saved(score, tmp_path, "pragworld")
+    # oracle: group 0 all right, group 1 not; 3 of 4 rows right
+    assert summary["robust"] == pytest.approx(50.0) and summary["total"] == pytest.approx(75.0)
+    assert score["robust"] == summary["robust"] and score.frame is score.per_example
+    summary["robust"] = -1.0  # a copy: editing it leaves the score alone
+    assert score.summary()["robust"] == pytest.approx(50.0)
