@@ -24,7 +24,8 @@ Averaging (§3.2): over the prefix pairs of a state (compression) or state pair 
 then over states, with a standard error over states (the independent units).
 
 States: ``pairs=N`` samples N states (N state pairs) with a fixed seed — the world's own
-``sample_state`` when it has one (streets: uniform reachable (intersection, destination) pairs),
+``sample_state`` when it has one (streets: uniform reachable (intersection, destination) pairs
+with intersection ≠ destination, as the reference samples them),
 else states visited by the world's traversals (:mod:`interp.metrics.states`); ``pairs="all"``
 takes every reachable state (every ordered pair of distinct reachable states) of a small world.
 

@@ -3,7 +3,7 @@
 The Myhill–Nerode metrics (Vafa et al. 2024, §2.4) average over states "sampled uniformly at
 random" (compression) and over pairs of distinct states (distinction). How to sample states is the
 world's business when it knows (the streets world draws uniform ``(intersection, destination)``
-pairs, as the paper does, through ``sample_state(rng)``); for any other world we use the states
+pairs with intersection ≠ destination, as the reference code does, through ``sample_state(rng)``); for any other world we use the states
 its own traversals visit: draw a sequence with ``world.generate`` and stop it at a uniformly random
 non-empty prefix. Sampling is lazy — one state at a time — so no world (4,579² Manhattan states)
 is ever enumerated.
