@@ -342,11 +342,17 @@ class ULA(nn.Module):
         if not self.layers:
             return torch.zeros((), device=labels.device), count
         outs = self._collector.take(self.layers, batch, "ULA")
-        rows = torch.arange(len(last), device=last.device)
-        pooled = [o[rows, last.clamp(min=0)].float() for o in outs]
-        logits = self.heads(pooled)
-        total = sum(F.cross_entropy(lg, labels, ignore_index=-100, reduction="sum") for lg in logits)
+        logits = self.heads(self._pool(outs, last))
+        total = sum(F.cross_entropy(lg, labels.to(lg.device), ignore_index=-100, reduction="sum").to(labels.device)
+                    for lg in logits)
         return total / len(logits), count
+
+    def _pool(self, outs: Sequence[Tensor], last: Tensor) -> list[Tensor]:
+        """Each layer's output at each row's last scored position, on the heads' device (under a
+        device map each output lives on its own layer's device; the indices go there)."""
+        to = next(self.heads.parameters()).device
+        at = last.clamp(min=0)
+        return [o[torch.arange(len(at), device=o.device), at.to(o.device)].float().to(to) for o in outs]
 
     def compute(self, batch: Batch) -> Tensor:
         total, count = self.partial(batch)
@@ -359,10 +365,9 @@ class ULA(nn.Module):
         last = last_positions(batch.mask)
         keep = (labels != -100) & (last >= 0)
         outs = self._collector.take(self.layers, batch, "ULA")
-        rows = torch.arange(len(last), device=last.device)
-        logits = self.heads([o[rows, last.clamp(min=0)].float() for o in outs])
+        logits = self.heads(self._pool(outs, last))
         n = max(int(keep.sum()), 1)
-        return [float(((lg.argmax(-1) == labels) & keep).sum()) / n for lg in logits]
+        return [float(((lg.argmax(-1).to(labels.device) == labels) & keep).sum()) / n for lg in logits]
 
 
 # ---- labels for world sequences -----------------------------------------------------------------
