@@ -1,8 +1,8 @@
 """Cost of an HLS step and a ULA step relative to a plain fine-tuning step (target ≤ 1.15×).
 
 All variants fine-tune the same model (the default demo GPT-2, or ``--checkpoint``) on the same
-batches of the same world with the same loop (:func:`interp.train.finetune.finetune_model`, one
-process), differing only in the loss terms:
+batches of the same world with the same loop (:func:`interp.train.train`, the one loop of
+pre-training and ``interp finetune``, one process), differing only in the loss terms:
 
 - ``plain`` — next-token loss only;
 - ``hls`` — + β · mean squared MLP output of the regularised layers, collected by hooks in the
@@ -32,9 +32,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from interp.models import ModelConfig, build_gpt2  # noqa: E402
-from interp.train import TrainConfig  # noqa: E402
+from interp.train import TrainConfig, train  # noqa: E402
 from interp.worlds.encoding import encode_sequences  # noqa: E402
-from interp.train.finetune import finetune_model  # noqa: E402
 from interp.train.regularisers import (  # noqa: E402
     HLS,
     ULA,
@@ -120,12 +119,13 @@ def main() -> None:
     print(f"world: {world.describe()}; model: {sum(p.numel() for p in probe.parameters()):,} parameters, "
           f"hooks on layers {layers}; batch {args.batch_size}; {args.steps} steps "
           f"× {args.rounds} rounds; torch {torch.__version__}, {torch.get_num_threads()} threads")
-    finetune_model(fresh_model(), ids, TrainConfig(**{**cfg.__dict__, "steps": 3}), labels=labels, progress=False)
+    train(fresh_model(), ids, None, TrainConfig(**{**cfg.__dict__, "steps": 3}), labels=labels, progress=False)
     per_step: dict[str, list[float]] = {k: [] for k in kinds}
     for r in range(args.rounds):
         line = []
         for kind in kinds:
-            hist = finetune_model(fresh_model(), ids, cfg, terms=terms_for(kind), labels=labels, progress=False)
+            hist = train(fresh_model(), ids, None, cfg, loss_terms=terms_for(kind), labels=labels,
+                         progress=False).history
             per_step[kind].append(float(hist["elapsed_s"].iloc[-1]) / args.steps)
             line.append(f"{kind} {per_step[kind][-1] * 1e3:.1f} ms")
         print(f"round {r + 1}: " + ", ".join(line))

@@ -227,8 +227,9 @@ def test_an_interrupted_finetune_resumes_to_the_uninterrupted_weights(ckpts, wor
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_hls_lowers_the_harmful_layers_mlp_output_vs_plain(ckpts, world_data, tiny_city, arch):
+    from interp.analysis.suite import mean_squared_mlp_out
     from interp.train import train
-    from interp.train.regularisers import HLS, mean_squared_mlp_out
+    from interp.train.regularisers import HLS
 
     cfg = _train_cfg(steps=15)
     pad = tiny_city.vocab.pad_id
@@ -459,8 +460,9 @@ def test_lora_finetuning_with_hls(ckpts, world_data, tiny_city, tmp_path):
     pytest.importorskip("peft")
     from interp.config import LoraSettings
     from interp.train import train
+    from interp.analysis.suite import mean_squared_mlp_out
     from interp.train.finetune import _apply_lora, _merged
-    from interp.train.regularisers import HLS, mean_squared_mlp_out
+    from interp.train.regularisers import HLS
 
     base = _hf(ckpts["gpt2"])
     model = _apply_lora(_hf(ckpts["gpt2"]), LoraSettings(enabled=True, r=4, alpha=8, target_modules=("c_fc", "c_proj")))

@@ -264,7 +264,8 @@ def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_pa
     from interp.models.checkpoint import load_hf_model
     from interp.models.device import Placement
     from interp.train.data import make_batch
-    from interp.train.regularisers import HLS, mean_squared_mlp_out
+    from interp.analysis.suite import mean_squared_mlp_out
+    from interp.train.regularisers import HLS
 
     one = load_hf_model(run / "best")
     mapped = load_hf_model(run / "best", placement=Placement.resolve(device_map=OFFLOADED,

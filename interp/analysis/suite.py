@@ -11,7 +11,7 @@ What is measured depends on the task (:mod:`interp.train.finetune_data`: its ``k
   and the Myhill–Nerode precisions and recall (:func:`interp.metrics.myhill_nerode.myhill_nerode`);
   the dialogue world adds ``qa_probe_*`` and, on a generated benchmark, ``pragworld_*``;
 - PragWorld rows: ``pragworld_*`` (:func:`interp.metrics.pragworld.score_pragworld`);
-- both: ``mlp_out_sq`` per layer (what HLS pushes down) and ``sweep_effect_*`` per layer, the MLP
+- both: ``mlp_out_sq`` per layer (what HLS pushes down, :func:`mean_squared_mlp_out`) and ``sweep_effect_*`` per layer, the MLP
   zero-out sweep with bootstrap intervals (:func:`interp.analysis.sweeps.mlp_zero_sweep`).
 
 It runs a layer sweep, so it sits in analysis (above metrics, whose metrics it calls).
@@ -27,8 +27,57 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from jaxtyping import Int
+from torch import Tensor, nn
 
 from interp.config import FinetuneEval
+
+
+def _shifted(ids: Int[Tensor, "batch pos"], pad_id: int) -> tuple[Tensor, Tensor]:
+    """``(inputs, targets)`` for next-token prediction, trailing all-padding columns trimmed and
+    padding targets ``-100``: the rows the trainer's :func:`~interp.train.data.make_batch` builds."""
+    width = int((ids != pad_id).sum(dim=1).max())
+    ids = ids[:, :width]
+    targets = ids[:, 1:].clone()
+    targets[targets == pad_id] = -100
+    return ids[:, :-1], targets
+
+
+@torch.no_grad()
+def mean_squared_mlp_out(model: nn.Module, ids: Int[Tensor, "n pos"], pad_id: int, layers: Sequence[int],
+                         batch_size: int = 128) -> dict[int, Tensor]:
+    """Per layer, each row's mean squared MLP output over its scored positions (every real token
+    but the last: the positions HLS penalises, :class:`~interp.train.regularisers.HLS`), on the
+    module of ``Site(ℓ, "mlp_out")`` (its output is ``blocks.{ℓ}.hook_mlp_out``), in eval mode
+    without gradients: ``{layer: [n]}`` on the CPU. ``ids`` move to the model's device; under a
+    device map each layer is reduced on its own device. No hook remains after the call."""
+    from interp.hooks.sites import Site
+    from interp.models.device import model_device
+
+    outputs: dict[int, Tensor] = {}
+
+    def keep(layer: int) -> Callable[..., None]:
+        def fn(module: nn.Module, args: Any, output: Any) -> None:
+            outputs[layer] = output[0] if isinstance(output, tuple) else output
+        return fn
+
+    was, device = model.training, model_device(model)
+    model.eval()
+    res: dict[int, list[Tensor]] = {int(x): [] for x in layers}
+    handles = [Site(int(x), "mlp_out").module(model).register_forward_hook(keep(int(x))) for x in layers]
+    try:
+        for i in range(0, len(ids), batch_size):
+            inputs, targets = _shifted(ids[i : i + batch_size].to(device), pad_id)
+            model(inputs)
+            for layer in res:
+                out = outputs.pop(layer)
+                m = (targets != -100).to(out.device).float()
+                res[layer].append(((out.float().pow(2).mean(-1) * m).sum(1) / m.sum(1).clamp(min=1)).cpu())
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was)
+    return {x: torch.cat(v) for x, v in res.items()}
 
 
 def _est(values: Any) -> dict[str, float]:
@@ -47,8 +96,6 @@ def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int
     Returns long rows ``{metric, layer, value, se, ci_low, ci_high, n}`` and extra JSON."""
     from interp.models.checkpoint import hf_dims, load_bridge, load_hf_model
     from interp.models.device import model_device
-    from interp.train.data import make_batch
-    from interp.train.regularisers import mean_squared_mlp_out
 
     rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
@@ -67,11 +114,11 @@ def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int
         per_row = []
         with torch.no_grad():
             for i in range(0, len(ids), 128):
-                b = make_batch(ids[i : i + 128].to(device), pad)
-                lg = hf(b.inputs).logits
-                nll = F.cross_entropy(lg.transpose(1, 2).float(), b.targets.to(lg.device), ignore_index=-100,
+                inputs, targets = _shifted(ids[i : i + 128].to(device), pad)
+                lg = hf(inputs).logits
+                nll = F.cross_entropy(lg.transpose(1, 2).float(), targets.to(lg.device), ignore_index=-100,
                                       reduction="none")
-                per_row.append((nll.sum(1) / b.mask.to(lg.device).sum(1).clamp(min=1)).cpu())
+                per_row.append((nll.sum(1) / (targets != -100).to(lg.device).sum(1).clamp(min=1)).cpu())
         add("heldout_loss", _est(torch.cat(per_row).numpy()))
     if ev.mlp_sq:
         sq = mean_squared_mlp_out(hf, ids.to(device), pad, list(range(n_layers)))
@@ -205,4 +252,4 @@ def _sweep(bridge: Any, task: Any, ev: FinetuneEval, layers: Sequence[int] | Non
     return {"metric": name, "layers": out}
 
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "mean_squared_mlp_out"]

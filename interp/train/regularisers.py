@@ -423,34 +423,6 @@ def ula_labels(world: Any, sequences: Sequence[Sequence[str]]) -> tuple[list[Any
     return last_state_labels(world, sequences), "current-state label"
 
 
-def mean_squared_mlp_out(model: nn.Module, ids: Int[Tensor, "n pos"], pad_id: int, layers: Sequence[int],
-                         batch_size: int = 128) -> dict[int, Tensor]:
-    """Per layer, each row's mean squared MLP output over its non-padding positions (the HLS
-    quantity, same positions and modules), in eval mode without gradients: ``{layer: [n]}`` (on
-    the CPU). ``ids`` move to the model's device; under a device map each layer is reduced on its
-    own device."""
-    from interp.models.device import model_device
-    from interp.train.data import make_batch
-
-    coll = _Collector()
-    was = model.training
-    device = model_device(model)
-    model.eval()
-    res: dict[int, list[Tensor]] = {x: [] for x in layers}
-    try:
-        with torch.no_grad(), coll.hooks(model, layers):
-            for i in range(0, len(ids), batch_size):
-                batch = make_batch(ids[i : i + batch_size].to(device), pad_id)
-                model(batch.inputs)
-                for layer, out in zip(layers, coll.take(layers, batch, "mean_squared_mlp_out")):
-                    m = batch.mask.to(out.device).float()
-                    per_row = (out.float().pow(2).mean(-1) * m).sum(1) / m.sum(1).clamp(min=1)
-                    res[layer].append(per_row.cpu())
-    finally:
-        model.train(was)
-    return {x: torch.cat(v) for x, v in res.items()}
-
-
 def describe_terms(terms: Sequence[Any], model: nn.Module) -> list[str]:
     """One line per term: which modules it hooks and its weight (for logs)."""
     lines = []
@@ -463,5 +435,5 @@ def describe_terms(terms: Sequence[Any], model: nn.Module) -> list[str]:
 
 __all__ = ["DEFAULT_WEIGHT", "HLS", "HLS_REDUCTIONS", "LabelCoding", "LabelledBatch", "LayerSpecError", "ULA",
            "ULAHeads", "check_layers", "describe_terms", "last_positions", "last_state_labels",
-           "layers_from_verdicts", "mean_squared_mlp_out", "mlp_module_names", "mlp_modules", "n_layers_of",
+           "layers_from_verdicts", "mlp_module_names", "mlp_modules", "n_layers_of",
            "ula_labels"]

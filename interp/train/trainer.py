@@ -241,7 +241,7 @@ def saved_run_info(out_dir: str | Path) -> dict[str, Any] | None:
 def train(
     model: torch.nn.Module,
     train_ids: Int[Tensor, "n pos"],
-    eval_ids: Int[Tensor, "m pos"] | None,
+    eval_ids: Int[Tensor, "m eval_pos"] | None,
     cfg: TrainConfig,
     out_dir: str | Path | None = None,
     *,
