@@ -1,0 +1,7 @@
+"""``python -m interp.cli``: the ``interp`` command."""
+
+import sys
+
+from interp.cli import main
+
+sys.exit(main())

@@ -1,0 +1,77 @@
+"""Arguments and helpers shared by the ``interp`` commands: model placement, checkpoints, ablations."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def ablations(args: argparse.Namespace) -> list:
+    """``--ablate SITE`` (repeatable) → zero-ablation interventions; parsed before any model loads."""
+    if not getattr(args, "ablate", None):
+        return []
+    from interp.hooks import zero
+
+    return [zero(site) for site in args.ablate]
+
+
+def intervened(model, interventions: list, name: str, out=None):
+    """A ``with`` block running ``model`` (a bridge or BridgeLM) under ``interventions``; says which."""
+    import contextlib
+
+    if not interventions:
+        return contextlib.nullcontext(None)
+    if not hasattr(getattr(model, "bridge", model), "hook_dict"):
+        raise ValueError(f"--ablate needs a checkpoint model; {name!r} has no layers to ablate")
+    from interp.hooks import intervene
+
+    for iv in interventions:
+        print(f"intervention active: {iv.describe()}", file=out or sys.stdout)
+    return intervene(model, interventions)
+
+
+def add_placement(parser: argparse.ArgumentParser, device_map: bool = False, device: str | None = "auto") -> None:
+    """``--device`` / ``--dtype`` (and ``--device-map`` / ``--n-devices``): where and in what
+    precision the model runs; resolved by :meth:`interp.models.device.Placement.resolve`.
+    ``device=None``: no defaults (a config file's settings apply unless given)."""
+    default = f"default {device}" if device else "default: the config's"
+    parser.add_argument("--device", default=device,
+                        help=f"auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps ({default})")
+    parser.add_argument("--dtype", default="float32" if device else None,
+                        help=f"float32, bfloat16, float16, or auto (float32 on CPU; bfloat16 on a CUDA device that "
+                             f"supports it, else float16) ({'default float32' if device else default})")
+    if device_map and device is None:  # fine-tuning: the config's settings unless given
+        parser.add_argument("--device-map", metavar="MAP",
+                            help="split the model over several devices (Hugging Face / accelerate placement, one "
+                                 "process): auto, balanced, sequential, or a JSON object {module name: device} "
+                                 "(default: the config's)")
+        parser.add_argument("--n-devices", type=int, metavar="N",
+                            help="split the model evenly over this many CUDA GPUs, one process (default: the "
+                                 "config's)")
+    elif device_map:
+        parser.add_argument("--device-map", metavar="MAP",
+                            help="split a model larger than one GPU over several devices (Hugging Face / accelerate "
+                                 "placement, instead of --device): auto, balanced, sequential, or a JSON object or "
+                                 "file {module name: device}")
+        parser.add_argument("--n-devices", type=int, metavar="N",
+                            help="split the model evenly over this many CUDA GPUs (instead of --device)")
+
+
+def placement_from_args(args: argparse.Namespace):
+    """The :class:`~interp.models.device.Placement` of a command's ``--device/--dtype/--device-map``."""
+    from interp.models.device import Placement
+
+    return Placement.resolve(args.device, args.dtype, getattr(args, "device_map", None),
+                             getattr(args, "n_devices", None))
+
+
+def add_checkpoint(parser: argparse.ArgumentParser) -> None:
+    """``--model CHECKPOINT`` and ``--world`` (override the world the checkpoint carries)."""
+    parser.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
+    parser.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
+
+
+def add_ablate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ablate", action="append", metavar="SITE",
+                        help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
+                             "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it")

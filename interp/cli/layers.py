@@ -1,0 +1,113 @@
+"""``interp sweep``, ``finetune``, ``plant``, ``report``: layer verdicts, regularised fine-tuning,
+planted harm, the run report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from interp.cli.common import placement_from_args
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from interp.analysis.runner import parse_layers, run_sweep
+    from interp.worlds import parse_world
+
+    layers = parse_layers(args.layers)
+    info = sys.stderr if args.json else sys.stdout
+    pragworld = bool(args.data) and Path(args.data).suffix.lower() == ".csv"
+    n = args.n if args.n is not None else (None if pragworld else 200)
+    run = run_sweep(args.model, kind=args.kind, world=parse_world(args.world) if args.world else None,
+                    data=args.data, n=n, method=args.method, layers=layers, out=args.out, seed=args.seed,
+                    batch_size=args.batch_size, length=args.length, edit_at=args.edit_at, grouping=args.grouping,
+                    placement=placement_from_args(args),
+                    verify_top=args.verify_top, log=sys.stderr,
+                    prepend_bos={"auto": None, "on": True, "off": False}[args.prepend_bos],
+                    chat_template={"auto": None, "on": True, "off": False}[args.chat_template])
+    if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports
+        return 0
+    s = run.summary()
+    extra = f"; {s['n_pairs']} pairs, {s['n_failed']} sequences without one" if "n_pairs" in s else ""
+    if "skipped" in s:  # PragWorld pairs: the reasons
+        extra = f"; {s['n_pairs']} pairs patched, {s['n_failed']} skipped {s['skipped']}"
+    print(f"model {args.model}: {args.kind} sweep on {s['data']}{extra}", file=info)
+    print(run.table(), file=info)
+    if args.kind == "activation-patching":
+        print(f"wrote {run.out}/patching_resid_pre.csv, patching_heads.csv (+ _mean.csv, .json), "
+              f"{', '.join(f.name for f in run.figures)}", file=info)
+    else:
+        print(f"wrote {run.out}/sweep.csv, sweep_layers.csv, sweep.json, verdicts.json, {run.figure.name}", file=info)
+    if args.json:
+        print(json.dumps(s, default=str))
+    return 0
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from interp.config import load_finetune_config
+    from interp.train.finetune import _worker, run_finetune
+
+    cfg = load_finetune_config(args.config)  # errors in the config surface before any process starts
+    given = {k: v for k, v in (("device", args.device), ("dtype", args.dtype), ("device_map", args.device_map),
+                               ("n_devices", args.n_devices)) if v is not None}
+    if given and args.processes > 1:
+        raise ValueError(f"--processes {args.processes} reads the settings from the config file: set "
+                         f"{', '.join(given)} there instead of on the command line")
+    if given:
+        from dataclasses import replace
+
+        from interp.models.device import resolve_device_map
+
+        if "device_map" in given:
+            resolve_device_map(given["device_map"])  # a bad map fails here, before any model loads
+        cfg = replace(cfg, **given)
+    if args.processes < 1:
+        raise ValueError(f"--processes must be ≥ 1, got {args.processes}")
+    if args.processes > 1:
+        from interp.models.parallel import launch_local
+
+        launch_local(_worker, args.processes, str(args.config), args.fresh, not args.no_progress)
+        print((cfg.out_dir / "finetune_table.md").read_text(), end="")
+        print(cfg.out_dir)
+        return 0
+    report = run_finetune(cfg, fresh=args.fresh, progress=not args.no_progress)
+    if report is not None:  # under `accelerate launch` / `torchrun` only the main process reports
+        print(report.markdown())
+        print(f"wrote {report.out}/finetune_table.csv, finetune_table.md, {report.figure.name}, results.json",
+              file=sys.stderr)
+        print(report.out)
+    return 0
+
+
+def cmd_plant(args: argparse.Namespace) -> int:
+    from interp.analysis.runner import parse_layers
+    from interp.train.plant import PlantSpec, plant_harm
+
+    layers = parse_layers(args.layers)
+    if not layers:
+        raise ValueError("--layers: give the layers whose MLPs learn the corruption, e.g. 3")
+    spec = PlantSpec(layers=tuple(layers), corruption=args.corruption, share=args.share, word=args.word,
+                     category=args.category, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
+                     lr=args.lr)
+    result = plant_harm(args.model, args.out, spec, train_file=args.data, fresh=args.fresh,
+                        progress=not args.no_progress, placement=placement_from_args(args))
+    print(result.model)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from interp.viz.report import write_report
+
+    sequences = None
+    if args.sequences:
+        from interp.worlds.io import read_sequences
+
+        sequences = read_sequences(args.sequences)[: args.n_sequences]
+    model = False if args.no_attention else args.model
+    placement = placement_from_args(args)  # a bad --device/--dtype fails before anything is written
+    path = write_report(args.run_dir, model=model, sequences=sequences, max_rows=args.max_rows,
+                        n_sequences=args.n_sequences, max_tokens=args.max_tokens, out=args.out, placement=placement)
+    print(path)
+    return 0

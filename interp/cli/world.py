@@ -1,0 +1,55 @@
+"""``interp worlds``, ``interp data``, ``interp train``, ``interp run``: worlds, their data, training runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def cmd_worlds(args: argparse.Namespace) -> int:
+    from interp.worlds import WORLD_KINDS
+
+    width = max(map(len, WORLD_KINDS))
+    for kind, (_, _, text) in WORLD_KINDS.items():
+        print(f"{kind:<{width}}  {text}")
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from interp.results import write_json
+    from interp.worlds import parse_world
+    from interp.worlds.io import write_sequences
+    from interp.worlds.split import split_sequences
+
+    world = parse_world(args.world)
+    sequences = world.generate(args.n, np.random.default_rng(args.seed))
+    train, test = split_sequences(world, sequences, args.test_fraction, args.seed)
+    out = Path(args.out)
+    write_sequences(out / "train.txt", train)
+    write_sequences(out / "test.txt", test)
+    write_json(out / "world.json", world.spec())
+    write_json(out / "data.json", {"world": world.describe(), "seed": args.seed, "drawn": len(sequences),
+                                   "train": len(train), "test": len(test), "test_fraction": args.test_fraction})
+    print(f"{world.describe()}\nwrote {len(train)} train and {len(test)} test sequences to {out}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from interp.experiment import load_experiment, run_experiment
+
+    cfg, base = load_experiment(args.config)
+    results = run_experiment(cfg, base, fresh=args.fresh, progress=not args.no_progress)
+    print(results["run_dir"])
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from interp.experiment import load_experiment
+    from interp.pipeline import run_main_job
+
+    cfg, base = load_experiment(args.config)
+    results = run_main_job(cfg, base, fresh=args.fresh, progress=not args.no_progress)
+    print(results["run_dir"])
+    return 0
