@@ -1,7 +1,8 @@
 """Configs are frozen dataclasses loaded from TOML; an unknown key is an error that names it.
 
 The config room: the loader (:func:`load_toml`, :func:`from_dict`) and the plain settings of
-training (:class:`TrainConfig`) and fine-tuning (:class:`FinetuneConfig` and its tables). Pure
+training (:class:`TrainConfig`), fine-tuning (:class:`FinetuneConfig` and its tables) and the main
+job's later stages (:class:`AnalysisConfig`, :class:`PlantConfig`, :class:`FixConfig`). Pure
 data, no torch: every room can import it, it imports none.
 """
 
@@ -261,6 +262,74 @@ class FinetuneConfig:
     @property
     def out_dir(self) -> Path:
         return Path(self.out) if self.out else Path("runs") / "finetune" / self.name
+
+
+# ---- the stages of the main job (interp.pipeline) after training ------------------------------
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """The world-model table and the layer analyses (stages 2–3)."""
+
+    enabled: bool = True
+    #: state pairs of the Myhill–Nerode metrics, suffix depth, estimator (exact | sampled)
+    mn_pairs: int = 100
+    mn_depth: int = 5
+    estimator: str = "exact"
+    #: exact estimator: skip (and count) a pair whose suffix tree exceeds this many nodes at a depth
+    max_nodes: int = 1024
+    #: current-state probe: training and test sequences (a probe fits one multinomial regression
+    #: per layer by L-BFGS over every position: ~11k positions from 200 demo sequences)
+    probe_train: int = 200
+    probe_test: int = 100
+    #: held-out sequences of the MLP zero-out sweep and of direct-effect patching
+    sweep_n: int = 200
+    patch_n: int = 200
+    #: activation patching: prefix length and the edited token
+    patching_length: int = 12
+    patching_edit_at: int = 4
+    #: streets: held-out (origin, destination) pairs for greedy routes and map reconstruction (0: skip)
+    map_routes: int = 200
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PlantConfig:
+    """Harm planted in known layers before the layer analyses (issue 14): only the MLPs of
+    ``layers`` are fine-tuned on corrupted training routes (:func:`interp.train.plant.plant_harm`),
+    so the sweep has a known answer. The defaults are the issue's measured recipe."""
+
+    enabled: bool = True
+    #: layers whose MLPs learn the corruption (empty: the last layer)
+    layers: tuple[int, ...] = ()
+    #: ``auto`` (streets: ``random_turns``), ``random_turns``, ``mirror`` or ``shortcut`` (dialogue)
+    corruption: str = "auto"
+    share: float = 0.3
+    #: ``shortcut``: the surface word that triggers "yes"
+    word: str | None = None
+    seed: int = 0
+    steps: int = 150
+    batch_size: int = 32
+    lr: float = 3e-3
+
+
+@dataclass(frozen=True)
+class FixConfig:
+    """HLS fine-tuning of the harmful layers against a plain fine-tuning control (stage 4)."""
+
+    enabled: bool = True
+    #: the layers HLS suppresses; empty: the sweep's harmful layers (none found: HLS is skipped)
+    layers: tuple[int, ...] = ()
+    beta: float = 1e-3
+    steps: int = 200
+    lr: float = 3e-4
+    batch_size: int = 32
+    seeds: tuple[int, ...] = (0,)
+    #: held-out sequences and state pairs in the before/after evaluation
+    n_eval: int = 200
+    mn_pairs: int = 100
+    mn_depth: int = 3
+    #: streets: greedy routes between this many held-out pairs, before / zeroed / unplanted (0: none)
+    routes: int = 100
 
 
 def load_finetune_config(path: str | Path) -> FinetuneConfig:

@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from interp.config import ConfigError, TrainConfig, load_toml, to_dict
+from interp.config import AnalysisConfig, ConfigError, FixConfig, PlantConfig, TrainConfig, load_toml, to_dict
 from interp.models.gpt2 import ModelConfig
-from interp.pipeline import AnalysisConfig, FixConfig, PlantConfig
 from interp.results import write_json
 from interp.worlds import World, parse_world
 

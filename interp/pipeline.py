@@ -38,73 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from interp.config import AnalysisConfig, FixConfig, PlantConfig
 from interp.results import write_json
-
-
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """The world-model table and the layer analyses (stages 2–3)."""
-
-    enabled: bool = True
-    #: state pairs of the Myhill–Nerode metrics, suffix depth, estimator (exact | sampled)
-    mn_pairs: int = 100
-    mn_depth: int = 5
-    estimator: str = "exact"
-    #: exact estimator: skip (and count) a pair whose suffix tree exceeds this many nodes at a depth
-    max_nodes: int = 1024
-    #: current-state probe: training and test sequences (a probe fits one multinomial regression
-    #: per layer by L-BFGS over every position: ~11k positions from 200 demo sequences)
-    probe_train: int = 200
-    probe_test: int = 100
-    #: held-out sequences of the MLP zero-out sweep and of direct-effect patching
-    sweep_n: int = 200
-    patch_n: int = 200
-    #: activation patching: prefix length and the edited token
-    patching_length: int = 12
-    patching_edit_at: int = 4
-    #: streets: held-out (origin, destination) pairs for greedy routes and map reconstruction (0: skip)
-    map_routes: int = 200
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class PlantConfig:
-    """Harm planted in known layers before the layer analyses (issue 14): only the MLPs of
-    ``layers`` are fine-tuned on corrupted training routes (:func:`interp.train.plant.plant_harm`),
-    so the sweep has a known answer. The defaults are the issue's measured recipe."""
-
-    enabled: bool = True
-    #: layers whose MLPs learn the corruption (empty: the last layer)
-    layers: tuple[int, ...] = ()
-    #: ``auto`` (streets: ``random_turns``), ``random_turns``, ``mirror`` or ``shortcut`` (dialogue)
-    corruption: str = "auto"
-    share: float = 0.3
-    #: ``shortcut``: the surface word that triggers "yes"
-    word: str | None = None
-    seed: int = 0
-    steps: int = 150
-    batch_size: int = 32
-    lr: float = 3e-3
-
-
-@dataclass(frozen=True)
-class FixConfig:
-    """HLS fine-tuning of the harmful layers against a plain fine-tuning control (stage 4)."""
-
-    enabled: bool = True
-    #: the layers HLS suppresses; empty: the sweep's harmful layers (none found: HLS is skipped)
-    layers: tuple[int, ...] = ()
-    beta: float = 1e-3
-    steps: int = 200
-    lr: float = 3e-4
-    batch_size: int = 32
-    seeds: tuple[int, ...] = (0,)
-    #: held-out sequences and state pairs in the before/after evaluation
-    n_eval: int = 200
-    mn_pairs: int = 100
-    mn_depth: int = 3
-    #: streets: greedy routes between this many held-out pairs, before / zeroed / unplanted (0: none)
-    routes: int = 100
 
 
 def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progress: bool = True,
@@ -408,5 +343,4 @@ class _LogFile:
         pass
 
 
-__all__ = ["AnalysisConfig", "FixConfig", "PlantConfig", "REPAIR_METRICS", "choose_hls_layers",
-           "closest_to_reference", "run_main_job"]
+__all__ = ["REPAIR_METRICS", "choose_hls_layers", "closest_to_reference", "run_main_job"]

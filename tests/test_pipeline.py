@@ -12,7 +12,8 @@ import pytest
 
 from conftest import REPO
 from interp.experiment import load_experiment
-from interp.pipeline import AnalysisConfig, FixConfig, choose_hls_layers, run_main_job
+from interp.config import AnalysisConfig, FixConfig
+from interp.pipeline import choose_hls_layers, run_main_job
 
 
 def _numbers(results: dict) -> dict:
