@@ -388,6 +388,50 @@ def test_run_finetune_writes_table_and_figure(ckpts, tmp_path):
     assert sum("not retrained" in line for line in logged) == 3
 
 
+def test_an_interrupted_finetune_command_resumes_where_it_stopped(ckpts, tmp_path, monkeypatch):
+    """Ctrl-C in the middle of a ULA fine-tune (a KeyboardInterrupt from the term at its 4th step)
+    leaves ``ula_s0/last``; rerunning the same config resumes there and ends with the model and
+    heads of an uninterrupted run, then drops the state."""
+    from safetensors.torch import load_file
+
+    from interp.config import load_finetune_config
+    from interp.train.finetune import run_finetune
+    from interp.train.regularisers import ULA, ULAHeads
+    from interp.train.trainer import TrainingInterrupted
+
+    none = "next_token = false\nmlp_sq = false\nsweep = false\nmn = false\n"
+    whole = _write_config(tmp_path / "whole.toml", ckpts["gpt2"], tmp_path / "whole", objectives=["ula"],
+                          eval=none, steps=7)
+    cut = _write_config(tmp_path / "cut.toml", ckpts["gpt2"], tmp_path / "cut", objectives=["ula"], eval=none,
+                        steps=7)
+    run_finetune(load_finetune_config(whole), progress=False, log=lambda s: None)
+    calls, partial = [], ULA.partial
+
+    def interrupt_at_step_4(self, batch):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return partial(self, batch)
+
+    monkeypatch.setattr(ULA, "partial", interrupt_at_step_4)
+    with pytest.raises(TrainingInterrupted, match="resume"):
+        run_finetune(load_finetune_config(cut), progress=False, log=lambda s: None)
+    monkeypatch.undo()
+    state = tmp_path / "cut" / "ula_s0" / "last"
+    assert json.loads((state / "trainer_state.json").read_text())["step"] == 3
+    assert not (tmp_path / "cut" / "ula_s0" / "model").exists()
+    logged: list[str] = []
+    run_finetune(load_finetune_config(cut), progress=False, log=logged.append)
+    assert any("resuming" in line for line in logged)
+    assert not state.exists()  # dropped once the model is saved
+    a = load_file(str(tmp_path / "whole" / "ula_s0" / "model" / "model.safetensors"))
+    b = load_file(str(tmp_path / "cut" / "ula_s0" / "model" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ha = ULAHeads.load(tmp_path / "whole" / "ula_s0" / "model").state_dict()
+    hb = ULAHeads.load(tmp_path / "cut" / "ula_s0" / "model").state_dict()
+    assert all(torch.equal(ha[k], hb[k]) for k in ha)
+
+
 def test_finetune_command_refuses_bad_layers(ckpts, tmp_path):
     cfg = _write_config(tmp_path / "ft.toml", ckpts["gpt2"], tmp_path / "out", objectives=["hls"],
                         regulariser="harmful = [7]\n")
