@@ -178,3 +178,19 @@ def test_length_bucketing_sees_every_row_once_per_epoch_with_less_padding():
 
     random = [batch_indices(1000, 32, 5, s) for s in range(31)]
     assert waste([sampler(s) for s in range(31)]) < 0.2 * waste(random)
+
+
+def test_one_module_of_interp_train_has_a_backward_pass():
+    """Pre-training, planting and fine-tuning all run :func:`interp.train.train`: no other module
+    of ``interp/train`` calls ``backward`` (``loss.backward()`` or ``accelerator.backward``)."""
+    import ast
+    from pathlib import Path
+
+    import interp.train
+
+    found = set()
+    for path in Path(interp.train.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "backward":
+                found.add(path.name)
+    assert found == {"trainer.py"}
