@@ -69,7 +69,7 @@ METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_com
 def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
     """Verdict rows of the three sources for one model."""
     from interp.analysis.probe_verdicts import probe_verdicts
-    from interp.analysis.runner import run_sweep
+    from interp.sweep import run_sweep
     from interp.models.checkpoint import load_checkpoint
     from interp.worlds.io import read_sequences
 

@@ -171,7 +171,7 @@ def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any],
                 model: Path | None = None) -> dict[str, Any]:
     """MLP zero-out sweep + verdicts, direct-effect patching, activation-patching heatmaps of
     ``model`` (default ``run_dir/best``; written beside it, ``sweep_<kind>/``)."""
-    from interp.analysis.runner import run_sweep
+    from interp.sweep import run_sweep
 
     model = model or run_dir / "best"
     out: dict[str, Any] = {}
@@ -192,7 +192,7 @@ def plant_stage(run_dir: Path, cfg: PlantConfig, analysis: AnalysisConfig, progr
     ``planted/`` beside ``best/`` (sharing ``data/``), the record in ``plant/``, and the MLP zero-out
     sweep of the *unplanted* model (``plant/sweep_unplanted/``) as the control. A world the
     corruption does not fit is said and skipped (the later stages then analyse ``best/``)."""
-    from interp.analysis.runner import run_sweep
+    from interp.sweep import run_sweep
     from interp.models.checkpoint import read_meta
     from interp.train.plant import PlantSpec, plant_harm
 

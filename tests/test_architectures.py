@@ -286,7 +286,7 @@ def test_bridge_supports_every_architecture(models):
 def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from interp.analysis import run_sweep
+    from interp.sweep import run_sweep
     from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, load_pragworld, write_pragworld_csv
     from interp.metrics.pragworld_eval import evaluate_model
     from interp.models import load_bridge

@@ -332,7 +332,7 @@ def test_sweep_command_with_verify_top(tmp_path, tiny_city, tiny_model_config, c
 def test_pragworld_file_sweeps_dispatch_to_attribution(pw, tmp_path):
     """``interp sweep --data X.csv --method attribution``: the same rows and clean scores as the
     exact PragWorld sweep, and the estimates of the library functions."""
-    from interp.analysis import run_sweep
+    from interp.sweep import run_sweep
 
     model_dir, csv = pw
     exact = run_sweep(model_dir, data=csv, kind="mlp-zero", out=tmp_path / "e", n_boot=100)

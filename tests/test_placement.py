@@ -211,7 +211,7 @@ def test_analysis_sweeps_under_a_device_map_equal_one_device(run, tmp_path):
     embedding (``bridge.cfg.device`` is ``meta`` there) give the one-device frames: direct-effect
     patching (resid_cache + scoring.forward), activation patching (TransformerLens's engine) and
     the MLP zero-out sweep (reuse: the resumed forwards; attribution: the gradient run)."""
-    from interp.analysis.runner import run_sweep
+    from interp.sweep import run_sweep
     from interp.models.device import Placement
 
     mapped = Placement.resolve(device_map=OFFLOADED, offload_folder=str(tmp_path / "offload"))

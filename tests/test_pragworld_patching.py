@@ -236,7 +236,7 @@ def test_sweep_activation_patching_on_a_pragworld_file(arch, folders, tmp_path):
     length, the others counted by reason; the maps equal the HF hook patch; the files written."""
     import json
 
-    from interp.analysis import run_sweep
+    from interp.sweep import run_sweep
     from interp.benchmarks.pragworld import label_prompt
 
     folder = folders[arch]
@@ -303,7 +303,7 @@ def test_sweep_cli_prepend_bos_follows_the_switch(folders, tmp_path):
         want = [_p_gold(hf._p_yes([bos] * first + hf.ids(t)), int(g)) for t, g in zip(texts, rows["gold"])]
         np.testing.assert_allclose(clean, want, atol=2e-5)
     with pytest.raises(ValueError, match="apply to a PragWorld CSV"):
-        from interp.analysis import run_sweep
+        from interp.sweep import run_sweep
 
         run_sweep(folder, kind="mlp-zero", data=tmp_path / "seqs.txt", prepend_bos=True)
 

@@ -70,7 +70,7 @@ def run_dir(tmp_path_factory, tiny_city, tiny_model_config):
     no next_token.csv (the report must say so)."""
     import pandas as pd
 
-    from interp.analysis.runner import run_sweep
+    from interp.sweep import run_sweep
     from interp.models import build_gpt2, save_checkpoint
     from interp.results import write_json
     from interp.worlds.io import write_sequences

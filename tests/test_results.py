@@ -24,8 +24,8 @@ from interp.results import Result
 
 #: classes with a ``summary`` / ``save`` that are not analysis results, and why
 NOT_RESULTS = {
-    "interp.analysis.runner.SweepRun": "a record of a run whose files are already written (it holds a SweepResult)",
-    "interp.analysis.runner.PatchingRun": "a record of a run whose files are already written (it holds PatchingMaps)",
+    "interp.sweep.SweepRun": "a record of a run whose files are already written (it holds a SweepResult)",
+    "interp.sweep.PatchingRun": "a record of a run whose files are already written (it holds PatchingMaps)",
     "interp.benchmarks.pragworld.data.PragWorldData": "a data set (summary() describes the rows)",
     "interp.hooks.interventions.ActiveInterventions": "live hooks on a model (summary() lists them)",
     "interp.train.regularisers.ULAHeads": "model weights (save writes safetensors)",

@@ -116,7 +116,7 @@ def test_sweep_eval_and_finetune_ask_a_row_identically(arch, folders, data_csv, 
 
     import interp.analysis.sweeps as sweeps
     import interp.metrics.pragworld_eval as ev
-    from interp.analysis import run_sweep
+    from interp.sweep import run_sweep
     from interp.models import load_bridge
     from interp.config import FinetuneData
     from interp.train.finetune_data import load_task

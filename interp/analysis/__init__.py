@@ -8,14 +8,13 @@ from interp.analysis.patching import PatchPair, direct_effect_patching, resid_ca
 from interp.analysis.pragworld_sweep import pair_activation_patching, reference_pairs
 from interp.analysis.probe_verdicts import probe_verdicts
 from interp.analysis.scoring import Batch, Metric, forward, logit_diff, token_loss, two_way_prob
-from interp.analysis.runner import SweepRun, run_sweep
 from interp.analysis.sweeps import SweepResult, mlp_zero_sweep
 from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdicts
 
 __all__ = [
     "activation_attribution", "direct_effect_attribution", "mlp_zero_attribution",
-    "Batch", "LayerVerdicts", "Metric", "ModelMismatchError", "PatchPair", "SweepResult", "SweepRun", "check_fingerprint",
+    "Batch", "LayerVerdicts", "Metric", "ModelMismatchError", "PatchPair", "SweepResult", "check_fingerprint",
     "direct_effect_patching", "forward", "layer_verdicts", "load_verdicts", "logit_diff", "mlp_zero_sweep",
-    "model_fingerprint", "pair_activation_patching", "probe_verdicts", "reference_pairs", "resid_cache", "run_sweep",
+    "model_fingerprint", "pair_activation_patching", "probe_verdicts", "reference_pairs", "resid_cache",
     "token_loss", "two_way_prob",
 ]

@@ -1,4 +1,6 @@
-"""Layer sweeps on PragWorld examples (paper §6.1–6.2): ``interp sweep --model M --data FILE.csv``.
+"""Layer sweeps on PragWorld examples (paper §6.1–6.2): the pairs and patching maps behind
+``interp sweep --model M --data FILE.csv`` (the job — loading, files, figures — is
+:func:`interp.sweep.run_pragworld_sweep`).
 
 The examples are the rows of a PragWorld CSV (the published manual split, the synthetic split or a
 file written by the dialogue world), asked through :class:`interp.tasks.YesNoTask` — the
@@ -29,20 +31,12 @@ reference layer analyses scored the bare prompt. ``interp pragworld eval --promp
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from interp.analysis.runner import PatchingRun, SweepRun, accelerator, check_layers, is_main, sharded
-from interp.models.parallel import rank_and_size
 from interp.analysis.scoring import Batch, forward
-
-
-#: the sweep kinds on a PragWorld file (all of :data:`interp.analysis.runner.KINDS`)
-PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
 
 
 def reference_pairs(bridge: Any, task: Any, batch_size: int = 32) -> tuple[list[tuple[int, int]], dict[str, int]]:
@@ -175,144 +169,5 @@ def pair_activation_patching(
     return maps, info
 
 
-def _run_pair_patching(bridge: Any, task: Any, info: dict[str, Any], model: Path, data: Any, out: Any,
-                       method: str, batch_size: int | None, log: Any, acc: Any) -> PatchingRun:
-    """``--kind activation-patching`` on a PragWorld file: the reference's pairs
-    (:func:`reference_pairs`), of equal token length (:func:`pair_activation_patching`), written
-    as the world checkpoints' patching run is (``patching_<map>.csv`` / ``_mean.csv`` / ``.json``,
-    ``patching_<map>.png``, ``run.json``)."""
-    from interp.results import write_json
-    from interp.viz.layers import draw_patching_heatmap
 
-    candidates, skipped = reference_pairs(bridge, task)
-    if not candidates:
-        raise ValueError(f"no (original, alteration) pair where the model answers the alteration correctly and "
-                         f"changes its answer (skipped: {skipped})")
-    unequal = sum(len(task.ids[o]) != len(task.ids[i]) for o, i in candidates)
-    if unequal == len(candidates):
-        raise ValueError(f"none of the {len(candidates)} (original, alteration) pairs the reference patches has "
-                         f"prompts of equal token length (skipped before: {skipped}); activation patching runs "
-                         "position by position — --kind direct-effect aligns the positions instead")
-    maps, got = pair_activation_patching(bridge, task, candidates, method=method if method == "attribution"
-                                         else "exact", batch_size=batch_size)
-    skipped.update(got["skipped"])
-    info.update(n_pairs=got["n_pairs"], skipped=skipped, n_failed=sum(skipped.values()), pair_rows=got["rows"],
-                lengths=got["lengths"], labels=maps["resid_pre"].meta["labels"], n_examples=got["n_pairs"],
-                method="attribution" if method == "attribution" else "exact",
-                clean="altered prompt", corrupted="original prompt",
-                position_axis=maps["resid_pre"].meta["position_axis"], processes=rank_and_size(acc)[1])
-    if any(skipped.values()):
-        print(f"note: patched {got['n_pairs']} pairs; skipped {skipped}", file=log)
-    out_dir = Path(out) if out else model.resolve().parent / "sweep_activation-patching_pragworld"
-    if not is_main(acc):
-        return PatchingRun(maps, out_dir, [], info)
-    figures = []
-    for comp, m in maps.items():
-        m.save(out_dir, f"patching_{comp}")
-        what = "offset from the last token" if comp == "resid_pre" else "head"
-        figures.append(draw_patching_heatmap(m, out_dir / f"patching_{comp}.png", title=(
-            f"patching {comp} (altered → original, {got['n_pairs']} pairs, {Path(data).name}): share of the gap "
-            f"restored, by layer × {what}")))
-    run = PatchingRun(maps, out_dir, figures, info)
-    write_json(out_dir / "run.json", run.summary())
-    return run
-
-
-def run_pragworld_sweep(
-    model: str | Path,
-    data: str | Path,
-    *,
-    kind: str = "mlp-zero",
-    grouping: str = "clean",
-    method: str = "reuse",
-    layers: list[int] | None = None,
-    out: str | Path | None = None,
-    seed: int = 0,
-    batch_size: int | None = 16,
-    n: int | None = None,
-    n_boot: int = 2000,
-    chat_template: bool | None = False,
-    prepend_bos: bool | None = None,
-    log: Any = None,
-    placement: Any = None,
-) -> SweepRun | PatchingRun:
-    """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
-    write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
-    to ``out`` (default ``<model>/../sweep_<kind>_pragworld/``); ``activation-patching`` returns a
-    :class:`~interp.analysis.runner.PatchingRun` and writes ``patching_resid_pre`` / ``patching_heads``
-    (``.csv``, ``_mean.csv``, ``.json``, ``.png``) and ``run.json``. ``n``: the first n rows only;
-    ``prepend_bos`` / ``chat_template``: :class:`interp.tasks.Tokenization`; ``placement``: where the
-    model runs (:class:`interp.models.device.Placement`; default CPU; a launcher's process device)."""
-    from interp.analysis.patching import PatchPair, direct_effect_patching
-    from interp.analysis.sweeps import mlp_zero_sweep
-    from interp.analysis.verdicts import layer_verdicts
-    from interp.benchmarks.pragworld import load_pragworld
-    from interp.models.checkpoint import load_bridge
-    from interp.results import write_json
-    from interp.tasks import YesNoTask
-    from interp.viz.layers import draw_layer_effects
-
-    log = log or sys.stderr
-    if kind not in PRAGWORLD_KINDS:
-        raise ValueError(f"on PragWorld data --kind must be one of {', '.join(PRAGWORLD_KINDS)}, got {kind!r}")
-    if kind == "activation-patching" and layers is not None:
-        raise ValueError("--layers does not apply to --kind activation-patching: transformer_lens.patching "
-                         "patches every layer (the maps have one row per layer)")
-    pw = load_pragworld(data, grouping=grouping)  # a bad file fails before the model loads
-    rows = pw.rows if n is None else pw.rows.iloc[:n]
-    if rows.empty:
-        raise ValueError(f"no data rows in {data}")
-    model = Path(model)
-    acc = accelerator()
-    bridge = load_bridge(model, device=str(acc.device) if acc is not None else None,
-                         placement=None if acc is not None else placement)
-    bridge.eval()
-    lays = check_layers(layers, int(bridge.cfg.n_layers))
-    task = YesNoTask.pragworld(model, rows, prompt="label", prepend_bos=prepend_bos, chat_template=chat_template)
-    task.check_fits(int(bridge.cfg.n_ctx))
-    ids, mask = task.inputs()
-    gold = task.gold
-    categories = task.categories
-    info: dict[str, Any] = {"model": str(model), "data": str(data), "grouping": grouping, "kind": kind,
-                            "seed": seed, "n_rows": len(rows), **task.settings()}
-
-    if kind == "mlp-zero":
-        sweep = sharded(lambda part: mlp_zero_sweep(
-            bridge, ids[part], task.metric(gold[part]), mask[part], lays, categories=categories[part],
-            batch_size=batch_size, method=method, higher_is_better=True), len(rows), acc)
-        info.update(n_examples=len(rows), method=method)
-    elif kind == "direct-effect":
-        candidates, skipped = reference_pairs(bridge, task)
-        info.update(n_pairs=len(candidates), skipped=skipped, n_failed=sum(skipped.values()))
-        if any(skipped.values()):
-            print(f"note: patched {len(candidates)} pairs; skipped {skipped}", file=log)
-        if not candidates:
-            raise ValueError(f"no (original, alteration) pair where the model answers the alteration correctly and "
-                             f"changes its answer (skipped: {skipped})")
-        pairs = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in candidates]
-        pair_gold = [int(gold[i]) for _, i in candidates]
-        pair_cats = [categories[i] for _, i in candidates]
-        sweep = sharded(lambda part: direct_effect_patching(
-            bridge, pairs[part], task.metric(pair_gold[part]), lays, categories=pair_cats[part],
-            higher_is_better=True, method="attribution" if method == "attribution" else "exact"), len(pairs), acc)
-        info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
-    else:
-        return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc)
-
-    info["processes"] = rank_and_size(acc)[1]
-    verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed, threshold=0.5)
-    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_pragworld"
-    if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
-        return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info)
-    sweep.save(out_dir)
-    verdicts.save(out_dir)
-    figure = draw_layer_effects(verdicts, out_dir / "layers.png",
-                                title=f"{kind} on {model.name}, PragWorld {Path(data).name} ({len(rows)} rows)")
-    if verdicts.by_category is not None:
-        verdicts.by_category.to_csv(out_dir / "by_category.csv")
-    run = SweepRun(sweep, verdicts, out_dir, figure, info)
-    write_json(out_dir / "run.json", run.summary())
-    return run
-
-
-__all__ = ["PRAGWORLD_KINDS", "pair_activation_patching", "reference_pairs", "run_pragworld_sweep"]
+__all__ = ["pair_activation_patching", "reference_pairs"]

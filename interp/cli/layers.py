@@ -13,7 +13,8 @@ from interp.cli.common import placement_from_args
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from interp.analysis.runner import parse_layers, run_sweep
+    from interp.analysis.runner import parse_layers
+    from interp.sweep import run_sweep
     from interp.worlds import parse_world
 
     layers = parse_layers(args.layers)
