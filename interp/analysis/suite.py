@@ -7,8 +7,8 @@ What is measured depends on the task (:mod:`interp.train.finetune_data`: its ``k
 :class:`~interp.config.FinetuneEval`:
 
 - world sequences: ``heldout_loss`` (per-row mean next-token loss on the HF model),
-  ``next_token_position`` / ``next_token_sequence`` (:func:`interp.metrics.next_token.next_token_test`)
-  and the Myhill–Nerode precisions and recall (:func:`interp.metrics.myhill_nerode.myhill_nerode`);
+  ``next_token_position`` / ``next_token_sequence`` and the Myhill–Nerode precisions and recall
+  ``mn_*`` (the metric suite, :func:`interp.metrics.suite.world_model_metrics`);
   the dialogue world adds ``qa_probe_*`` and, on a generated benchmark, ``pragworld_*``;
 - PragWorld rows: ``pragworld_*`` (:func:`interp.metrics.pragworld.score_pragworld`);
 - both: ``mlp_out_sq`` per layer (what HLS pushes down, :func:`mean_squared_mlp_out`) and ``sweep_effect_*`` per layer, the MLP
@@ -130,13 +130,10 @@ def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int
                    or dialogue_qa)
     bridge = load_bridge(path, placement=placement) if need_bridge else None
     if task.kind == "world" and ev.next_token:
-        from interp.metrics.next_token import next_token_test
+        from interp.metrics.suite import NEXT_TOKEN, world_model_metrics
 
-        s = next_token_test(bridge, task.world, task.eval_sequences).summary()
-        add("next_token_position", {"value": s["next_token_position"], "se": s["next_token_position_se"],
-                                    "n": s["sequences"]})
-        add("next_token_sequence", {"value": s["next_token_sequence"], "se": s["next_token_sequence_se"],
-                                    "n": s["sequences"]})
+        for name, e in world_model_metrics(bridge, task.world, task.eval_sequences, NEXT_TOKEN)[0].items():
+            add(name, {"value": e.mean, "se": e.se, "n": e.n})
     if task.kind == "pragworld":
         extra["pragworld"] = _pragworld_scores(bridge, task, add)
     if dialogue_qa:
@@ -144,16 +141,13 @@ def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int
     if ev.sweep:
         extra["sweep"] = _sweep(bridge, task, ev, sweep_layers, add)
     if task.kind == "world" and ev.mn:
-        from interp.metrics.myhill_nerode import myhill_nerode
-        from interp.models.lm import BridgeLM
+        from interp.metrics.suite import MYHILL_NERODE, world_model_metrics
 
-        r = myhill_nerode(task.world, BridgeLM(bridge, task.world.vocab), pairs=ev.mn_pairs, depth=ev.mn_depth,
-                          seed=ev.seed)
-        for name, e in (("mn_compression_precision", r.compression_precision),
-                        ("mn_distinction_precision", r.distinction_precision),
-                        ("mn_distinction_recall", r.distinction_recall)):
+        ests, res = world_model_metrics(bridge, task.world, task.eval_sequences, MYHILL_NERODE, mn_pairs=ev.mn_pairs,
+                                        mn_depth=ev.mn_depth, seed=ev.seed)
+        for name, e in ests.items():
             add(name, {"value": e.mean, "se": e.se, "n": e.n})
-        extra["myhill_nerode"] = {k: v for k, v in r.summary().items() if not isinstance(v, dict)}
+        extra["myhill_nerode"] = {k: v for k, v in res["myhill_nerode"].summary().items() if not isinstance(v, dict)}
     extra["seconds"] = round(time.perf_counter() - t0, 2)
     return rows, extra
 

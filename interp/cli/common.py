@@ -6,7 +6,7 @@ import argparse
 import sys
 
 
-def ablations(args: argparse.Namespace) -> list:
+def ablations_from_args(args: argparse.Namespace) -> list:
     """``--ablate SITE`` (repeatable) → zero-ablation interventions; parsed before any model loads."""
     if not getattr(args, "ablate", None):
         return []

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from interp.cli.common import ablations, intervened, placement_from_args
+from interp.cli.common import ablations_from_args, intervened, placement_from_args
 
 
 def cmd_next_token(args: argparse.Namespace) -> int:
@@ -18,7 +18,7 @@ def cmd_next_token(args: argparse.Namespace) -> int:
     from interp.worlds import parse_world
     from interp.worlds.io import read_sequences
 
-    ablations = ablations(args)
+    ablations = ablations_from_args(args)
     world = parse_world(args.world) if args.world else None
     ckpt = load_checkpoint(args.model, world=world, placement=placement_from_args(args))
     world = ckpt.world
@@ -163,7 +163,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         except ValueError:
             raise ValueError(f"--pairs must be a positive integer or 'all', got {args.pairs!r}") from None
     rule = rule_from_args(args.epsilon, args.top_k, args.top_p)
-    ablations = ablations(args)
+    ablations = ablations_from_args(args)
     lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None, placement_from_args(args))
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     info = sys.stderr if args.json else sys.stdout

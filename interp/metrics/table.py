@@ -4,7 +4,9 @@ Rows are models; columns are the next-token test (positions from the first direc
 current-state probe of the last layer (after the final LayerNorm, HF ``hidden_states[-1]``, as the
 reference code probes; ``probe_layer="best"`` takes the best layer instead), the compression
 precision, and the distinction precision and recall, each as mean ± standard error.
-Missing cells (e.g. no probe for the oracle) print as "—".
+Missing cells (e.g. no probe for the oracle) print as "—". The metrics come from the metric suite
+(:func:`interp.metrics.suite.world_model_metrics`), the same computation as the fix stage's
+before/after rows; the columns keep the paper's short names (:data:`SUITE_NAMES` maps them).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from interp.results import Estimate
 
 COLUMNS: tuple[str, ...] = ("next_token", "probe", "compression_precision", "distinction_precision",
                             "distinction_recall")
+#: the table's columns that are metrics of the suite (:mod:`interp.metrics.suite`): column → suite name
+SUITE_NAMES = {"next_token": "next_token_position", "compression_precision": "mn_compression_precision",
+               "distinction_precision": "mn_distinction_precision", "distinction_recall": "mn_distinction_recall"}
 HEADERS = {"next_token": "next-token", "probe": "probe",
            "compression_precision": "compression prec.", "distinction_precision": "distinction prec.",
            "distinction_recall": "distinction rec."}
@@ -37,12 +42,11 @@ def evaluate_lm(lm: Any, world: Any, test: Sequence[Sequence[str]], *,
     per estimator and every number behind them."""
     if probe_layer not in ("last", "best"):
         raise ValueError(f"probe_layer must be 'last' or 'best', got {probe_layer!r}")
-    from interp.metrics.myhill_nerode import myhill_nerode
-    from interp.metrics.next_token import next_token_test
     from interp.metrics.probes import probe_layers
+    from interp.metrics.suite import MYHILL_NERODE, NEXT_TOKEN, world_model_metrics
 
-    nt = next_token_test(lm, world, test)
-    summaries: dict[str, Any] = {"next_token": nt.summary()}
+    nt, res = world_model_metrics(lm, world, test, NEXT_TOKEN)
+    summaries: dict[str, Any] = {"next_token": res["next_token"].summary()}
     probe = None
     bridge = getattr(lm, "bridge", None)
     if probe_data is not None and bridge is not None:
@@ -53,12 +57,11 @@ def evaluate_lm(lm: Any, world: Any, test: Sequence[Sequence[str]], *,
         summaries["probe"] = pr.summary()
     cells = {}
     for estimator in estimators:
-        mn = myhill_nerode(world, lm, pairs=pairs, depth=depth, estimator=estimator, seed=seed, max_nodes=max_nodes)
-        summaries[f"myhill_nerode_{estimator}"] = mn.summary()
-        cells[estimator] = {"next_token": nt.position_share, "probe": probe,
-                            "compression_precision": mn.compression_precision,
-                            "distinction_precision": mn.distinction_precision,
-                            "distinction_recall": mn.distinction_recall}
+        mn, res = world_model_metrics(lm, world, test, MYHILL_NERODE, mn_pairs=pairs, mn_depth=depth,
+                                      estimator=estimator, seed=seed, max_nodes=max_nodes)
+        summaries[f"myhill_nerode_{estimator}"] = res["myhill_nerode"].summary()
+        found = {**{col: {**nt, **mn}[name] for col, name in SUITE_NAMES.items()}, "probe": probe}
+        cells[estimator] = {col: found[col] for col in COLUMNS}
     return cells, summaries
 
 

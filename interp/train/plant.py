@@ -416,10 +416,11 @@ def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[st
 
     Rows ``{metric, layer, value, se, ci_low, ci_high, n}`` with the definitions of
     :func:`interp.analysis.suite.evaluate` on world data, so they sit in one table with its rows:
-    ``heldout_loss`` (mean over sequences of the per-token next-token loss), ``next_token_position``
-    / ``next_token_sequence`` (the next-token test) and ``mn_compression_precision`` /
-    ``mn_distinction_precision`` / ``mn_distinction_recall`` (exact estimator, ``mn_pairs`` states /
-    state pairs to depth ``mn_depth``, seed ``seed``); with ``routes`` > 0 on a streets world also
+    ``heldout_loss`` (mean over sequences of the per-token next-token loss) and the metric suite
+    (:func:`interp.metrics.suite.world_model_metrics`): ``next_token_position`` /
+    ``next_token_sequence`` and ``mn_compression_precision`` / ``mn_distinction_precision`` /
+    ``mn_distinction_recall`` (exact estimator, ``mn_pairs`` states / state pairs to depth
+    ``mn_depth``, seed ``seed``); with ``routes`` > 0 on a streets world also
     :func:`route_metrics` of that many pairs."""
     import contextlib
     import math
@@ -428,9 +429,7 @@ def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[st
     import torch.nn.functional as F
 
     from interp.hooks import intervene, zero
-    from interp.metrics.myhill_nerode import myhill_nerode
-    from interp.metrics.next_token import next_token_test
-    from interp.models.lm import BridgeLM
+    from interp.metrics.suite import world_model_metrics as suite_metrics
     from interp.results import mean_se
     from interp.train.data import make_batch
     from interp.worlds.encoding import encode_sequences
@@ -453,13 +452,8 @@ def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[st
             per_row.append(nll.sum(1) / b.mask.sum(1).clamp(min=1))
         e = mean_se(torch.cat(per_row).numpy())
         add("heldout_loss", e.mean, e.se, e.n)
-        s = next_token_test(bridge, world, sequences).summary()
-        add("next_token_position", s["next_token_position"], s["next_token_position_se"], s["sequences"])
-        add("next_token_sequence", s["next_token_sequence"], s["next_token_sequence_se"], s["sequences"])
-        r = myhill_nerode(world, BridgeLM(bridge, world.vocab), pairs=mn_pairs, depth=mn_depth, seed=seed)
-        for name, est in (("mn_compression_precision", r.compression_precision),
-                          ("mn_distinction_precision", r.distinction_precision),
-                          ("mn_distinction_recall", r.distinction_recall)):
+        ests, _ = suite_metrics(bridge, world, sequences, mn_pairs=mn_pairs, mn_depth=mn_depth, seed=seed)
+        for name, est in ests.items():
             add(name, est.mean, est.se, est.n)
     if routes > 0 and getattr(world, "kind", None) == "streets":
         rows += route_metrics(bridge, world, sequences, routes, zeroed=zeroed, seed=seed)
