@@ -124,6 +124,9 @@ def _merged(model: nn.Module) -> nn.Module:
 
 @dataclass
 class FinetuneReport:
+    """What :func:`run_finetune` wrote in ``out``: the long ``table`` (metric × model × seed), the
+    ``wide`` summary (:func:`interp.stats.summarise`), the figure and ``results.json``'s ``info``."""
+
     out: Path
     table: pd.DataFrame
     wide: pd.DataFrame
