@@ -432,6 +432,7 @@ def run_pragworld_sweep(
     (``.csv``, ``_mean.csv``, ``.json``, ``.png``) and ``run.json``. ``n``: the first n rows only;
     ``prepend_bos`` / ``chat_template``: :class:`interp.tasks.Tokenization`; ``placement``: where the
     model runs (:class:`interp.models.device.Placement`; default CPU; a launcher's process device)."""
+    from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
     from interp.analysis.patching import PatchPair, direct_effect_patching
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
@@ -466,9 +467,16 @@ def run_pragworld_sweep(
                             "seed": seed, "n_rows": len(rows), **task.settings()}
 
     if kind == "mlp-zero":
-        sweep = sharded(lambda part: mlp_zero_sweep(
-            bridge, ids[part], task.metric(gold[part]), mask[part], lays, categories=categories[part],
-            batch_size=batch_size, method=method, higher_is_better=True), len(rows), acc)
+        def mlp_sweep(part: slice) -> SweepResult:
+            if method == "attribution":
+                return mlp_zero_attribution(bridge, ids[part], task.metric(gold[part]), mask[part], lays,
+                                            categories=categories[part], batch_size=batch_size,
+                                            higher_is_better=True)
+            return mlp_zero_sweep(bridge, ids[part], task.metric(gold[part]), mask[part], lays,
+                                  categories=categories[part], batch_size=batch_size, method=method,
+                                  higher_is_better=True)
+
+        sweep = sharded(mlp_sweep, len(rows), acc)
         info.update(n_examples=len(rows), method=method)
     elif kind == "direct-effect":
         candidates, skipped = reference_pairs(bridge, task)
@@ -481,9 +489,9 @@ def run_pragworld_sweep(
         pairs = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in candidates]
         pair_gold = [int(gold[i]) for _, i in candidates]
         pair_cats = [categories[i] for _, i in candidates]
-        sweep = sharded(lambda part: direct_effect_patching(
-            bridge, pairs[part], task.metric(pair_gold[part]), lays, categories=pair_cats[part],
-            higher_is_better=True, method="attribution" if method == "attribution" else "exact"), len(pairs), acc)
+        de = direct_effect_attribution if method == "attribution" else direct_effect_patching
+        sweep = sharded(lambda part: de(bridge, pairs[part], task.metric(pair_gold[part]), lays,
+                                        categories=pair_cats[part], higher_is_better=True), len(pairs), acc)
         info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
     else:
         return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc)

@@ -90,14 +90,12 @@ def direct_effect_patching(
     so per-example data (e.g. the altered gold) is looked up by pair. Returns a
     :class:`~interp.analysis.sweeps.SweepResult` whose ``clean`` is the unpatched original score,
     ``ablated`` the patched one and ``effect`` their difference (one row per pair × layer).
-    ``method="attribution"`` returns the AtP estimate instead
-    (:func:`interp.analysis.attribution.direct_effect_attribution`, same frame).
+    The AtP estimate (same arguments, same frame) is
+    :func:`interp.analysis.attribution.direct_effect_attribution`.
     """
-    if method == "attribution":
-        from interp.analysis.attribution import direct_effect_attribution
-
-        return direct_effect_attribution(bridge, pairs, metric, layers, categories=categories,
-                                         higher_is_better=higher_is_better)
+    if method == "attribution":  # the estimate builds on this module, so it is called, not dispatched to
+        raise ValueError("method='attribution': call interp.analysis.attribution.direct_effect_attribution "
+                         "(same arguments, same frame) for the estimate of this patching")
     if method != "exact":
         raise ValueError(f"method must be 'exact' or 'attribution', got {method!r}")
     pairs = [p if isinstance(p, PatchPair) else PatchPair(*p) for p in pairs]

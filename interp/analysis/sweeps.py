@@ -164,16 +164,14 @@ def mlp_zero_sweep(
     columns, so a metric sees ``batch.tokens`` of the chunk's own width (use ``batch.index`` and
     ``batch.attention_mask``, not the full input's width);
     ``higher_is_better`` is recorded for the verdicts (False for a loss). The bridge should be in
-    eval mode. Hooks are removed on return and on error. ``method="attribution"`` returns the AtP
-    estimate instead (:func:`interp.analysis.attribution.mlp_zero_attribution`, same frame).
+    eval mode. Hooks are removed on return and on error. The AtP estimate of this sweep (same
+    arguments, same frame) is :func:`interp.analysis.attribution.mlp_zero_attribution`.
     """
-    if method == "attribution":  # the first-order estimate of this sweep (interp.analysis.attribution)
-        from interp.analysis.attribution import mlp_zero_attribution
-
-        return mlp_zero_attribution(bridge, inputs, metric, attention_mask, layers, categories=categories,
-                                    batch_size=batch_size, higher_is_better=higher_is_better)
+    if method == "attribution":  # the estimate builds on this module, so it is called, not dispatched to
+        raise ValueError("method='attribution': call interp.analysis.attribution.mlp_zero_attribution (same "
+                         "arguments, same frame) for the estimate of this sweep")
     if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)} or attribution, got {method!r}")
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if inputs.dim() != 2:
         raise ValueError(f"inputs must be token ids [n, pos], got shape {tuple(inputs.shape)}")
     n = int(inputs.shape[0])
