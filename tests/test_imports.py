@@ -1,0 +1,226 @@
+"""Imports run down the flow: rooms form a DAG, and no module cycle exists.
+
+A *room* is a package or a top-level module under ``interp/`` (``interp.worlds``, ``interp.config``,
+``interp.cli`` …). :data:`ROOMS` lists them from the bottom up; a module may import its own room
+and the rooms listed *before* it, never one after. Every ``import`` / ``from … import`` counts,
+at module level, inside a function, and under ``if TYPE_CHECKING:`` (a type-only import still
+says which room knows which), as do ``importlib.import_module("interp…")`` calls with a literal
+name. The package ``interp`` itself (its lazy public API) is the only module that may name
+every room.
+
+Module cycles are checked on the modules that run: imports under ``if TYPE_CHECKING:`` never
+execute and are how Python breaks a type-only cycle, so they do not count there.
+
+The checker reads source with :mod:`ast` (nothing is imported), so it also runs on a planted
+tree (the last tests), which is how it is known to catch what it claims to.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: the rooms, bottom up (README "Layout"). Plumbing (imports nothing of interp) first, then the flow:
+#: files → worlds → models → tasks → hooks → metrics → analysis → figures → training → the jobs.
+ROOMS = (
+    "results", "config", "stats",     # plumbing: result protocol, TOML configs, intervals
+    "benchmarks",                      # published files (PragWorld CSVs, prompts, yes/no parser)
+    "worlds",                          # World protocol, vocabulary and its encoding, the worlds
+    "models",                          # GPT-2 build, checkpoints, the LM view, devices, processes
+    "tasks",                           # a dataset meets a model's tokenizer
+    "hooks",                           # sites and interventions as data
+    "metrics",                         # world-model metrics, PragWorld evaluation and scoring
+    "analysis",                        # sweeps, patching, attribution, verdicts, evaluation suite
+    "viz",                             # figures and the report, drawn from results
+    "train",                           # the one loop, regularisers, planting, fine-tuning
+    "sweep",                           # the layer-analysis job (``interp sweep``)
+    "experiment",                      # the train-and-test job (``interp train``)
+    "pipeline",                        # the main job (``interp run``)
+    "cli",                             # the ``interp`` command
+)
+RANK = {room: i for i, room in enumerate(ROOMS)}
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str   # importing module
+    target: str   # imported interp module
+    line: int
+    type_only: bool
+
+    def where(self, root: Path) -> str:
+        return f"{self.source.replace('.', '/')}.py:{self.line}"
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Dotted name → file, for every module of the ``interp`` package under ``root``."""
+    out = {}
+    for p in sorted((root / "interp").rglob("*.py")):
+        parts = p.relative_to(root).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = p
+    return out
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            t = node.test
+            if (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+                    isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"):
+                for sub in node.body:
+                    lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
+    return lines
+
+
+def _targets(mods: dict[str, Path], cur: str, node: ast.AST) -> list[str]:
+    """Dotted names an import node brings in (before resolving to a module)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            pkg = cur.split(".") if mods[cur].name == "__init__.py" else cur.split(".")[:-1]
+            pkg = pkg[: len(pkg) - (node.level - 1)]
+            base = ".".join(pkg + ([node.module] if node.module else []))
+        else:
+            base = node.module or ""
+        return [f"{base}.{a.name}" for a in node.names]
+    if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)):
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if name == "import_module":
+            return [node.args[0].value]
+    return []
+
+
+def import_edges(root: Path) -> list[Edge]:
+    """Every import of one interp module by another (see the module docstring for what counts)."""
+    mods = modules(root)
+    edges = []
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        typed = _type_checking_lines(tree)
+        for node in ast.walk(tree):
+            for t in _targets(mods, name, node):
+                while t and t not in mods:  # `from pkg.mod import name` → pkg.mod
+                    t = t.rpartition(".")[0]
+                if t and t != name and not name.startswith(t + "."):  # a package's own __init__ aside
+                    edges.append(Edge(name, t, node.lineno, node.lineno in typed))
+    return edges
+
+
+def room_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "interp"
+
+
+def back_imports(edges: list[Edge]) -> list[Edge]:
+    """Imports of a room listed after the importer's (the package ``interp`` may import any)."""
+    return [e for e in edges if room_of(e.source) != "interp" and room_of(e.source) != room_of(e.target)
+            and RANK[room_of(e.target)] > RANK[room_of(e.source)]]
+
+
+def module_cycles(edges: list[Edge]) -> list[list[str]]:
+    """Strongly connected groups of modules (imports that run: ``TYPE_CHECKING`` ones left out)."""
+    g = nx.DiGraph((e.source, e.target) for e in edges if not e.type_only)
+    return [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
+
+
+def _explain(e: Edge) -> str:
+    return (f"{e.where(ROOT)} imports {e.target}: room {room_of(e.source)!r} sits below "
+            f"{room_of(e.target)!r} (ROOMS in tests/test_imports.py, README 'Layout')")
+
+
+# ---------------------------------------------------------------- the checks on interp itself
+
+
+def test_every_room_is_placed():
+    rooms = {room_of(m) for m in modules(ROOT)} - {"interp"}
+    missing = sorted(rooms - set(ROOMS))
+    assert not missing, f"rooms not placed in ROOMS (tests/test_imports.py): {missing}"
+    gone = sorted(set(ROOMS) - rooms)
+    assert not gone, f"ROOMS names rooms that no longer exist: {gone}"
+
+
+def test_no_import_runs_back_up():
+    bad = back_imports(import_edges(ROOT))
+    assert not bad, f"{len(bad)} import(s) run back up the flow:\n" + "\n".join(map(_explain, bad))
+
+
+def test_no_module_cycle():
+    cycles = module_cycles(import_edges(ROOT))
+    assert not cycles, "module cycles (imports inside functions count):\n" + "\n".join(" ↔ ".join(c) for c in cycles)
+
+
+def test_the_room_graph_is_a_dag():
+    g = nx.DiGraph()
+    for e in import_edges(ROOT):
+        if room_of(e.source) not in ("interp", room_of(e.target)):
+            g.add_edge(room_of(e.source), room_of(e.target))
+    assert nx.is_directed_acyclic_graph(g), f"room cycles: {list(nx.simple_cycles(g))[:10]}"
+
+
+def test_plumbing_imports_nothing_of_interp():
+    low = {"results", "config", "stats", "benchmarks"}
+    bad = [e for e in import_edges(ROOT) if room_of(e.source) in low and room_of(e.target) != room_of(e.source)]
+    assert not bad, "\n".join(map(_explain, bad)) or "plumbing imports another room"
+
+
+# ---------------------------------------------------------------- the checker on planted trees
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+def test_checker_finds_a_planted_back_import_inside_a_function(tmp_path):
+    root = _tree(tmp_path, {
+        "interp/__init__.py": "",
+        "interp/worlds/__init__.py": "",
+        "interp/worlds/base.py": "def f():\n    from interp.train.data import make_batch\n",
+        "interp/train/__init__.py": "",
+        "interp/train/data.py": "from interp.worlds.base import f\n",
+        "interp/metrics/__init__.py": "",
+        "interp/metrics/x.py": "from ..viz import layers\nimport importlib\nimportlib.import_module('interp.analysis.y')\n",
+        "interp/viz/__init__.py": "", "interp/viz/layers.py": "",
+        "interp/analysis/__init__.py": "", "interp/analysis/y.py": "",
+    })
+    bad = {(e.source, e.target, e.line) for e in back_imports(import_edges(root))}
+    assert bad == {("interp.worlds.base", "interp.train.data", 2), ("interp.metrics.x", "interp.viz.layers", 1),
+                   ("interp.metrics.x", "interp.analysis.y", 3)}
+    # worlds.base ↔ train.data is also a module cycle (one side inside a function)
+    assert module_cycles(import_edges(root)) == [["interp.train.data", "interp.worlds.base"]]
+
+
+def test_checker_counts_type_checking_imports_for_rooms_not_for_cycles(tmp_path):
+    root = _tree(tmp_path, {
+        "interp/__init__.py": "",
+        "interp/worlds/__init__.py": "",
+        "interp/worlds/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from interp.worlds.b import B\n"
+                              "    from interp.models.m import M\n",
+        "interp/worlds/b.py": "from interp.worlds.a import *\n",
+        "interp/models/__init__.py": "", "interp/models/m.py": "",
+    })
+    edges = import_edges(root)
+    assert [(e.source, e.target) for e in back_imports(edges)] == [("interp.worlds.a", "interp.models.m")]
+    assert module_cycles(edges) == []
+
+
+@pytest.mark.parametrize("room", ["results", "worlds", "analysis", "cli"])
+def test_a_room_may_import_below_itself(tmp_path, room):
+    below = ROOMS[: RANK[room]]
+    files = {"interp/__init__.py": "", f"interp/{room}.py": "".join(f"import interp.{r}\n" for r in below)}
+    files.update({f"interp/{r}.py": "" for r in below})
+    assert back_imports(import_edges(_tree(tmp_path, files))) == []
