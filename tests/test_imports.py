@@ -8,8 +8,9 @@ says which room knows which), as do ``importlib.import_module("interp…")`` cal
 name. The package ``interp`` itself (its lazy public API) is the only module that may name
 every room.
 
-Module cycles are checked on the modules that run: imports under ``if TYPE_CHECKING:`` never
-execute and are how Python breaks a type-only cycle, so they do not count there.
+Module cycles are checked on the same edges: no module may reach itself through imports, even
+through a function-level or type-only one (annotate with a lower protocol instead, as
+``interp.worlds.streets.process`` does with :class:`~interp.worlds.base.World`).
 
 The checker reads source with :mod:`ast` (nothing is imported), so it also runs on a planted
 tree (the last tests), which is how it is known to catch what it claims to.
@@ -129,8 +130,8 @@ def back_imports(edges: list[Edge]) -> list[Edge]:
 
 
 def module_cycles(edges: list[Edge]) -> list[list[str]]:
-    """Strongly connected groups of modules (imports that run: ``TYPE_CHECKING`` ones left out)."""
-    g = nx.DiGraph((e.source, e.target) for e in edges if not e.type_only)
+    """Strongly connected groups of modules (every import counts)."""
+    g = nx.DiGraph((e.source, e.target) for e in edges)
     return [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
 
 
@@ -204,7 +205,7 @@ def test_checker_finds_a_planted_back_import_inside_a_function(tmp_path):
     assert module_cycles(import_edges(root)) == [["interp.train.data", "interp.worlds.base"]]
 
 
-def test_checker_counts_type_checking_imports_for_rooms_not_for_cycles(tmp_path):
+def test_checker_counts_type_checking_imports(tmp_path):
     root = _tree(tmp_path, {
         "interp/__init__.py": "",
         "interp/worlds/__init__.py": "",
@@ -215,7 +216,9 @@ def test_checker_counts_type_checking_imports_for_rooms_not_for_cycles(tmp_path)
     })
     edges = import_edges(root)
     assert [(e.source, e.target) for e in back_imports(edges)] == [("interp.worlds.a", "interp.models.m")]
-    assert module_cycles(edges) == []
+    assert module_cycles(edges) == [["interp.worlds.a", "interp.worlds.b"]]
+    assert {e.target: e.type_only for e in edges if e.source == "interp.worlds.a"} == {
+        "interp.worlds.b": True, "interp.models.m": True}
 
 
 @pytest.mark.parametrize("room", ["results", "worlds", "analysis", "cli"])

@@ -40,16 +40,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from interp.worlds.base import IllegalTokenError, WorldError
+from interp.worlds.base import IllegalTokenError, World, WorldError
 from interp.worlds.streets.graph import DIRECTIONS, END
 from interp.worlds.streets.traversals import _ShortestPathTrees
-
-if TYPE_CHECKING:
-    from interp.worlds.streets.world import StreetsWorld
 
 #: the process state after ``end`` (nothing follows)
 DONE: Hashable = ("done",)
@@ -61,9 +56,11 @@ class TraversalProcess(ABC):
 
     States: ``()`` before the origin, ``(o,)`` after it, then a kind-specific tuple; ``DONE``
     after ``end``. :meth:`step` raises :class:`IllegalTokenError` on a token the world refuses.
+    ``world`` is a :class:`~interp.worlds.streets.world.StreetsWorld` (annotated as its protocol,
+    :class:`~interp.worlds.base.World`: the world module imports this one).
     """
 
-    def __init__(self, world: "StreetsWorld"):
+    def __init__(self, world: World):
         self.world = world
         self.graph = world.graph
         self.nodes = world.graph.nodes
@@ -96,7 +93,7 @@ class RandomWalkProcess(TraversalProcess):
     read. ``A_t`` is computed once per destination (``(hi + 2) × |V|`` floats, cached, bounded).
     """
 
-    def __init__(self, world: "StreetsWorld", max_cached: int = 512):
+    def __init__(self, world: World, max_cached: int = 512):
         super().__init__(world)
         self.lo, self.hi = world.traversal.walk_range
         n = self.graph.num_nodes
@@ -204,7 +201,7 @@ class ShortestPathProcess(TraversalProcess):
     from ``v``).
     """
 
-    def __init__(self, world: "StreetsWorld", weights: np.ndarray):
+    def __init__(self, world: World, weights: np.ndarray):
         super().__init__(world)
         budget = 5_000_000 // max(1, len(weights))
         self.trees = [_ShortestPathTrees(self.graph, w, budget) for w in weights]
@@ -278,7 +275,7 @@ class ShortestPathProcess(TraversalProcess):
         return out
 
 
-def traversal_process(world: "StreetsWorld") -> TraversalProcess:
+def traversal_process(world: World) -> TraversalProcess:
     """The process behind ``world.generate`` (its traversal kind)."""
     kind = world.traversal.kind
     if kind == "random_walks":
