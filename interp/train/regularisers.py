@@ -36,10 +36,10 @@ architecture table in :mod:`interp.hooks.sites` (``transformer.h.{ℓ}.mlp`` on 
 ``peft`` (LoRA) model or a ``DistributedDataParallel`` wrapper is looked through; the hooks sit on
 the same modules (LoRA adapters live inside them).
 
-Distributed runs: :meth:`HLS.partial` / :meth:`ULA.partial` return ``(sum, count)`` so the
-fine-tuning loop can divide by the count summed over all processes — a data-parallel run then
-equals a single-process run with the same global batch (``compute`` is ``sum / count`` for the
-single-process trainer).
+:meth:`HLS.partial` / :meth:`ULA.partial` return ``(sum, count)`` so the training loop
+(:func:`interp.train.train`) can divide by the count summed over all processes — a data-parallel
+run then equals a single-process run with the same global batch (``compute`` is ``sum / count``
+of one batch, for use outside the loop).
 """
 
 from __future__ import annotations
@@ -298,23 +298,19 @@ class ULAHeads(nn.Module):
 class ULA(nn.Module):
     """Useful-layer amplification: α · mean over the heads of the cross-entropy of each head on its
     layer's MLP output at the row's last position. A :class:`~interp.train.trainer.LossTerm` and an
-    ``nn.Module`` (the heads are trained with the model; the fine-tuning loop hands them to the
-    optimizer and to data parallelism).
-
-    Labels come from ``batch.labels`` (:class:`LabelledBatch`) or, for the plain trainer, from
-    ``label_fn(batch)``.
+    ``nn.Module`` (the heads are trained with the model; the training loop hands them to the
+    optimizer and to data parallelism). Labels come from ``batch.labels`` (:class:`LabelledBatch`;
+    the loop builds it from its ``labels``).
     """
 
     name = "ula"
 
-    def __init__(self, heads: ULAHeads, weight: float = DEFAULT_WEIGHT,
-                 label_fn: Callable[[Batch], Tensor] | None = None):
+    def __init__(self, heads: ULAHeads, weight: float = DEFAULT_WEIGHT):
         super().__init__()
         if not heads.layers and weight != 0:
             raise LayerSpecError(f"ULA useful layers: no layers given but α = {weight:g}")
         self.heads = heads
         self.weight = float(weight)
-        self.label_fn = label_fn
         self._collector = _Collector()
 
     @property
@@ -327,10 +323,8 @@ class ULA(nn.Module):
 
     def _labels(self, batch: Batch) -> Tensor:
         labels = getattr(batch, "labels", None)
-        if labels is None and self.label_fn is not None:
-            labels = self.label_fn(batch)
         if labels is None:
-            raise ValueError("ULA needs a label per row: pass a LabelledBatch or give label_fn")
+            raise ValueError("ULA needs a label per row: pass a LabelledBatch (train(..., labels=...))")
         return labels
 
     def partial(self, batch: Batch) -> tuple[Tensor, Tensor]:
