@@ -42,6 +42,26 @@ def nll_per_token(lm, world, sequences) -> float:
     return total / n
 
 
+def by_turns(lms, world, sequences, edges=(0, 10, 25, 50, 75, 100)) -> str:
+    """Mean P(end) at destination visits, by the number of turns taken, for each LM."""
+    prefixes, turns = [], []
+    for s in sequences:
+        for p, q in enumerate(world.states_along(s)):
+            if q[0] == "at" and q[1] == q[2]:
+                prefixes.append(list(s[:p]))
+                turns.append(p - 2)
+    end_id = world.vocab.id("end")
+    p_end = {name: torch.cat([lm.logprobs(prefixes[i:i + 256])[:, end_id].exp()
+                              for i in range(0, len(prefixes), 256)]) for name, lm in lms.items()}
+    t = torch.tensor(turns)
+    lines = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        k = (t >= lo) & (t < hi)
+        cells = ", ".join(f"{name} {float(v[k].mean()):.3f}" for name, v in p_end.items())
+        lines.append(f"  P(end | at the destination), turns in [{lo}, {hi}): {int(k.sum())} visits; {cells}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", help="run folders with best/, data/test.txt, train_log.csv")
@@ -70,6 +90,7 @@ def main() -> None:
                 row["model_failures"] = routes.failures()
         rows.append(row)
         print(json.dumps(row), flush=True)
+        print(by_turns(lms, world, test[: args.routes]), flush=True)
     df = pd.DataFrame(rows)
     print(df.drop(columns=["model_failures"]).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
