@@ -1,6 +1,6 @@
 """The main job (`interp run`) on a tiny config: every stage writes its part, the oracle row of the
 world-model table is 1.0, harm planted in the last layer is found by the sweep and exactly that
-layer is suppressed, HLS acts on it, and a rerun gives the same numbers."""
+layer is suppressed, HLS acts on it, and two fresh runs into two folders give the same numbers."""
 
 from __future__ import annotations
 
@@ -16,17 +16,21 @@ from interp.config import AnalysisConfig, FixConfig
 from interp.pipeline import choose_hls_layers, run_main_job
 
 
-def _numbers(results: dict) -> dict:
+def _numbers(results: dict, runs_dir: str | None = None) -> dict:
     """results.json without what legitimately differs between runs (timings, throughput); NaN as
-    None so that equal files compare equal."""
+    None so that equal files compare equal; with ``runs_dir``, that folder's path written as
+    ``<runs>`` (so runs in two folders compare)."""
     def clean(x):
         if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items() if k not in ("seconds", "elapsed_s", "tokens_per_s")}
+            return {k: clean(v) for k, v in x.items()
+                    if k not in ("seconds", "elapsed_s", "tokens_per_s", "tokens_per_second")}
         if isinstance(x, list):
             return [clean(v) for v in x]
+        if isinstance(x, str) and runs_dir:
+            return x.replace(runs_dir, "<runs>")
         return None if isinstance(x, float) and x != x else x
 
-    return clean(json.loads(json.dumps({k: v for k, v in results.items() if k not in ("train", "run_dir")})))
+    return clean(json.loads(json.dumps({k: v for k, v in results.items() if k != "run_dir"})))
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +91,17 @@ def test_every_stage_writes_its_part(tiny_job):
     assert _numbers(json.loads((run / "results.json").read_text())) == _numbers(results)
 
 
-def test_a_rerun_gives_the_same_numbers(tiny_job):
+def test_a_rerun_gives_the_same_numbers(tiny_job, tmp_path_factory):
+    """Two fresh runs of the same config, each into its own empty folder (nothing cached to read
+    back), give the same numbers and the same tables."""
     cfg, base, results = tiny_job
-    again = run_main_job(cfg, base, progress=False, log=lambda *_: None)
-    assert _numbers(again) == _numbers(results)
+    again = run_main_job(replace(cfg, runs_dir=str(tmp_path_factory.mktemp("runs_again"))), base, progress=False,
+                         log=lambda *_: None)
+    first, second = Path(results["run_dir"]), Path(again["run_dir"])
+    assert first != second and not second.is_relative_to(first.parent)
+    assert _numbers(again, str(second.parent)) == _numbers(results, str(first.parent))
+    for name in ("table1.csv", "sweep_mlp-zero/sweep.csv", "finetune/repair_table.md"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
 
 def test_no_harmful_layer_means_nothing_to_suppress():
