@@ -82,7 +82,7 @@ def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
     train = read_sequences(data / "train.txt", ckpt.world)[: args.probe_train]
     test = read_sequences(data / "test.txt", ckpt.world)[: args.probe_test]
     v = probe_verdicts(ckpt.bridge, ckpt.world, train, test, seed=0)
-    v.save(out / "probe_verdicts.json")
+    v.save(out, stem="probe_verdicts")
     res["probe"] = {"rows": v.layer_rows(), "verdicts": str(out / "probe_verdicts.json")}
     return res
 
