@@ -388,12 +388,14 @@ def test_run_finetune_writes_table_and_figure(ckpts, tmp_path):
     assert sum("not retrained" in line for line in logged) == 3
 
 
-def test_an_interrupted_finetune_command_resumes_where_it_stopped(ckpts, tmp_path, monkeypatch):
+def test_an_interrupted_finetune_command_resumes_where_it_stopped(ckpts, tmp_path, monkeypatch, capsys):
     """Ctrl-C in the middle of a ULA fine-tune (a KeyboardInterrupt from the term at its 4th step)
-    leaves ``ula_s0/last``; rerunning the same config resumes there and ends with the model and
-    heads of an uninterrupted run, then drops the state."""
+    leaves ``ula_s0/last``; rerunning the same config resumes there (interrupted once more, through
+    ``interp finetune``: exit 130 and where the state is) and ends with the model and heads of an
+    uninterrupted run, then drops the state."""
     from safetensors.torch import load_file
 
+    from interp.cli import main
     from interp.config import load_finetune_config
     from interp.train.finetune import run_finetune
     from interp.train.regularisers import ULA, ULAHeads
@@ -416,9 +418,14 @@ def test_an_interrupted_finetune_command_resumes_where_it_stopped(ckpts, tmp_pat
     monkeypatch.setattr(ULA, "partial", interrupt_at_step_4)
     with pytest.raises(TrainingInterrupted, match="resume"):
         run_finetune(load_finetune_config(cut), progress=False, log=lambda s: None)
-    monkeypatch.undo()
     state = tmp_path / "cut" / "ula_s0" / "last"
     assert json.loads((state / "trainer_state.json").read_text())["step"] == 3
+    calls.clear()  # interrupted again, through the command: it resumed at 3, stops after 3 more steps
+    assert main(["finetune", "--config", str(cut), "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted after step 6" in err and "resume" in err and "Traceback" not in err
+    monkeypatch.undo()
+    assert json.loads((state / "trainer_state.json").read_text())["step"] == 6
     assert not (tmp_path / "cut" / "ula_s0" / "model").exists()
     logged: list[str] = []
     run_finetune(load_finetune_config(cut), progress=False, log=logged.append)

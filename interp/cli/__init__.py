@@ -238,3 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"interp {args.command}: interrupted", file=sys.stderr)
         return 130
+    except RuntimeError as e:  # the training loop turns Ctrl-C into TrainingInterrupted once its state is saved
+        from interp.train.trainer import TrainingInterrupted
+
+        if not isinstance(e, TrainingInterrupted):
+            raise
+        print(f"interp {args.command}: {e}", file=sys.stderr)
+        return 130
