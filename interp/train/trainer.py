@@ -293,11 +293,12 @@ def train(
     start, best_loss, best_step, history = 0, math.inf, -1, []
     cfg_dict = asdict(cfg)
     if resume and last is not None and (last / _STATE_JSON).exists():
-        meta = _load_state(last, objective, raw_opt, rank, device)
-        if meta.get("config") != cfg_dict:
+        saved = json.loads((last / _STATE_JSON).read_text()).get("config")
+        if saved != cfg_dict:  # checked before any weight is overwritten
             raise ValueError(
                 f"{last} was written by a run with another training config; use a new out_dir "
-                f"or resume=False (saved: {meta.get('config')}, now: {cfg_dict})")
+                f"or resume=False (saved: {saved}, now: {cfg_dict})")
+        meta = _load_state(last, objective, raw_opt, rank, device)
         start, best_loss, best_step = meta["step"], meta["best_eval_loss"], meta["best_step"]
         history = meta["history"]
     end = cfg.steps if stop_at is None else min(cfg.steps, stop_at)
