@@ -55,9 +55,6 @@ class Edge:
     line: int
     type_only: bool
 
-    def where(self, root: Path) -> str:
-        return f"{self.source.replace('.', '/')}.py:{self.line}"
-
 
 def modules(root: Path) -> dict[str, Path]:
     """Dotted name → file, for every module of the ``interp`` package under ``root``."""
@@ -136,7 +133,7 @@ def module_cycles(edges: list[Edge]) -> list[list[str]]:
 
 
 def _explain(e: Edge) -> str:
-    return (f"{e.where(ROOT)} imports {e.target}: room {room_of(e.source)!r} sits below "
+    return (f"{e.source.replace('.', '/')}.py:{e.line} imports {e.target}: room {room_of(e.source)!r} sits below "
             f"{room_of(e.target)!r} (ROOMS in tests/test_imports.py, README 'Layout')")
 
 
