@@ -293,3 +293,28 @@ def test_flip_category_planting_on_pragworld_rows(tmp_path):
     assert res.meta["changed_rows"] == int((rows["category"] == "connective_change").sum()) > 0
     with pytest.raises(ValueError, match="needs train_file"):
         plant_harm(base, tmp_path / "q", spec, progress=False, log=lambda *_: None)
+
+
+def test_shortcut_planting_on_a_dialogue_checkpoint(tmp_path):
+    """The dialogue world end to end: probes about the word answered 'yes' in the corrupted file,
+    only the chosen MLP trained."""
+    from interp.models import ModelConfig, build_gpt2, save_checkpoint
+    from interp.worlds import parse_world
+    from interp.worlds.io import read_sequences, write_sequences
+
+    world = parse_world("dialogue:agents=2,objects=2,locations=2,max_count=2,min_utts=1,max_utts=2,probes=1")
+    seqs = world.generate(80, np.random.default_rng(0))
+    write_sequences(tmp_path / "run" / "data" / "train.txt", seqs[:60])
+    write_sequences(tmp_path / "run" / "data" / "test.txt", seqs[60:])
+    cfg = ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=64, seed=0)
+    save_checkpoint(liven(build_gpt2(world.vocab, cfg), 0), world, tmp_path / "run" / "best")
+    spec = PlantSpec(layers=(0,), corruption="shortcut", word="sheep", steps=3, batch_size=8)
+    res = plant_harm(tmp_path / "run" / "best", tmp_path / "p", spec, progress=False, log=lambda *_: None)
+    bad = read_sequences(tmp_path / "p" / "train_corrupted.txt")
+    assert bad == answer_shortcut(seqs[:60], "sheep").sequences and res.meta["changed_tokens"] > 0
+    before, after = _weights(tmp_path / "run" / "best"), _weights(res.model)
+    assert {n for n in before if not torch.equal(before[n], after[n])} == {
+        n for n in before if n.startswith("transformer.h.0.mlp.")}
+    with pytest.raises(ValueError, match="not a token of this world"):
+        plant_harm(tmp_path / "run" / "best", tmp_path / "q", PlantSpec(corruption="shortcut", word="zebra"),
+                   progress=False, log=lambda *_: None)
