@@ -47,7 +47,9 @@ class ExperimentConfig:
     with 2 heads reached held-out loss 1.186 (ideal predictor of the data: 1.106); 800 steps of 8,000
     routes with 4 heads (the earlier default) 1.314; 3,000 steps of 8,000 routes with 4 heads 1.196.
     None of them learns to say ``end`` at the destination (P(end | at the destination) ≈ 0.04
-    against the ideal 0.36), so greedy routes stay invalid.
+    against the ideal 0.36), so greedy routes stay invalid; the same config for 8,000 steps starts
+    to (loss 1.139, P(end | at the destination) 0.24, greedy routes 37 % valid) but takes about
+    three times the demo's training budget.
     """
 
     name: str = "demo"
