@@ -7,7 +7,7 @@ P(end) where the route stands at its destination and how often ``end`` is the ar
 the next-token loss per token on the first ``--nll`` held-out sequences; each beside the ideal
 predictor's (:class:`~interp.models.lm.IdealLM`) on the same material.
 
-    python experiments/competence.py runs/demo runs/h3/a runs/h3/c
+    python experiments/competence.py runs/demo runs/competence/a runs/competence/c
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class DataConfig:
 class ExperimentConfig:
     """The embedded default is the demo: random walks on the default synthetic city.
 
-    Train defaults, measured (``runs/h3/``, README "What the demo model learns"): 3,000 steps of
+    Train defaults, measured (configs ``experiments/configs/competence/``, README "What the demo model learns"): 3,000 steps of
     32 routes (lr 2e-3 → 2e-4 cosine, 100 warmup steps), 30,000 routes, a 4-layer GPT-2 128 wide
     with 2 heads reached held-out loss 1.186 (ideal predictor of the data: 1.106); 800 steps of 8,000
     routes with 4 heads (the earlier default) 1.314; 3,000 steps of 8,000 routes with 4 heads 1.196.
