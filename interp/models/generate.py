@@ -46,6 +46,7 @@ import torch
 from torch import Tensor
 
 from interp.models.device import model_device
+from interp.worlds.encoding import pad_right
 
 
 def _is_bridge(model: Any) -> bool:
@@ -56,16 +57,6 @@ def _logits(model: Any, ids: Tensor, mask: Tensor, **kw: Any) -> Tensor:
     if _is_bridge(model):
         return model(ids, return_type="logits", attention_mask=mask, **kw)
     return model(input_ids=ids, attention_mask=mask, **kw).logits
-
-
-def _pad_right(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(list(r), dtype=torch.long)
-        mask[i, : len(r)] = 1
-    return ids, mask, mask.sum(dim=1)
 
 
 def _kv_layout(model: Any) -> tuple[int, int, int]:
@@ -153,7 +144,7 @@ def _full(model, rows, pad_id, max_new_tokens, eos, stop) -> list[list[int]]:
     new: list[list[int]] = [[] for _ in rows]
     active = list(range(len(rows)))
     for _ in range(max_new_tokens):
-        ids, mask, lengths = _pad_right([rows[i] + new[i] for i in active], pad_id)
+        ids, mask, lengths = pad_right([rows[i] + new[i] for i in active], pad_id)
         logits = _logits(model, ids.to(device), mask.to(device))
         last = logits[torch.arange(len(active), device=logits.device), (lengths - 1).to(logits.device)]
         active = [i for i, t in zip(active, last.argmax(dim=-1).tolist()) if _accept(i, t, new, eos, stop)]
@@ -169,7 +160,7 @@ def _cached(model, rows, pad_id, max_new_tokens, eos, stop) -> list[list[int]]:
     device = model_device(model)
     n_layers, kv_heads, d_head = _kv_layout(model)
     dtype = next(p for p in model.parameters() if p.is_floating_point()).dtype
-    ids, valid, lengths = _pad_right(rows, pad_id)
+    ids, valid, lengths = pad_right(rows, pad_id)
     b, width = ids.shape
     cap = width + max_new_tokens
     devs = _layer_devices(model, n_layers, device)

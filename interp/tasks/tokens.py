@@ -40,9 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-from jaxtyping import Int
-from torch import Tensor
+from interp.worlds.encoding import pad_right
 
 
 class TokenizationError(ValueError):
@@ -168,21 +166,6 @@ def pad_id_of(tokenizer: Any) -> int:
         if isinstance(v, int):
             return v
     return 0
-
-
-def pad_right(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu"
-              ) -> tuple[Int[Tensor, "n pos"], Int[Tensor, "n pos"], Int[Tensor, " n"]]:
-    """``(ids, attention_mask, lengths)``: real tokens first, then ``pad_id``."""
-    if not seqs:
-        raise ValueError("no sequences to pad")
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
-        mask[i, : len(s)] = 1
-    lengths = mask.sum(dim=1)
-    return ids.to(device), mask.to(device), lengths.to(device)
 
 
 def check_length(seqs: Sequence[Sequence[int]], n_ctx: int | None, extra: int = 0, offset: int = 0) -> None:

@@ -1,4 +1,5 @@
-"""Token sequences → ``<bos>``-prefixed, right-padded id tensors (the vocabulary's own encoding).
+"""Token sequences → ``<bos>``-prefixed, right-padded id tensors (the vocabulary's own encoding),
+and :func:`pad_right` for rows of ids already tokenized (prompts, generated tokens).
 
 Every room that turns world sequences into model inputs (metrics, analyses, training) encodes them
 here, so a sequence is read the same way everywhere. Kept out of :mod:`interp.worlds.base` so
@@ -38,4 +39,19 @@ def encode_sequences(
     return out
 
 
-__all__ = ["encode_sequences"]
+def pad_right(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu"
+              ) -> tuple[Int[Tensor, "n pos"], Int[Tensor, "n pos"], Int[Tensor, " n"]]:
+    """``(ids, attention_mask, lengths)``: real tokens first, then ``pad_id``."""
+    if not seqs:
+        raise ValueError("no sequences to pad")
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
+        mask[i, : len(s)] = 1
+    lengths = mask.sum(dim=1)
+    return ids.to(device), mask.to(device), lengths.to(device)
+
+
+__all__ = ["encode_sequences", "pad_right"]
