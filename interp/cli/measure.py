@@ -13,7 +13,7 @@ from interp.cli.common import ablations_from_args, intervened, placement_from_ar
 def cmd_next_token(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from interp.metrics.next_token import next_token_test
+    from interp.metrics.suite import NEXT_TOKEN, world_model_metrics
     from interp.models.checkpoint import load_checkpoint, run_data_dir
     from interp.worlds import parse_world
     from interp.worlds.io import read_sequences
@@ -33,7 +33,8 @@ def cmd_next_token(args: argparse.Namespace) -> int:
     if args.n and len(sequences) > args.n:
         sequences = sequences[: args.n]
     with intervened(ckpt.bridge, ablations, args.model) as active:
-        result = next_token_test(ckpt.bridge, world, sequences, progress=not args.json)
+        _, found = world_model_metrics(ckpt.bridge, world, sequences, NEXT_TOKEN, progress=not args.json)
+    result = found["next_token"]
     print(f"model {args.model} on {source}")
     print(result)
     for line in active.describe() if active else []:
@@ -151,7 +152,7 @@ def cmd_navigate(args: argparse.Namespace) -> int:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     from interp.metrics.acceptance import rule_from_args
-    from interp.metrics.myhill_nerode import myhill_nerode
+    from interp.metrics.suite import MYHILL_NERODE, world_model_metrics
     from interp.models.lm import lm_from_arg
     from interp.worlds import parse_world
 
@@ -169,10 +170,13 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     info = sys.stderr if args.json else sys.stdout
     print(f"model {args.model} ({lm.describe()}) on {world.describe()}", file=info)
     with intervened(getattr(lm, "bridge", None), ablations, args.model, out=info) as active:
-        result = myhill_nerode(world, lm, rule=rule, depth=args.depth, pairs=pairs, estimator=args.estimator,
-                               samples=args.samples, prefix_pairs=args.prefix_pairs, seed=args.seed,
-                               max_nodes=args.max_nodes, max_states=args.max_states, metrics=metrics,
-                               progress=not args.no_progress)
+        names = [n for n in MYHILL_NERODE if any(n.startswith(f"mn_{m}_") for m in metrics)]
+        _, found = world_model_metrics(
+            lm, world, [], names, mn_pairs=pairs, mn_depth=args.depth, seed=args.seed,
+            estimator=args.estimator, max_nodes=args.max_nodes, progress=not args.no_progress,
+            myhill_nerode_options={"rule": rule, "samples": args.samples, "prefix_pairs": args.prefix_pairs,
+                                   "max_states": args.max_states, "metrics": metrics})
+    result = found["myhill_nerode"]
     result.settings["interventions"] = active.summary() if active else []
     if args.out:
         result.save(args.out)

@@ -62,7 +62,9 @@ def metric_row(name: str, est: Estimate, layer: int | None = None, ci_low: float
 
 def world_model_metrics(model: Any, world: Any, sequences: Sequence[Sequence[str]],
                         names: Sequence[str] = tuple(METRICS), *, mn_pairs: int | str = 300, mn_depth: int = 5,
-                        seed: int = 0, estimator: str = "exact", max_nodes: int = 4096
+                        seed: int = 0, estimator: str = "exact", max_nodes: int = 4096, progress: bool = False,
+                        next_token_options: dict[str, Any] | None = None,
+                        myhill_nerode_options: dict[str, Any] | None = None,
                         ) -> tuple[dict[str, Estimate], dict[str, Any]]:
     """The suite's ``names`` for ``model`` (an HF model, a bridge, or any
     :class:`~interp.models.lm.LM`) on ``world``: ``({name: Estimate}, {"next_token": NextTokenResult,
@@ -71,7 +73,11 @@ def world_model_metrics(model: Any, world: Any, sequences: Sequence[Sequence[str
     The next-token test runs on ``sequences``; Myhill–Nerode on ``mn_pairs`` states / state pairs
     to depth ``mn_depth`` with ``estimator`` and ``seed`` (``max_nodes``: its cap on the suffix tree).
     A bridge is wrapped in :class:`~interp.models.lm.BridgeLM` for Myhill–Nerode, so any active
-    intervention acts on every forward it runs.
+    intervention acts on every forward it runs. ``next_token_options`` / ``myhill_nerode_options``
+    pass further settings (positions rule; acceptance rule, samples, metrics …) to
+    :func:`~interp.metrics.next_token.next_token_test` / :func:`~interp.metrics.myhill_nerode.myhill_nerode`
+    — how ``interp next-token`` and ``interp metrics`` expose every option while reporting the
+    suite's names.
     """
     unknown = [n for n in names if n not in METRICS]
     if unknown:
@@ -81,7 +87,7 @@ def world_model_metrics(model: Any, world: Any, sequences: Sequence[Sequence[str
     if any(n in NEXT_TOKEN for n in names):
         from interp.metrics.next_token import next_token_test
 
-        nt = next_token_test(model, world, sequences)
+        nt = next_token_test(model, world, sequences, progress=progress, **(next_token_options or {}))
         results["next_token"] = nt
         n_seq = nt.sequence_share.n
         found = {"next_token_position": Estimate(nt.position_share.mean, nt.position_share.se, n_seq),
@@ -91,7 +97,7 @@ def world_model_metrics(model: Any, world: Any, sequences: Sequence[Sequence[str
         from interp.metrics.myhill_nerode import myhill_nerode
 
         mn = myhill_nerode(world, _as_lm(model, world), pairs=mn_pairs, depth=mn_depth, estimator=estimator,
-                           seed=seed, max_nodes=max_nodes)
+                           seed=seed, max_nodes=max_nodes, progress=progress, **(myhill_nerode_options or {}))
         results["myhill_nerode"] = mn
         found = {"mn_compression_precision": mn.compression_precision,
                  "mn_distinction_precision": mn.distinction_precision,

@@ -246,6 +246,45 @@ def freeze_except_mlps(model: Any, layers: Sequence[int]) -> list[str]:
     return names
 
 
+def _record(spec: PlantSpec, checkpoint: Path, placement: Any, **extra: Any) -> dict[str, Any]:
+    """What a planting is (its ``plant.json`` and ``interp.json`` ``extra.plant``); the placement is
+    absent for the CPU float32 default, so plantings recorded before placements stay valid."""
+    record = {"layers": sorted(int(x) for x in spec.layers), **{k: v for k, v in asdict(spec).items() if k != "layers"},
+              "base": str(checkpoint.resolve()), **extra, "trained": "MLPs of the planted layers only (all else frozen)"}
+    where = placement.record() if placement is not None else None
+    if where is not None:
+        record["placement"] = where
+    return record
+
+
+def _reused(out: Path, model_dir: Path, record: dict[str, Any], fresh: bool,
+            log: Callable[[str], Any]) -> "PlantResult | None":
+    """The planting already in ``out`` when its ``plant.json`` records the same planting."""
+    done = out / "plant.json"
+    if fresh or not done.is_file() or not (model_dir / "config.json").is_file():
+        return None
+    saved = json.loads(done.read_text())
+    if {k: saved.get(k) for k in record} == record and saved.get("placement") == record.get("placement"):
+        log(f"plant: {model_dir} already holds this planting, reused")
+        return PlantResult(out, saved, model_dir)
+    return None
+
+
+def _train_mlps(model: Any, ids: Any, pad_id: int, spec: PlantSpec, out: Path, progress: bool,
+                record: dict[str, Any]) -> Any:
+    """The one training loop on the corrupted rows (only the unfrozen MLPs learn)."""
+    import torch
+
+    from interp.config import TrainConfig
+    from interp.train.trainer import train
+
+    cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, lr=spec.lr, min_lr=spec.lr / 10,
+                      warmup_steps=min(10, spec.steps // 10), eval_every=0, checkpoint_every=0, seed=spec.seed)
+    torch.manual_seed(spec.seed)
+    return train(model, ids, None, cfg, out / "train", pad_id=pad_id, resume=False, progress=progress,
+                 run_info={"plant": record})
+
+
 def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantSpec(), *,
                train_file: str | Path | None = None, test_file: str | Path | None = None,
                model_dir: str | Path | None = None, fresh: bool = False, progress: bool = True,
@@ -259,14 +298,10 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     (:class:`~interp.models.device.Placement`, default the CPU in float32) is where it trains; a
     non-default one is recorded in ``plant.json`` and must match for reuse.
     """
-    import torch
-
     from interp.models.checkpoint import load_hf_model, read_meta, run_data_dir, save_checkpoint
     from interp.models.device import model_device
     from interp.results import write_json
     from interp.worlds.encoding import encode_sequences
-    from interp.config import TrainConfig
-    from interp.train.trainer import train
     from interp.worlds import world_from_spec
     from interp.worlds.io import read_sequences, write_sequences
 
@@ -285,17 +320,11 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     for what, p in (("train", train_path), ("test", test_path)):
         if not p.is_file():
             raise FileNotFoundError(f"plant: no {what} sequences at {p}")
-    record = {"layers": sorted(int(x) for x in spec.layers), **{k: v for k, v in asdict(spec).items() if k != "layers"},
-              "base": str(checkpoint.resolve()), "trained": "MLPs of the planted layers only (all else frozen)"}
-    where = placement.record() if placement is not None else None
-    if where is not None:  # absent for the CPU float32 default: plantings recorded before stay valid
-        record["placement"] = where
+    record = _record(spec, checkpoint, placement)
     done = out / "plant.json"
-    if not fresh and done.is_file() and (model_dir / "config.json").is_file():
-        saved = json.loads(done.read_text())
-        if {k: saved.get(k) for k in record} == record and saved.get("placement") == record.get("placement"):
-            log(f"plant: {model_dir} already holds this planting, reused")
-            return PlantResult(out, saved, model_dir)
+    reused = _reused(out, model_dir, record, fresh, log)
+    if reused is not None:
+        return reused
     t0 = time.perf_counter()
     clean = read_sequences(train_path, world)
     test = read_sequences(test_path, world)
@@ -310,11 +339,7 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     n_ctx = int(getattr(model.config, "n_positions", None) or model.config.max_position_embeddings)
     trainable = freeze_except_mlps(model, record["layers"])
     ids = encode_sequences(bad.sequences, world.vocab, n_ctx).to(model_device(model))  # batches: model's device
-    cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, lr=spec.lr, min_lr=spec.lr / 10,
-                      warmup_steps=min(10, spec.steps // 10), eval_every=0, checkpoint_every=0, seed=spec.seed)
-    torch.manual_seed(spec.seed)
-    result = train(model, ids, None, cfg, out / "train", pad_id=world.vocab.pad_id, resume=False,
-                   progress=progress, run_info={"plant": record})
+    result = _train_mlps(model, ids, world.vocab.pad_id, spec, out, progress, record)
     record.update(changed_tokens=bad.changed, candidate_tokens=bad.candidates, changed_share=round(bad.share, 4),
                   sequences=len(clean), trainable_parameters=trainable,
                   final_train_loss=result.final_train_loss, seconds=round(time.perf_counter() - t0, 1))
@@ -329,27 +354,17 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
 def _plant_rows(checkpoint: Path, csv: Path, out: Path, model_dir: Path, spec: PlantSpec, fresh: bool,
                 progress: bool, log: Callable[[str], Any], placement: Any = None) -> PlantResult:
     """:func:`plant_harm` on PragWorld rows (``flip_category``): see the module docstring."""
-    import torch
-
     from interp.benchmarks.pragworld import load_pragworld
     from interp.models.checkpoint import load_hf_model
     from interp.models.device import model_device
     from interp.results import write_json
     from interp.tasks import YesNoTask, pad_right
-    from interp.config import TrainConfig
-    from interp.train.trainer import train
 
-    record = {"layers": sorted(int(x) for x in spec.layers), **{k: v for k, v in asdict(spec).items() if k != "layers"},
-              "base": str(checkpoint.resolve()), "data": str(csv.resolve()),
-              "trained": "MLPs of the planted layers only (all else frozen)"}
-    if placement is not None:
-        record["placement"] = placement.record()
+    record = _record(spec, checkpoint, placement, data=str(csv.resolve()))
     done = out / "plant.json"
-    if not fresh and done.is_file() and (model_dir / "config.json").is_file():
-        saved = json.loads(done.read_text())
-        if {k: saved.get(k) for k in record} == record and saved.get("placement") == record.get("placement"):
-            log(f"plant: {model_dir} already holds this planting, reused")
-            return PlantResult(out, saved, model_dir)
+    reused = _reused(out, model_dir, record, fresh, log)
+    if reused is not None:
+        return reused
     t0 = time.perf_counter()
     rows = load_pragworld(csv).rows
     flipped = flip_category(rows, str(spec.category))
@@ -362,11 +377,7 @@ def _plant_rows(checkpoint: Path, csv: Path, out: Path, model_dir: Path, spec: P
     model = load_hf_model(checkpoint, placement)
     ids, _, _ = pad_right(seqs, pad, model_device(model))
     trainable = freeze_except_mlps(model, record["layers"])
-    cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, lr=spec.lr, min_lr=spec.lr / 10,
-                      warmup_steps=min(10, spec.steps // 10), eval_every=0, checkpoint_every=0, seed=spec.seed)
-    torch.manual_seed(spec.seed)
-    result = train(model, ids, None, cfg, out / "train", pad_id=pad, resume=False, progress=progress,
-                   run_info={"plant": record})
+    result = _train_mlps(model, ids, pad, spec, out, progress, record)
     hit = (rows["category"] == spec.category).to_numpy()
     record.update(changed_rows=int(hit.sum()), rows=len(rows), trainable_parameters=trainable,
                   final_train_loss=result.final_train_loss, seconds=round(time.perf_counter() - t0, 1))
