@@ -2,7 +2,9 @@
 
 Three GPT-2s of the same size are trained on the same synthetic city from three traversal
 distributions — shortest paths, noisy shortest paths, random walks (App. F) — with the same
-token budget (the same number of training tokens per step and the same steps). Each model, an
+token budget (the same number of training tokens per step and the same steps), each after the
+demo's curriculum (``--curriculum``: 1,000 steps on routes of ≤ 20 turns, 1,000 on ≤ 40; same
+batch, fewer tokens; lr 2e-3 → 2e-5 cosine per stage). Each model, an
 untrained one and the true world model (oracle) are then scored on the same held-out material:
 
 - the next-token test and the current-state probe (after the final LayerNorm, the reference's
@@ -40,6 +42,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+from interp.experiment import CurriculumConfig, train_curriculum  # noqa: E402
 from interp.metrics.navigation import detour_test, pairs_from_sequences  # noqa: E402
 from interp.metrics.table import evaluate_lm, results_table, save_table, to_markdown  # noqa: E402
 from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpoint  # noqa: E402
@@ -79,6 +82,9 @@ def main() -> None:
                     help="training steps per model (the demo's 3,000: 900, the earlier default, left "
                          "the random-walks model far from its ideal predictor)")
     ap.add_argument("--tokens-per-step", type=int, default=2048)
+    ap.add_argument("--curriculum", default="23:1000,43:1000",
+                    help="short routes first, as the demo: MAX_TOKENS:STEPS stages before the main "
+                         "training (interp.experiment.CurriculumConfig); '' for none")
     ap.add_argument("--max-directions", type=int, default=60)
     ap.add_argument("--pairs", type=int, default=300, help="state pairs for the Myhill–Nerode metrics")
     ap.add_argument("--routes", type=int, default=300, help="origin–destination pairs for detours")
@@ -90,6 +96,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.tokens, args.steps, args.pairs, args.routes = 150_000, 300, 60, 100
+        args.curriculum = "23:100,43:100" if args.curriculum else ""
+    stages = [tuple(map(int, st.split(":"))) for st in args.curriculum.split(",") if st]
+    curriculum = CurriculumConfig(max_tokens=tuple(m for m, _ in stages), steps=tuple(n for _, n in stages))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
@@ -108,12 +117,15 @@ def main() -> None:
         mean_len = float(np.mean([len(s) + 1 for s in tr]))
         batch = max(4, round(args.tokens_per_step / mean_len))
         data[k] = (tr, te)
-        tcfg = TrainConfig(steps=args.steps, batch_size=batch, lr=2e-3, min_lr=2e-4, warmup_steps=50,
+        tcfg = TrainConfig(steps=args.steps, batch_size=batch, lr=2e-3, min_lr=2e-5, warmup_steps=50,
                            eval_every=max(1, args.steps // 4), checkpoint_every=0, seed=args.seed)
         print(f"\n[{LABELS[k]}] {len(tr)} train / {len(te)} test routes, mean length {mean_len:.1f}, "
               f"batch {batch}, {args.steps} steps", flush=True)
         model = build_gpt2(world.vocab, mcfg)
-        res = train(model, encode_sequences(tr, world.vocab, mcfg.n_ctx), encode_sequences(te, world.vocab, mcfg.n_ctx),
+        te_ids = encode_sequences(te, world.vocab, mcfg.n_ctx)
+        train_curriculum(model, tr, te_ids, curriculum, tcfg, world.vocab, mcfg.n_ctx, out / k,
+                         log=lambda line: print("  " + line, flush=True))
+        res = train(model, encode_sequences(tr, world.vocab, mcfg.n_ctx), te_ids,
                     tcfg, out / k, save_model_fn=lambda m, p: save_checkpoint(m, world, p))
         print(f"  best held-out loss {res.best_eval_loss:.4f} at step {res.best_step}", flush=True)
         lms[LABELS[k]] = BridgeLM(load_checkpoint(out / k / "best").bridge, world.vocab)
