@@ -50,9 +50,11 @@ class CurriculumConfig:
     Why (measured, README "What the demo model learns"): on random walks of 3–99 turns the skill a
     greedy route needs — say ``end`` where the route stands at its destination — is one token in
     ~53 and rests on tracking the intersection over up to 99 turns; on walks of ≤ 20 turns it is
-    learnt in 1,000 steps of a few seconds (P(end | at the destination) 0.04 → 0.30), and full
-    training then extends it. ``steps = []`` (the default outside the demo config): off. A stage
-    with no sequence short enough is skipped, said in the log and in ``results.json``.
+    learnt in 1,000 steps of about half a minute (P(end | at the destination) 0.04 → 0.30), and
+    full training then extends it. ``CurriculumConfig()`` (no stages) is off; the embedded demo
+    config sets three, which a config file inherits unless it says ``max_tokens = []``,
+    ``steps = []``. A stage with no sequence short enough is skipped, said in the log and in
+    ``results.json``.
     """
 
     max_tokens: tuple[int, ...] = ()
@@ -70,13 +72,14 @@ class CurriculumConfig:
 class ExperimentConfig:
     """The embedded default is the demo: random walks on the default synthetic city.
 
-    Train defaults, measured (README "What the demo model learns"; trial configs in
-    ``experiments/configs/competence/``): a 4-layer GPT-2 128 wide with 2 heads on 30,000 routes;
+    Train defaults, measured (README "What the demo model learns"; trials by
+    ``experiments/curriculum.py``, the earlier ones in ``experiments/configs/competence/``): a
+    4-layer GPT-2 128 wide with 2 heads on 30,000 routes;
     a curriculum of 1,000 steps each on routes of ≤ 20, ≤ 40 and ≤ 60 turns, then 4,500 steps of 32
     routes on all (lr 2e-3 → 2e-5 cosine per stage, 100 warmup steps). Without the
     curriculum, 3,000 steps (the earlier default) reach held-out loss 1.186 and 8,000 steps 1.139
-    with greedy routes 0 % and 37 % valid; with it the model comes within 0.01 nats of the ideal
-    predictor of its data (1.106) and routes like it.
+    with greedy routes 0 % and 37 % valid; with it, held-out loss 1.113 (the ideal predictor of
+    the data: 1.106 per token) and 97.5 % valid greedy routes (``make demo``).
     """
 
     name: str = "demo"
