@@ -82,9 +82,10 @@ def main() -> None:
                     help="training steps per model (the demo's 3,000: 900, the earlier default, left "
                          "the random-walks model far from its ideal predictor)")
     ap.add_argument("--tokens-per-step", type=int, default=2048)
-    ap.add_argument("--curriculum", default="23:1000,43:1000",
+    ap.add_argument("--curriculum", default=None,
                     help="short routes first, as the demo: MAX_TOKENS:STEPS stages before the main "
-                         "training (interp.experiment.CurriculumConfig); '' for none")
+                         "training (interp.experiment.CurriculumConfig; default 23:1000,43:1000, "
+                         "with --quick 23:100,43:100); '' for none")
     ap.add_argument("--max-directions", type=int, default=60)
     ap.add_argument("--pairs", type=int, default=300, help="state pairs for the Myhill–Nerode metrics")
     ap.add_argument("--routes", type=int, default=300, help="origin–destination pairs for detours")
@@ -96,7 +97,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.tokens, args.steps, args.pairs, args.routes = 150_000, 300, 60, 100
-        args.curriculum = "23:100,43:100" if args.curriculum else ""
+    if args.curriculum is None:  # a --curriculum the user gave is kept, with --quick too
+        args.curriculum = "23:100,43:100" if args.quick else "23:1000,43:1000"
     stages = [tuple(map(int, st.split(":"))) for st in args.curriculum.split(",") if st]
     curriculum = CurriculumConfig(max_tokens=tuple(m for m, _ in stages), steps=tuple(n for _, n in stages))
     out = Path(args.out)
