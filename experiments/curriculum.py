@@ -76,7 +76,8 @@ def main() -> None:
         out = OUT / f"{name}_{i}"
         shutil.rmtree(out, ignore_errors=True)
         cfg = TrainConfig(steps=steps, **base)
-        for stop in (range(1000, steps + 1, 1000) if i == len(stages) - 1 else [steps]):
+        stops = sorted({*range(1000, steps, 1000), steps}) if i == len(stages) - 1 else [steps]
+        for stop in stops:
             t = time.time()
             train(model, ids, te_ids, cfg, out, pad_id=world.vocab.pad_id, progress=False,
                   stop_at=stop if stop < steps else None)

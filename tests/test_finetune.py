@@ -144,15 +144,25 @@ def test_beta_zero_is_plain_training_bit_for_bit(ckpts, world_data, tiny_city):
 def test_train_equals_a_hand_written_loop_with_and_without_accelerate(ckpts, world_data, tiny_city):
     """The one loop (plain, and prepared by a 1-process accelerator as ``interp finetune`` runs it)
     against a hand-written reference: the seeded batches, warmup + cosine schedule, AdamW with
-    decay on ≥2-D parameters, clipping, and the mean next-token loss over non-padding targets."""
+    decay on ≥2-D parameters, clipping, and the next-token loss summed over non-padding targets
+    and divided by the expected targets of a batch (``token`` weighting: batch size × mean targets
+    per row, counted here by hand) or by the batch's own count (``batch``: its mean)."""
+    for weighting in ("token", "batch"):
+        _check_against_hand_written_loop(ckpts, world_data, tiny_city, weighting)
+
+
+def _check_against_hand_written_loop(ckpts, world_data, tiny_city, weighting):
+    import dataclasses
+
     import torch.nn.functional as F
 
     from interp.train import learning_rate, make_batch, train
     from interp.train.data import LengthBucketedBatches
     from interp.models.parallel import make_accelerator
 
-    cfg = _train_cfg()
+    cfg = dataclasses.replace(_train_cfg(), loss_weighting=weighting)
     ids, pad = world_data[2], tiny_city.vocab.pad_id
+    per_batch = cfg.batch_size * sum(int((row != pad).sum()) - 1 for row in ids) / len(ids)
     ref = _hf(ckpts["gpt2"])
     decay = [p for p in ref.parameters() if p.dim() >= 2]
     rest = [p for p in ref.parameters() if p.dim() < 2]
@@ -166,7 +176,9 @@ def test_train_equals_a_hand_written_loop_with_and_without_accelerate(ckpts, wor
         for g in opt.param_groups:
             g["lr"] = learning_rate(cfg, step)
         logits = ref(b.inputs).logits
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b.targets.reshape(-1), ignore_index=-100)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b.targets.reshape(-1), ignore_index=-100,
+                               reduction="sum")
+        loss = loss / (per_batch if weighting == "token" else int((b.targets != -100).sum()))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(ref.parameters()), cfg.grad_clip)

@@ -180,6 +180,47 @@ def test_length_bucketing_sees_every_row_once_per_epoch_with_less_padding():
     assert waste([sampler(s) for s in range(31)]) < 0.2 * waste(random)
 
 
+class _Unigram(torch.nn.Module):
+    """Logits that ignore the input: training finds the token frequencies the loss weighs."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, inputs):
+        return self.bias.expand(*inputs.shape, -1)
+
+
+@pytest.mark.parametrize("weighting, want", [("token", 1 / 9), ("batch", 1 / 2)])
+def test_token_weighting_learns_the_data_frequencies_under_length_bucketing(weighting, want):
+    """60 rows ``1 2`` (one scored token: 2) and 60 rows of nine 1s (eight scored 1s), batched by
+    length so every batch is all-short or all-long. The data's frequency of token 2 among scored
+    tokens is 60 / 540 = 1/9 — what a bias-only model learns with ``token`` weighting; the
+    per-batch mean weighs a short batch like a long one and learns 1/2 (hand-worked optima)."""
+    pad = 0
+    short = torch.tensor([[1, 2] + [pad] * 7] * 60)
+    long = torch.ones(60, 9, dtype=torch.long)
+    ids = torch.cat([short, long])
+    cfg = TrainConfig(steps=600, batch_size=10, lr=0.05, min_lr=1e-3, warmup_steps=0, eval_every=0,
+                      checkpoint_every=0, weight_decay=0.0, loss_weighting=weighting, seed=0)
+    model = _Unigram(3)
+    train(model, ids, None, cfg, pad_id=pad, progress=False)
+    p = torch.softmax(model.bias.detach()[1:], -1)  # token 0 is padding, never a target
+    assert float(p[1]) == pytest.approx(want, abs=0.02)
+
+
+def test_expected_scored_tokens_counts_what_the_loop_scores():
+    from interp.train.trainer import expected_scored_tokens
+
+    ids = torch.tensor([[5, 6, 7, 0], [5, 6, 7, 8], [5, 0, 0, 0]])  # 2, 3 and 0 scored targets
+    assert expected_scored_tokens(ids, 0, batch_size=2) == pytest.approx(2 * 5 / 3)
+    # answer-only rows: row r scores tokens j ≥ loss_from[r]
+    assert expected_scored_tokens(ids, 0, 2, loss_from=torch.tensor([2, 3, 1])) == pytest.approx(2 * 2 / 3)
+    assert expected_scored_tokens(ids, 0, batch_size=10) == pytest.approx(5)  # a step takes at most n rows
+    with pytest.raises(ValueError, match="loss_weighting"):
+        TrainConfig(loss_weighting="row")
+
+
 def test_one_module_of_interp_train_has_a_backward_pass():
     """Pre-training, planting and fine-tuning all run :func:`interp.train.train`: no other module
     of ``interp/train`` calls ``backward`` (``loss.backward()`` or ``accelerator.backward``)."""

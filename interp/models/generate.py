@@ -176,10 +176,7 @@ def _cached(model, rows, pad_id, max_new_tokens, eos, stop) -> list[list[int]]:
     new: list[list[int]] = [[] for _ in rows]
     active = torch.ones(b, dtype=torch.bool)
     rows_idx = torch.arange(b)
-    with _kv_cache_shim(model), warnings.catch_warnings():
-        # transformers 5 renames the model's ``past_key_values`` argument ``cache``; the bridge
-        # forwards the old name, which still works (the shim hands it to the attention)
-        warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated", category=FutureWarning)
+    with _kv_cache_shim(model):
         logits = _logits(model, ids.to(device), mask[:, None].to(device), position_ids=positions.to(device),
                          past_key_values=_PackedCache(keys, values, 0, width), use_cache=True)
         nxt = logits[rows_idx.to(logits.device), (lengths - 1).to(logits.device)].argmax(dim=-1).cpu()

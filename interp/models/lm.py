@@ -32,6 +32,7 @@ no continuation gets log-probability −inf on every token: it accepts nothing.
 from __future__ import annotations
 
 import contextlib
+import warnings
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -283,7 +284,9 @@ def _kv_cache_shim(bridge):
     transformers ≥ 5 passes the cache to attention modules as ``cache=``; TransformerLens 4.3's
     attention bridge looks for ``past_key_values=`` / ``layer_past=`` only, so without this shim
     the cache stays empty and cached steps silently attend to themselves alone (checked in the
-    tests against full forwards). The pre-hooks live only inside this block.
+    tests against full forwards). The pre-hooks live only inside this block. The bridge forwards
+    the model's old argument name ``past_key_values``, which still works; the FutureWarning
+    transformers 5 prints for it on every cached forward is silenced inside the block only.
     """
     def pre_hook(module, args, kwargs):
         if kwargs.get("cache") is not None and kwargs.get("past_key_values") is None:
@@ -292,7 +295,9 @@ def _kv_cache_shim(bridge):
 
     handles = [blk.attn.register_forward_pre_hook(pre_hook, with_kwargs=True) for blk in bridge.blocks]
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated", category=FutureWarning)
+            yield
     finally:
         for h in handles:
             h.remove()

@@ -4,6 +4,15 @@ AdamW (weight decay on ≥2-D parameters only), linear warmup then cosine decay,
 padding masked out of the loss, periodic held-out evaluation, the best checkpoint kept, a tqdm bar
 with loss and tokens/s, optional data parallelism, and exact resumption.
 
+**Every token weighs the same.** Rows are grouped by length (``length_bucketing``), so one batch
+holds 3-turn routes and another 99-turn ones. Dividing each step's summed loss by the batch's own
+token count (the usual per-batch mean) would give a short row's tokens up to ~8× the weight of a
+long row's — training a different distribution than the data's (on the demo's random walks the
+model then says ``end`` at its destination with 0.44 where the data's rate is 0.35). By default
+(``loss_weighting = "token"``) the summed loss is divided by the *expected* count of an average
+batch (:func:`expected_scored_tokens`), so the expected gradient is the data's per-token mean;
+``"batch"`` keeps the per-batch mean. The log shows the batch's mean loss either way.
+
 **Loss terms.** Extra objectives (the HLS / ULA regularisers of PragWorld §6.3,
 :mod:`interp.train.regularisers`) plug in as :class:`LossTerm` objects: each installs hooks for
 the whole run, collects what it needs during the ordinary forward pass, and returns ``(sum,
@@ -17,8 +26,8 @@ real token) travel with the rows of each batch.
 
 **Data parallelism.** With an ``accelerate`` ``accelerator`` running N processes (see
 :mod:`interp.models.parallel`) every process draws the same global batch for a step, keeps its
-contiguous shard, and normalises the summed next-token loss and each term's sum by the counts
-summed over all processes, so the averaged gradient is the single-process gradient of the global
+contiguous shard, and normalises the summed next-token loss (``batch`` weighting; ``token``: by
+the constant expected count) and each term's sum by the counts summed over all processes, so the averaged gradient is the single-process gradient of the global
 batch: a 2-process run ends with the weights of a 1-process run (a test checks it). Evaluation and
 checkpoints are written by the main process. Without an accelerator the loop runs plainly on the
 model's device (a device-mapped model stays where it is).
@@ -80,6 +89,22 @@ class LossTerm(Protocol):
 def next_token_loss(logits: Float[Tensor, "batch pos vocab"], targets: Int[Tensor, "batch pos"]) -> Tensor:
     """Mean cross-entropy over the non-padding positions (targets == -100 are ignored)."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+
+
+def expected_scored_tokens(train_ids: Int[Tensor, "n pos"], pad_id: int, batch_size: int,
+                           loss_from: Int[Tensor, " n"] | None = None) -> float:
+    """Scored next-token targets in an average batch: rows per step × the mean per training row.
+
+    The ``token`` loss weighting (:attr:`TrainConfig.loss_weighting`) divides each step's summed
+    loss by this constant instead of by the batch's own count, so a token weighs the same in a
+    batch of short rows as in one of long rows: the expected gradient is that of the data's
+    per-token mean loss, however the rows are grouped. Row ``r`` scores its tokens ``j ≥
+    max(1, loss_from[r])`` (token 0 is never a target), the rule the loop applies.
+    """
+    lengths = (train_ids != pad_id).sum(dim=1).cpu()
+    first = torch.ones_like(lengths) if loss_from is None else loss_from.cpu().clamp(min=1)
+    per_row = (lengths - first).clamp(min=0).double().mean()
+    return max(float(per_row) * min(batch_size, len(train_ids)), 1.0)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
@@ -330,6 +355,7 @@ def train(
         def rows_at(step: int) -> Tensor:
             return batch_indices(len(train_ids), cfg.batch_size, cfg.seed, step)
 
+    norm = None if cfg.loss_weighting == "batch" else expected_scored_tokens(train_ids, pad_id, cfg.batch_size, loss_from)
     params = [p for p in objective.parameters() if p.requires_grad]
     weights = [float(t.weight) for t in terms]
     completed, loss_value, tokens_seen, t0 = start, float("nan"), 0, time.perf_counter()
@@ -359,11 +385,13 @@ def train(
                 parts = wrapped(batch.inputs.to(device), batch.targets.to(device), labels[rows].to(device), scored)
                 counts = all_sum(torch.stack([parts[1]] + [parts[3 + 2 * i] for i in range(len(terms))]),
                                  accelerator)
-                ce = parts[0] / counts[0].clamp(min=1)
+                ce_mean = parts[0] / counts[0].clamp(min=1)  # the batch's mean, what the log shows
+                ce = ce_mean if norm is None else parts[0] / norm  # what the gradient follows
                 loss, values = ce, []
                 for i, w in enumerate(weights):
                     values.append(parts[2 + 2 * i] / counts[1 + i].clamp(min=1))
                     loss = loss + w * values[-1]
+                shown = ce_mean + sum(w * v for w, v in zip(weights, values))
                 opt.zero_grad(set_to_none=True)
                 if accelerator is None:
                     loss.backward()
@@ -380,7 +408,7 @@ def train(
                     (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps)
                 if done % 10 == 0 or done == end or eval_now:
                     # each process holds its share of the global means (normalised by global counts)
-                    reduced = all_sum(torch.stack([loss.detach(), ce.detach()] + [v.detach() for v in values]),
+                    reduced = all_sum(torch.stack([shown.detach(), ce_mean.detach()] + [v.detach() for v in values]),
                                       accelerator)
                     loss_value = float(reduced[0])
                     elapsed = time.perf_counter() - t0
