@@ -30,7 +30,7 @@ from interp.worlds import World, parse_world
 @dataclass(frozen=True)
 class DataConfig:
     #: sequences drawn from the world before the train/test split (the demo's 30,000 random walks:
-    #: ~1.4M training tokens, so 4,000 steps of 32 routes see each route about 5 times)
+    #: ~1.4M training tokens, so 4,500 steps of 32 routes see each route about 5 times)
     n_sequences: int = 30000
     test_fraction: float = 0.1
     seed: int = 0
@@ -92,7 +92,7 @@ class ExperimentConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=lambda: ModelConfig(n_head=2))
     train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        steps=4000, batch_size=32, lr=2e-3, min_lr=2e-5, warmup_steps=100, eval_every=500,
+        steps=4500, batch_size=32, lr=2e-3, min_lr=2e-5, warmup_steps=100, eval_every=500,
         eval_sequences=512))
     #: stages on short sequences before ``train`` (the demo: 1,000 steps each on routes of ≤ 20,
     #: ≤ 40 and ≤ 60 turns; a route has its turns + 3 tokens)

@@ -33,7 +33,8 @@ def draw_finetune(table: pd.DataFrame, objectives: list[str], path: Path, focus:
     panels = [p for p in (sweep_metric, "mlp_out_sq") if p in set(wide.metric)]
     scalars = wide[wide.layer.isna()]
     n = len(panels) + (1 if len(scalars) else 0)
-    fig = Figure(figsize=(5.2 * max(n, 1), 4.0), dpi=120)
+    # constrained layout keeps the scalar panel's metric names clear of the panel beside it
+    fig = Figure(figsize=(5.2 * max(n, 1), 4.0), dpi=120, layout="constrained")
     FigureCanvasAgg(fig)
     width = 0.8 / len(models)
     for k, metric in enumerate(panels):
