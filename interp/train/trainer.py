@@ -6,8 +6,8 @@ with loss and tokens/s, optional data parallelism, and exact resumption.
 
 **Every token weighs the same.** Rows are grouped by length (``length_bucketing``), so one batch
 holds 3-turn routes and another 99-turn ones. Dividing each step's summed loss by the batch's own
-token count (the usual per-batch mean) would give a short row's tokens up to ~8× the weight of a
-long row's — training a different distribution than the data's (on the demo's random walks the
+token count (the usual per-batch mean) would give a token of a 3-turn route (6 scored tokens)
+~17× the weight of one of a 99-turn route (102) — training a different distribution than the data's (on the demo's random walks the
 model then says ``end`` at its destination with 0.44 where the data's rate is 0.35). By default
 (``loss_weighting = "token"``) the summed loss is divided by the *expected* count of an average
 batch (:func:`expected_scored_tokens`), so the expected gradient is the data's per-token mean;
@@ -27,8 +27,9 @@ real token) travel with the rows of each batch.
 **Data parallelism.** With an ``accelerate`` ``accelerator`` running N processes (see
 :mod:`interp.models.parallel`) every process draws the same global batch for a step, keeps its
 contiguous shard, and normalises the summed next-token loss (``batch`` weighting; ``token``: by
-the constant expected count) and each term's sum by the counts summed over all processes, so the averaged gradient is the single-process gradient of the global
-batch: a 2-process run ends with the weights of a 1-process run (a test checks it). Evaluation and
+the constant expected count) and each term's sum by the counts summed over all processes, so the
+averaged gradient is the single-process gradient of the global batch: a 2-process run ends with
+the weights of a 1-process run (a test checks it). Evaluation and
 checkpoints are written by the main process. Without an accelerator the loop runs plainly on the
 model's device (a device-mapped model stays where it is).
 
