@@ -8,6 +8,7 @@ the next-token loss per token on the first ``--nll`` held-out sequences; each be
 predictor's (:class:`~interp.models.lm.IdealLM`) on the same material.
 
     python experiments/competence.py runs/demo runs/competence/a runs/competence/c
+    python experiments/competence.py runs/demo --by-turns-on train --by-turns-n 3000   # calibration on its own data
 """
 
 from __future__ import annotations
@@ -43,22 +44,28 @@ def nll_per_token(lm, world, sequences) -> float:
 
 
 def by_turns(lms, world, sequences, edges=(0, 10, 25, 50, 75, 100)) -> str:
-    """Mean P(end) at destination visits, by the number of turns taken, for each LM."""
-    prefixes, turns = [], []
+    """Mean P(end) at destination visits, by the number of turns taken, for each LM, beside the
+    data's own rate: how often the route's next token there *is* ``end`` (an LM trained on these
+    sequences, calibrated, matches it on average; the ideal predictor does)."""
+    prefixes, turns, ended = [], [], []
     for s in sequences:
         for p, q in enumerate(world.states_along(s)):
-            if q[0] == "at" and q[1] == q[2]:
+            if q[0] == "at" and q[1] == q[2] and p < len(s):
                 prefixes.append(list(s[:p]))
                 turns.append(p - 2)
+                ended.append(float(s[p] == "end"))
     end_id = world.vocab.id("end")
     p_end = {name: torch.cat([lm.logprobs(prefixes[i:i + 256])[:, end_id].exp()
                               for i in range(0, len(prefixes), 256)]) for name, lm in lms.items()}
+    p_end["data"] = torch.tensor(ended)
     t = torch.tensor(turns)
     lines = []
     for lo, hi in zip(edges[:-1], edges[1:]):
         k = (t >= lo) & (t < hi)
         cells = ", ".join(f"{name} {float(v[k].mean()):.3f}" for name, v in p_end.items())
         lines.append(f"  P(end | at the destination), turns in [{lo}, {hi}): {int(k.sum())} visits; {cells}")
+    cells = ", ".join(f"{name} {float(v.mean()):.3f}" for name, v in p_end.items())
+    lines.append(f"  P(end | at the destination), all {len(turns)} visits: {cells}")
     return "\n".join(lines)
 
 
@@ -67,6 +74,9 @@ def main() -> None:
     ap.add_argument("runs", nargs="+", help="run folders with best/, data/test.txt, train_log.csv")
     ap.add_argument("--routes", type=int, default=200)
     ap.add_argument("--nll", type=int, default=100)
+    ap.add_argument("--by-turns-on", choices=("test", "train"), default="test",
+                    help="the routes of the by-turns table: held-out (default) or the model's own training routes")
+    ap.add_argument("--by-turns-n", type=int, default=None, help="routes of the by-turns table (default --routes)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     rows = []
@@ -90,7 +100,9 @@ def main() -> None:
                 row["model_failures"] = routes.failures()
         rows.append(row)
         print(json.dumps(row), flush=True)
-        print(by_turns(lms, world, test[: args.routes]), flush=True)
+        on = test if args.by_turns_on == "test" else read_sequences(run / "data" / "train.txt", world)
+        print(f"by turns, on {args.by_turns_on} routes:", flush=True)
+        print(by_turns(lms, world, on[: args.by_turns_n or args.routes]), flush=True)
     df = pd.DataFrame(rows)
     print(df.drop(columns=["model_failures"]).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
