@@ -7,8 +7,9 @@ with loss and tokens/s, optional data parallelism, and exact resumption.
 **Every token weighs the same.** Rows are grouped by length (``length_bucketing``), so one batch
 holds 3-turn routes and another 99-turn ones. Dividing each step's summed loss by the batch's own
 token count (the usual per-batch mean) would give a token of a 3-turn route (6 scored tokens)
-~17× the weight of one of a 99-turn route (102) — training a different distribution than the data's (on the demo's random walks the
-model then says ``end`` at its destination with 0.44 where the data's rate is 0.35). By default
+~17× the weight of one of a 99-turn route (102) — training a different distribution than the
+data's (on the demo's random walks the model then says ``end`` at its destination with 0.44
+where the data's rate is 0.35). By default
 (``loss_weighting = "token"``) the summed loss is divided by the *expected* count of an average
 batch (:func:`expected_scored_tokens`), so the expected gradient is the data's per-token mean;
 ``"batch"`` keeps the per-batch mean. The log shows the batch's mean loss either way.
