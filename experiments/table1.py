@@ -124,11 +124,10 @@ def main() -> None:
         print(f"\n[{LABELS[k]}] {len(tr)} train / {len(te)} test routes, mean length {mean_len:.1f}, "
               f"batch {batch}, {args.steps} steps", flush=True)
         model = build_gpt2(world.vocab, mcfg)
-        te_ids = encode_sequences(te, world.vocab, mcfg.n_ctx)
-        train_curriculum(model, tr, te_ids, curriculum, tcfg, world.vocab, mcfg.n_ctx, out / k,
+        tr_ids, te_ids = (encode_sequences(x, world.vocab, mcfg.n_ctx) for x in (tr, te))
+        train_curriculum(model, tr_ids, te_ids, curriculum, tcfg, world.vocab.pad_id, out / k,
                          log=lambda line: print("  " + line, flush=True))
-        res = train(model, encode_sequences(tr, world.vocab, mcfg.n_ctx), te_ids,
-                    tcfg, out / k, save_model_fn=lambda m, p: save_checkpoint(m, world, p))
+        res = train(model, tr_ids, te_ids, tcfg, out / k, save_model_fn=lambda m, p: save_checkpoint(m, world, p))
         print(f"  best held-out loss {res.best_eval_loss:.4f} at step {res.best_step}", flush=True)
         lms[LABELS[k]] = BridgeLM(load_checkpoint(out / k / "best").bridge, world.vocab)
         own_test[LABELS[k]] = te

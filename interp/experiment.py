@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from jaxtyping import Int
+from torch import Tensor
 
 from interp.config import AnalysisConfig, ConfigError, FixConfig, PlantConfig, TrainConfig, load_toml, to_dict
 from interp.models.gpt2 import ModelConfig
@@ -174,8 +176,8 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
     model = build_gpt2(vocab, cfg.model)
     log(f"model: GPT-2 {cfg.model.n_layer} layers × {cfg.model.d_model} wide, "
         f"{count_parameters(model):,} parameters, vocabulary {len(vocab)}")
-    stages = train_curriculum(model, train_seqs, test_ids, cfg.curriculum, cfg.train, vocab, cfg.model.n_ctx,
-                              run_dir, progress, log, run_info={"name": cfg.name})
+    stages = train_curriculum(model, train_ids, test_ids, cfg.curriculum, cfg.train, vocab.pad_id, run_dir,
+                              progress, log, run_info={"name": cfg.name})
     result = train(model, train_ids, test_ids, cfg.train, run_dir, pad_id=vocab.pad_id,
                    save_model_fn=partial(_save, world=world), progress=progress,
                    run_info={"name": cfg.name})
@@ -191,32 +193,31 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
     return results
 
 
-def train_curriculum(model, train_seqs: list[list[str]], test_ids, curriculum: CurriculumConfig,
-                     train_cfg: TrainConfig, vocab, n_ctx: int, run_dir: Path, progress: bool = True,
+def train_curriculum(model, train_ids: Int[Tensor, "n pos"], test_ids, curriculum: CurriculumConfig,
+                     train_cfg: TrainConfig, pad_id: int, run_dir: Path, progress: bool = True,
                      log=print, run_info: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Train ``model`` in place through the stages of ``curriculum`` (see :class:`CurriculumConfig`)
-    with ``train_cfg``'s settings; each resumes from ``run_dir/curriculum/stage<i>/last``. Returns
-    one record per stage: ``max_tokens``, ``steps``, ``sequences`` used, and its training result
-    or ``skipped`` (why)."""
+    with ``train_cfg``'s settings on the rows of ``train_ids`` (``<bos>``-prefixed, right-padded:
+    :func:`~interp.worlds.encoding.encode_sequences`) short enough for each stage; each resumes
+    from ``run_dir/curriculum/stage<i>/last``. Returns one record per stage: ``max_tokens``,
+    ``steps``, ``sequences`` used, and its training result or ``skipped`` (why)."""
     from dataclasses import replace
 
     from interp.train.trainer import train
-    from interp.worlds.encoding import encode_sequences
 
+    tokens = (train_ids != pad_id).sum(dim=1) - 1  # world tokens of each row, without <bos>
     records = []
     for i, (max_tokens, steps) in enumerate(zip(curriculum.max_tokens, curriculum.steps)):
-        short = [s for s in train_seqs if len(s) <= max_tokens]
-        record: dict[str, Any] = {"max_tokens": max_tokens, "steps": steps, "sequences": len(short)}
-        if not short:
+        short = tokens <= max_tokens
+        record: dict[str, Any] = {"max_tokens": max_tokens, "steps": steps, "sequences": int(short.sum())}
+        if not short.any():
             record["skipped"] = f"no training sequence has ≤ {max_tokens} tokens"
-            log(f"curriculum stage {i}: skipped, {record['skipped']} "
-                f"(shortest: {min(map(len, train_seqs))})")
+            log(f"curriculum stage {i}: skipped, {record['skipped']} (shortest: {int(tokens.min())})")
         else:
-            log(f"curriculum stage {i}: {steps} steps on the {len(short)} of {len(train_seqs)} "
+            log(f"curriculum stage {i}: {steps} steps on the {record['sequences']} of {len(train_ids)} "
                 f"training sequences with ≤ {max_tokens} tokens")
-            res = train(model, encode_sequences(short, vocab, n_ctx), test_ids,
-                        replace(train_cfg, steps=steps), Path(run_dir) / "curriculum" / f"stage{i}",
-                        pad_id=vocab.pad_id, progress=progress,
+            res = train(model, train_ids[short], test_ids, replace(train_cfg, steps=steps),
+                        Path(run_dir) / "curriculum" / f"stage{i}", pad_id=pad_id, progress=progress,
                         run_info={**(run_info or {}), "curriculum_stage": i})
             record.update(res.to_dict())
             log(f"  best held-out loss of the stage {res.best_eval_loss:.4f}")

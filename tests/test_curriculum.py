@@ -43,7 +43,8 @@ def test_each_stage_trains_only_on_short_sequences_with_its_own_steps(world_and_
     model = build_gpt2(world.vocab, cfg.model)
     before = [p.detach().clone() for p in model.parameters()]
     test_ids = encode_sequences(seqs[:20], world.vocab, 128)
-    records = train_curriculum(model, seqs, test_ids, cfg.curriculum, cfg.train, world.vocab, 128, tmp_path, progress=False, log=lambda *_: None)
+    records = train_curriculum(model, encode_sequences(seqs, world.vocab, 128), test_ids, cfg.curriculum, cfg.train,
+                               world.vocab.pad_id, tmp_path, progress=False, log=lambda *_: None)
     assert [r["sequences"] for r in records] == [sum(len(s) <= 6 for s in seqs), sum(len(s) <= 10 for s in seqs)]
     assert records[0]["sequences"] < records[1]["sequences"] < len(seqs)  # the material really differs
     for (lengths, steps, out_dir), limit, want_steps, rec in zip(seen, (6, 10), (2, 4), records):
@@ -58,7 +59,8 @@ def test_a_stage_without_short_sequences_is_skipped_and_said(world_and_data, tmp
     lines = []
     model = build_gpt2(world.vocab, cfg.model)
     before = [p.detach().clone() for p in model.parameters()]
-    records = train_curriculum(model, seqs, None, cfg.curriculum, cfg.train, world.vocab, 128, tmp_path, progress=False, log=lines.append)
+    records = train_curriculum(model, encode_sequences(seqs, world.vocab, 128), None, cfg.curriculum, cfg.train,
+                               world.vocab.pad_id, tmp_path, progress=False, log=lines.append)
     assert records == [{"max_tokens": 2, "steps": 5, "sequences": 0,
                         "skipped": "no training sequence has ≤ 2 tokens"}]
     assert "skipped" in lines[0] and "shortest" in lines[0]

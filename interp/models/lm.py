@@ -32,8 +32,8 @@ no continuation gets log-probability −inf on every token: it accepts nothing.
 from __future__ import annotations
 
 import contextlib
-import warnings
 import math
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field

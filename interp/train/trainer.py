@@ -393,7 +393,6 @@ def train(
                 for i, w in enumerate(weights):
                     values.append(parts[2 + 2 * i] / counts[1 + i].clamp(min=1))
                     loss = loss + w * values[-1]
-                shown = ce_mean + sum(w * v for w, v in zip(weights, values))
                 opt.zero_grad(set_to_none=True)
                 if accelerator is None:
                     loss.backward()
@@ -410,7 +409,8 @@ def train(
                     (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps)
                 if done % 10 == 0 or done == end or eval_now:
                     # each process holds its share of the global means (normalised by global counts)
-                    reduced = all_sum(torch.stack([shown.detach(), ce_mean.detach()] + [v.detach() for v in values]),
+                    shown = ce_mean.detach() + sum(w * v.detach() for w, v in zip(weights, values))
+                    reduced = all_sum(torch.stack([shown, ce_mean.detach()] + [v.detach() for v in values]),
                                       accelerator)
                     loss_value = float(reduced[0])
                     elapsed = time.perf_counter() - t0
