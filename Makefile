@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: setup demo test test-slow bench clean help
+.PHONY: setup demo test test-slow bench docs clean help
 
 help:
 	@echo "make setup      create .venv and install interp with its test tools"
@@ -16,6 +16,7 @@ help:
 	@echo "make test       the default test suite"
 	@echo "make test-slow  the slow tests (longer training runs)"
 	@echo "make bench      the benchmarks (ratios measured side by side)"
+	@echo "make docs       the documentation site, offline, into docs/_build/html"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,5 +42,10 @@ bench: setup
 	$(BIN)/python bench/regulariser_step.py
 	$(BIN)/python bench/generation.py
 
+# -W --keep-going: every warning is an error, all of them reported; -n: every cross-reference must resolve
+docs: setup
+	$(BIN)/python -m sphinx -b html -W --keep-going -n -q docs docs/_build/html
+	@echo "open docs/_build/html/index.html"
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache docs/_build docs/tutorials/notebooks
