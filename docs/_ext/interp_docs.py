@@ -36,6 +36,7 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
 from sphinx import addnodes
+from sphinx.directives.other import TocTree
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import make_refnode
@@ -85,6 +86,25 @@ def _section(document, title: str, name: str) -> nodes.section:
     sec += nodes.title(title, title)
     document.note_explicit_target(sec)
     return sec
+
+
+# ---------------------------------------------------------------------------------------------
+# a toctree in reading order that also takes the pages other branches add
+
+class OrderedTocTree(TocTree):
+    """A toctree of the pages named, in that order, then every other page of the same folder
+    (alphabetically): index pages fix the reading order of their own pages and still pick up the
+    pages added later (``docs/concepts/*.md`` …) without a glob that matches nothing meanwhile."""
+
+    def run(self) -> list[nodes.Node]:
+        here = self.env.docname
+        folder = here.rsplit("/", 1)[0] + "/" if "/" in here else ""
+        named = [line.strip() for line in self.content if line.strip()]
+        rest = sorted(d[len(folder):] for d in self.env.found_docs
+                      if d.startswith(folder) and d != here and "/" not in d[len(folder):]
+                      and d[len(folder):] not in named)
+        self.content = StringList(named + rest, source=self.content.source(0) if self.content else here)
+        return super().run()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,9 +308,10 @@ class RoomsDirective(SphinxDirective):
                                         refexplicit=True, refdoc=self.env.docname)
             ref += nodes.literal(f"interp.{room}", f"interp.{room}")
             mod = importlib.import_module(f"interp.{room}")
+            first = (inspect.getdoc(mod) or "").split("\n\n")[0].replace("\n", " ")
             kind = "package" if hasattr(mod, "__path__") else "module"
-            rows.append([str(i), _para(ref), kind, comment])
-        return [_table(["#", "room", "kind", "what it holds"], rows, [4, 26, 10, 60])]
+            rows.append([str(i), _para(ref), kind, comment, first])
+        return [_table(["#", "room", "kind", "layer of the flow", "its docstring"], rows, [3, 18, 8, 25, 46])]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -577,6 +598,7 @@ def copy_notebooks(app) -> None:
 
 
 def setup(app):
+    app.add_directive("interp-toctree", OrderedTocTree)
     app.add_directive("interp-cli", CliDirective)
     app.add_directive("interp-api", ApiDirective)
     app.add_directive("interp-rooms", RoomsDirective)
