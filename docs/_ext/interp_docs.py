@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import logging as pylogging
 import importlib
 import inspect
 import pkgutil
@@ -243,6 +244,27 @@ def public_names(module) -> list[str]:
     return list(names)
 
 
+def undocumented_constants(module) -> list[str]:
+    """Public constants a module defines without a ``#:`` comment, which autodoc leaves out (it
+    documents module data only with a doc comment); they are documented with their value so that
+    references to them resolve. Type variables and loggers are not constants."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    try:
+        docs = ModuleAnalyzer.for_module(module.__name__).find_attr_docs()
+    except Exception:  # noqa: BLE001 - no source to analyse: nothing to add
+        return []
+    out = []
+    for n in public_names(module):
+        obj = getattr(module, n, None)
+        if (obj is None or inspect.ismodule(obj) or inspect.isclass(obj) or callable(obj)
+                or isinstance(obj, (typing.TypeVar, pylogging.Logger))):
+            continue
+        if defined_here(module, n) and ("", n) not in docs:
+            out.append(n)
+    return out
+
+
 class ApiDirective(SphinxDirective):
     """autodoc for a room and every module under it; each object once, in its defining module."""
 
@@ -256,8 +278,13 @@ class ApiDirective(SphinxDirective):
         for name in mods:
             module = importlib.import_module(name)
             reexports = [n for n in getattr(module, "__all__", ()) if not defined_here(module, n)]
-            lines = [f".. automodule:: {name}", "   :members:", "   :undoc-members:",
+            lines = [f".. automodule:: {name}", "   :members:", "   :undoc-members:", "   :imported-members:",
                      "   :show-inheritance:", "   :member-order: bysource", ""]
+            for const in undocumented_constants(module):
+                lines += [f".. autodata:: {name}.{const}"]
+                if len(repr(getattr(module, const))) > 80:
+                    lines.append("   :no-value:")
+                lines.append("")
             if reexports:
                 lines += ["", ".. rubric:: Re-exported here", ""]
                 lines += [f"- :py:obj:`{name}.{n}`" for n in reexports] + [""]
@@ -309,9 +336,10 @@ class RoomsDirective(SphinxDirective):
             ref += nodes.literal(f"interp.{room}", f"interp.{room}")
             mod = importlib.import_module(f"interp.{room}")
             first = (inspect.getdoc(mod) or "").split("\n\n")[0].replace("\n", " ")
-            kind = "package" if hasattr(mod, "__path__") else "module"
-            rows.append([str(i), _para(ref), kind, comment, first])
-        return [_table(["#", "room", "kind", "layer of the flow", "its docstring"], rows, [3, 18, 8, 25, 46])]
+            shown = comment if not rows or comment != rows[-1][-1] else ""
+            rows.append([str(i), _para(ref), first, shown, comment])
+        return [_table(["#", "room", "its docstring", "layer of the flow (ROOMS)"],
+                       [r[:4] for r in rows], [3, 18, 50, 29])]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,6 +436,9 @@ def on_process_docstring(app, what, name, obj, options, lines):
         return
     if what in ("method", "property", "attribute") and _inherited_from_outside(name, obj):
         lines[:] = []
+    type_doc = inspect.getdoc(type(obj)) if what in ("data", "attribute") else None
+    if type_doc and " ".join("\n".join(lines).split()) == " ".join(type_doc.split()):
+        lines[:] = []   # a constant without a doc comment: not its type's docstring (``dict()``, …)
     lines[:] = normalise_docstring(lines)
 
 
@@ -499,48 +530,49 @@ class Resolver:
                 out.append(via + ("." + rest if rest else ""))
         return out
 
-    def find(self, target: str, modname: str | None, classname: str | None) -> tuple[str | None, Any]:
-        """``(documented name, object)``; the name is ``None`` when the object is not documented
-        (the object is ``None`` when nothing of that name exists)."""
+    def find(self, target: str, modname: str | None, classname: str | None
+             ) -> tuple[str | None, Any, str | None]:
+        """``(documented name, object, the path that reached it)``; the name is ``None`` when the
+        object is not documented, the object and path ``None`` when nothing of that name exists."""
         for cand in self.candidates(target, modname, classname):
             obj = _import_path(cand)
             if obj is None:
                 continue
             names = self.index().get(_key(obj), [])
             last = target.rsplit(".", 1)[-1]
-            names = [n for n in names if n.rsplit(".", 1)[-1] == last] or names
-            return (names[0] if names else None), obj
+            names = [n for n in names if n.rsplit(".", 1)[-1] == last]
+            return (names[0] if names else None), obj, cand
         if not target.startswith("interp."):
             # a bare name (``sample_prefix``) or ``Class.member``: the one documented object of
             # that name, in the module first, then anywhere in interp (Sphinx's ``.name`` search)
             ends = [n for n in self.objects if n.endswith("." + target)]
             for pool in ([n for n in ends if modname and n.startswith(modname + ".")], ends):
                 if len(pool) == 1:
-                    return pool[0], _import_path(pool[0])
+                    return pool[0], _import_path(pool[0]), pool[0]
         for ext in _EXTERNAL:
             obj = _import_path(f"{ext}.{target}")
             if obj is not None:
-                return None, obj
-        return None, None
+                return None, obj, f"{ext}.{target}"
+        return None, None, None
 
 
 #: where a bare type name in a signature (``ndarray`` of ``Float[ndarray, "n"]``) comes from
 _EXTERNAL = ("numpy", "torch", "torch.nn", "pandas", "typing", "collections.abc", "pathlib")
 
 
-def _let_pass(target: str, obj: Any) -> bool:
+def _let_pass(path: str | None, obj: Any) -> bool:
     """Whether an unresolved reference is one not to warn about: an object outside interp (no
-    inventory offline), a type variable, or a private interp object (not part of the API)."""
-    if obj is None:
+    inventory offline), a type variable, or a private interp object (not part of the API). A
+    constant reached through an interp module is interp's: it must be documented."""
+    if obj is None or path is None:
         return False
-    if isinstance(obj, typing.TypeVar) or any(p.startswith("_") for p in target.split(".")):
+    if isinstance(obj, typing.TypeVar) or any(p.startswith("_") for p in path.split(".")):
         return True
     if inspect.ismodule(obj):
         return not obj.__name__.startswith("interp")
-    home = getattr(obj, "__module__", None)
-    if home is None and not (inspect.isclass(obj) or callable(obj)):
-        home = getattr(type(obj), "__module__", None)
-    return home is not None and not str(home).startswith("interp")
+    if inspect.isclass(obj) or callable(obj):
+        return not str(getattr(obj, "__module__", "") or "").startswith("interp")
+    return not path.startswith("interp")
 
 
 #: what the Python domain leaves of a type annotation it could not parse (``dict[str``, ``'tuple[int``)
@@ -555,15 +587,9 @@ def on_missing_reference(app, env, node, contnode):
     fragment = _FRAGMENT.match(target)
     if fragment:
         target = fragment.group(1)
-    name, obj = resolver.find(target, node.get("py:module"), node.get("py:class"))
+    name, obj, path = resolver.find(target, node.get("py:module"), node.get("py:class"))
     if name is None:
-        node["interp_let_pass"] = _let_pass(target, obj)
-        import os
-        if os.environ.get("INTERP_DOCS_DEBUG") and not node["interp_let_pass"]:
-            par = node.parent
-            while par is not None and par.tagname not in ("desc_signature", "paragraph", "field"):
-                par = par.parent
-            LOG.warning("DEBUG %s in %s: %s", target, node.get("py:module"), (par or node).astext()[:200])
+        node["interp_let_pass"] = _let_pass(path, obj)
         return None
     entry = resolver.objects[name]
     return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
