@@ -88,6 +88,8 @@ def interval(r: pd.Series) -> tuple[float, float, float]:
 
 
 def format_interval(m: float, lo: float, hi: float) -> str:
+    """``m [lo, hi]`` to four significant figures; ``m`` alone without an interval, ``–`` for a
+    missing value."""
     if pd.isna(m):
         return "–"
     if pd.isna(lo) or pd.isna(hi):

@@ -307,7 +307,10 @@ class ApiDirective(SphinxDirective):
 # ---------------------------------------------------------------------------------------------
 # the architecture
 
-def read_rooms(path: Path = REPO / "tests" / "test_imports.py") -> list[tuple[str, str]]:
+ROOMS_FILE = REPO / "tests" / "test_imports.py"
+
+
+def read_rooms(path: Path = ROOMS_FILE) -> list[tuple[str, str]]:
     """``(room, comment)`` from the ``ROOMS`` tuple of the import test, bottom up."""
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source)

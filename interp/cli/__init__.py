@@ -15,6 +15,8 @@ from interp.cli.world import cmd_data, cmd_run, cmd_train, cmd_worlds
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``interp`` argument parser: every command, its options and their help (the CLI reference
+    of the docs is generated from it)."""
     p = argparse.ArgumentParser(
         prog="interp",
         description="World models in sequence models: train on a world (a DFA), test the model's "
@@ -223,6 +225,7 @@ def _quiet_hf() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``interp`` command line; bad input exits 2 with the error, Ctrl-C 130."""
     args = build_parser().parse_args(argv)
     _quiet_hf()
     from interp.config import ConfigError
