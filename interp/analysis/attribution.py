@@ -144,7 +144,7 @@ def mlp_zero_attribution(
     layers: Sequence[int] | None = None,
     *,
     categories: Sequence[Any] | None = None,
-    groups: Sequence[Any] | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
     batch_size: int | None = 64,
     higher_is_better: bool = True,
 ) -> SweepResult:
@@ -203,7 +203,7 @@ def direct_effect_attribution(
     layers: Sequence[int] | None = None,
     *,
     categories: Sequence[Any] | None = None,
-    groups: Sequence[Any] | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
     higher_is_better: bool = True,
 ) -> SweepResult:
     """AtP estimate of :func:`~interp.analysis.patching.direct_effect_patching`: per pair and layer,

@@ -28,7 +28,8 @@ tens of clusters it is better calibrated than percentile intervals; Cameron, Gel
 A replicate is a matrix product: the per-group sums are computed once, and ``counts @ sums`` gives
 all replicates of all sites, so 2,000 replicates of a 30-layer sweep take milliseconds. A site
 whose every group has the same mean has ŝe = 0 and a zero-width interval at θ̂ (it takes no part
-in the maximum). Where ``confidence`` is met by a step of the bootstrap distribution, the
+in the maximum). A replicate that moved but has ŝe* = 0 (it drew one group G times) counts as
+|t*| = ∞: with very few groups the band is then infinite — no verdict — rather than falsely narrow. Where ``confidence`` is met by a step of the bootstrap distribution, the
 conservative order statistic is taken (``method="higher"``).
 
 :func:`percentile_band` is the rule of ``interp.layer_verdicts/1`` (rows resampled, per-site
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from jaxtyping import Float, Int
+from jaxtyping import Int, Real
 
 RESAMPLE = ("groups", "rows")
 
@@ -88,9 +89,10 @@ def resample_counts(n_units: int, n_boot: int, rng: np.random.Generator) -> Int[
     return np.bincount(flat.ravel(), minlength=n_boot * n_units).reshape(n_boot, n_units)
 
 
-def group_sums(values: Float[np.ndarray, "row site"], index: np.ndarray, n_groups: int
+def group_sums(values: Real[np.ndarray, "row site"], index: np.ndarray, n_groups: int
                ) -> tuple[np.ndarray, np.ndarray]:
     """Per group and site: the sum of the finite values and their number (``S``, ``M``: [G, K])."""
+    values = np.asarray(values, dtype=float)
     finite = np.isfinite(values)
     s = np.zeros((n_groups, values.shape[1]))
     m = np.zeros((n_groups, values.shape[1]))
@@ -116,20 +118,26 @@ def replicates(s: np.ndarray, m: np.ndarray, counts: np.ndarray) -> tuple[np.nda
         f = _cr1((m > 0).sum(0))
         se = np.sqrt(f * (sc ** 2).sum(0)) / n
         w = counts.astype(float)
-        nb = w @ m
+        if (m == m[:, :1]).all():  # every site has the same rows (no NaN): one column of counts does
+            nb, nb2 = w @ m[:, :1], w @ (m[:, :1] ** 2)
+        else:
+            nb, nb2 = w @ m, w @ (m ** 2)
         dev = (w @ sc) / nb
-        ss = w @ (sc ** 2) - 2 * dev * (w @ (sc * m)) + dev ** 2 * (w @ (m ** 2))
+        ss = w @ (sc ** 2) - 2 * dev * (w @ (sc * m)) + dev ** 2 * nb2
         se_star = np.sqrt(f * np.clip(ss, 0.0, None)) / nb
     return est, se, dev, se_star
 
 
-def _studentized(dev: np.ndarray, se_star: np.ndarray, se: np.ndarray) -> np.ndarray:
-    """|t*|: 0 where the deviation is 0 (a site with ŝe = 0 never moves), inf where a replicate's
-    own ŝe* is 0 but it moved (conservative), NaN where the replicate has no rows."""
+def _studentized(dev: np.ndarray, se_star: np.ndarray, est: np.ndarray, se: np.ndarray) -> np.ndarray:
+    """|t*|: 0 where the deviation is 0 up to rounding (a site with ŝe = 0 never moves), inf where a
+    replicate's own ŝe* is 0 but it moved (conservative: e.g. a resample that drew one group G
+    times), NaN where the replicate has no rows."""
+    tol = 1e-10 * (np.abs(np.nan_to_num(est)) + np.nan_to_num(se) + 1e-300)
+    still = np.abs(dev) <= tol
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.abs(dev) / se_star
-    t = np.where(dev == 0, 0.0, t)
-    t = np.where((se_star == 0) & (dev != 0), np.inf, t)
+    t = np.where(still, 0.0, t)
+    t = np.where((se_star <= tol) & ~still & ~np.isnan(dev), np.inf, t)
     t[:, ~(se > 0)] = 0.0
     return t
 
@@ -153,7 +161,7 @@ def _check(values: np.ndarray, n_boot: int, confidence: float, resample: str) ->
 
 
 def cluster_band(
-    values: Float[np.ndarray, "row site"],
+    values: Real[np.ndarray, "row site"],
     groups: Any = None,
     *,
     n_boot: int = 2000,
@@ -180,7 +188,7 @@ def cluster_band(
     elif counts.ndim != 2 or counts.shape[1] != g:
         raise ValueError(f"counts must be [replicates, {g} groups], got {counts.shape}")
     est, se, dev, se_star = replicates(s, m, counts)
-    t = _studentized(dev, se_star, se)
+    t = _studentized(dev, se_star, est, se)
     c_site = np.array([np.quantile(col[~np.isnan(col)], confidence, method="higher")
                        if (~np.isnan(col)).any() else np.nan for col in t.T])
     m_low, m_high = _interval(est, se, c_site)
@@ -197,7 +205,7 @@ def cluster_band(
     return Band(est, se, low, high, m_low, m_high, crit, m.sum(0).astype(int), g, simultaneous, settings)
 
 
-def percentile_band(values: Float[np.ndarray, "row site"], *, n_boot: int = 2000, confidence: float = 0.95,
+def percentile_band(values: Real[np.ndarray, "row site"], *, n_boot: int = 2000, confidence: float = 0.95,
                     seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(estimate, low, high)``: the /1 rule's interval — rows resampled one by one (the same
     draws as its ``rng.integers(0, n, (n_boot, n))``), the per-site percentile interval of the
@@ -211,7 +219,8 @@ def percentile_band(values: Float[np.ndarray, "row site"], *, n_boot: int = 2000
         boot = (counts @ np.where(finite, values, 0.0)) / (counts @ finite.astype(float))
         est = np.where(finite, values, 0.0).sum(0) / finite.sum(0)
     alpha = (1 - confidence) / 2
-    return est, np.nanquantile(boot, alpha, axis=0), np.nanquantile(boot, 1 - alpha, axis=0)
+    q = np.nanquantile if np.isnan(boot).any() else np.quantile
+    return est, q(boot, alpha, axis=0), q(boot, 1 - alpha, axis=0)
 
 
 __all__ = ["RESAMPLE", "Band", "cluster_band", "group_index", "group_sums", "percentile_band", "replicates",

@@ -81,7 +81,7 @@ def direct_effect_patching(
     layers: Sequence[int] | None = None,
     *,
     categories: Sequence[Any] | None = None,
-    groups: Sequence[Any] | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
     higher_is_better: bool = True,
     method: str = "exact",
 ) -> SweepResult:

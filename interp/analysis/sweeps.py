@@ -147,7 +147,7 @@ def _categories(categories: Sequence[Any] | None, n: int) -> list[Any] | None:
 OWN_GROUP = "each example its own group"
 
 
-def attach_groups(frame: pd.DataFrame, groups: Sequence[Any] | None, n: int) -> pd.DataFrame:
+def attach_groups(frame: pd.DataFrame, groups: Sequence[Any] | np.ndarray | None, n: int) -> pd.DataFrame:
     """``frame`` with a ``group`` column: ``groups[example]`` (one id per example, ``n`` of them),
     or the example number itself when ``groups`` is None."""
     frame = frame.copy()
@@ -189,7 +189,7 @@ def mlp_zero_sweep(
     layers: Sequence[int] | None = None,
     *,
     categories: Sequence[Any] | None = None,
-    groups: Sequence[Any] | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
     batch_size: int | None = 64,
     method: str = "reuse",
     higher_is_better: bool = True,

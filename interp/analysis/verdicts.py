@@ -262,8 +262,28 @@ def load_verdicts(path: str | Path, bridge: Any | None = None) -> LayerVerdicts:
     return out
 
 
-def _wide(sweep: SweepResult, column: str) -> pd.DataFrame:
-    return sweep.frame.pivot(index="example", columns="layer", values=column).sort_index(axis=1)
+def _cells(sweep: SweepResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(examples, layers, row_of_example, col_of_layer)`` of the frame (sorted ids and each row's
+    position among them); a repeated (example, layer) is an error."""
+    f = sweep.frame
+    examples, ei = np.unique(f["example"].to_numpy(), return_inverse=True)
+    layers, li = np.unique(f["layer"].to_numpy(), return_inverse=True)
+    cell = ei.reshape(-1) * len(layers) + li.reshape(-1)
+    if len(np.unique(cell)) != len(cell):
+        raise ValueError("the sweep frame has more than one row for some (example, layer)")
+    return examples, layers, ei.reshape(-1), li.reshape(-1)
+
+
+def _wide(sweep: SweepResult) -> tuple[list[int], dict[str, np.ndarray]]:
+    """The layers and, per column (``effect``, ``clean``, ``ablated``), the [example, layer] matrix
+    (NaN where the frame has no row)."""
+    examples, layers, ei, li = _cells(sweep)
+    out = {}
+    for c in ("effect", "clean", "ablated"):
+        m = np.full((len(examples), len(layers)), np.nan)
+        m[ei, li] = sweep.frame[c].to_numpy(dtype=float)
+        out[c] = m
+    return [int(x) for x in layers], out
 
 
 def example_groups(sweep: SweepResult) -> tuple[np.ndarray | None, str]:
@@ -272,15 +292,18 @@ def example_groups(sweep: SweepResult) -> tuple[np.ndarray | None, str]:
     f = sweep.frame
     if "group" not in f.columns:
         return None, "no group column: every example its own group"
-    per = f.groupby("example")["group"].nunique()
-    if (per > 1).any():
-        raise ValueError(f"example {int(per.index[per > 1][0])} has more than one group id")
-    g = f.groupby("example")["group"].first().sort_index().to_numpy()
-    return g, str(sweep.meta.get("groups") or "the frame's group column")
+    examples, _, ei, _ = _cells(sweep)
+    g = f["group"].to_numpy()
+    first = np.empty(len(examples), dtype=g.dtype)
+    first[ei[::-1]] = g[::-1]  # each example's first row wins
+    bad = np.flatnonzero(first[ei] != g)
+    if len(bad):
+        raise ValueError(f"example {examples[ei[bad[0]]]} has more than one group id")
+    return first, str(sweep.meta.get("groups") or "the frame's group column")
 
 
-def _raw_accuracies(sweep: SweepResult, threshold: float | None) -> tuple[float, np.ndarray]:
-    clean, abl = _wide(sweep, "clean").to_numpy(dtype=float), _wide(sweep, "ablated").to_numpy(dtype=float)
+def _raw_accuracies(wide: dict[str, np.ndarray], threshold: float | None) -> tuple[float, np.ndarray]:
+    clean, abl = wide["clean"], wide["ablated"]
     if threshold is not None:
         clean, abl = (clean > threshold).astype(float), (abl > threshold).astype(float)
     a_0 = float(np.nanmean(clean[:, 0])) if len(clean) else math.nan  # the clean score is the same for every layer
@@ -332,9 +355,8 @@ def layer_verdicts(
         delta, reason = float(min_effect), "given"
     if not delta >= 0:
         raise ValueError(f"min_effect must be ≥ 0 (in the metric's units), got {min_effect}")
-    wide = _wide(sweep, "effect")
-    layers = [int(x) for x in wide.columns]
-    eff = wide.to_numpy(dtype=float)  # [examples, layers]
+    layers, wide = _wide(sweep)
+    eff = wide["effect"]  # [examples, layers]
     groups, unit = example_groups(sweep)
     if resample == "rows":
         groups, unit = None, "rows resampled one by one (resample='rows')"
@@ -343,8 +365,10 @@ def layer_verdicts(
     band = cluster_band(sign * eff, groups, n_boot=n_boot, confidence=confidence, seed=seed,
                         simultaneous=not per_layer)
     verdict = classify(band.low, band.high, delta, harmful="above")
-    a_0, a_l = _raw_accuracies(sweep, threshold)
-    n_groups = [int(len(np.unique(groups[np.isfinite(eff[:, j])]))) for j in range(len(layers))]
+    a_0, a_l = _raw_accuracies(wide, threshold)
+    _, gi = np.unique(groups, return_inverse=True)
+    n_groups = [int(len(np.unique(gi[np.isfinite(eff[:, j])]))) if not np.isfinite(eff[:, j]).all()
+                else int(gi.max()) + 1 for j in range(len(layers))]
     frame = pd.DataFrame({
         "layer": layers, "n": band.n, "n_groups": n_groups, "mean_effect": sign * band.estimate,
         "mean_benefit": band.estimate, "se": band.se, "ci_low": band.low, "ci_high": band.high,
@@ -371,12 +395,12 @@ def legacy_verdicts(sweep: SweepResult, n_boot: int = 2000, confidence: float = 
     percentile interval per layer, no margin (its ``neutral`` reported as ``inconclusive``)."""
     hib = sweep.meta.get("higher_is_better", True) if higher_is_better is None else higher_is_better
     sign = 1.0 if hib else -1.0
-    wide = _wide(sweep, "effect")
-    eff = wide.to_numpy(dtype=float)
+    layers, wide = _wide(sweep)
+    eff = wide["effect"]
     est, low, high = percentile_band(sign * eff, n_boot=n_boot, confidence=confidence, seed=seed)
-    a_0, a_l = _raw_accuracies(sweep, threshold)
+    a_0, a_l = _raw_accuracies(wide, threshold)
     frame = pd.DataFrame({
-        "layer": [int(x) for x in wide.columns], "n": np.isfinite(eff).sum(0), "mean_effect": sign * est,
+        "layer": layers, "n": np.isfinite(eff).sum(0), "mean_effect": sign * est,
         "mean_benefit": est, "ci_low": low, "ci_high": high, "verdict": classify(low, high, 0.0),
         "a_0": a_0, "a_layer": a_l, "raw_verdict": [_raw(sign * (x - a_0)) for x in a_l]})
     frame.loc[frame.verdict == "negligible", "verdict"] = "inconclusive"  # /1 had no margin: no negligible
