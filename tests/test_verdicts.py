@@ -143,8 +143,8 @@ def test_band_edge_cases():
     # two groups: half the resamples draw one group twice (ŝe* = 0): no finite band, no verdict
     two = cluster_band(np.array([[1.0], [2.0], [3.0]]), np.array([0, 0, 1]), n_boot=50)
     assert np.isinf(two.high).all() and list(outcome(two.low, two.high, 0.1)) == ["inconclusive"]
-    with pytest.raises(ValueError, match="at least 2 groups"):
-        cluster_band(np.ones((3, 2)), np.zeros(3), n_boot=10)
+    alone = cluster_band(np.array([[1.0, 2.0], [3.0, 4.0]]), np.zeros(2), n_boot=10)  # one group
+    assert alone.estimate.tolist() == [2.0, 3.0] and np.isnan(alone.low).all() and alone.n_groups == 1
     with pytest.raises(ValueError, match="one group id per row"):
         cluster_band(np.ones((3, 2)), np.zeros(2), n_boot=10)
     with pytest.raises(ValueError, match="confidence"):

@@ -176,13 +176,19 @@ def cluster_band(
     ``groups``: one id per row (None, or ``resample="rows"``: every row its own group);
     ``counts``: explicit resample counts ``[B, G]`` instead of ``n_boot`` seeded draws (e.g. every
     possible resample of a few groups, for an exact bootstrap). NaN values are left out of their
-    site's mean (its ``n`` says how many rows it has)."""
+    site's mean (its ``n`` says how many rows it has). Fewer than 2 groups: the means with NaN
+    intervals (nothing to resample)."""
     values = np.asarray(values, dtype=float)
     _check(values, n_boot, confidence, resample)
     index, g = group_index(None if resample == "rows" else groups, values.shape[0])
-    if g < 2:
-        raise ValueError(f"a bootstrap over groups needs at least 2 groups, got {g}")
     s, m = group_sums(values, index, g)
+    if g < 2:  # one group: its mean, but no interval (and so no verdict)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            est = s.sum(0) / m.sum(0)
+        nan = np.full(values.shape[1], np.nan)
+        settings = {"method": "none: fewer than 2 groups", "band": "none", "resample": resample, "n_boot": 0,
+                    "confidence": float(confidence), "seed": int(seed)}
+        return Band(est, nan, nan, nan, nan, nan, np.nan, m.sum(0).astype(int), g, simultaneous, settings)
     if counts is None:
         counts = resample_counts(g, n_boot, np.random.default_rng(seed))
     elif counts.ndim != 2 or counts.shape[1] != g:

@@ -36,8 +36,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
-from jaxtyping import Bool, Float, Int
+from jaxtyping import Bool, Int
 
 from interp.analysis.bands import cluster_band
 from interp.analysis.verdicts import LayerVerdicts, classify, default_min_effect

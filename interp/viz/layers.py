@@ -57,8 +57,9 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     lo, hi = verdicts.effect_interval()
     mlo, mhi = verdicts.effect_interval(marginal=True)
 
-    def err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.nan_to_num(np.vstack([np.clip(mean - a, 0, None), np.clip(b - mean, 0, None)]))
+    def err(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # an infinite or missing interval: no bar (marked ∞)
+        e = np.vstack([np.clip(mean - a, 0, None), np.clip(b - mean, 0, None)])
+        return np.where(np.isfinite(e), e, 0.0)
 
     colours = [VERDICT_COLOURS.get(str(v), "#9a9a9a") for v in f["verdict"]]
 
@@ -73,6 +74,9 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     ax.errorbar(x, mean, yerr=err(lo, hi), fmt="none", ecolor="0.15", elinewidth=1.4, capsize=4, zorder=3)
     if not verdicts.meta.get("per_layer", True) and "marginal_low" in f:
         ax.errorbar(x, mean, yerr=err(mlo, mhi), fmt="none", ecolor="0.55", elinewidth=0.8, capsize=2, zorder=4)
+    for j in np.flatnonzero(~(np.isfinite(lo) & np.isfinite(hi))):
+        ax.annotate("∞" if np.isinf(lo[j]) or np.isinf(hi[j]) else "no CI", (x[j], mean[j]), fontsize=8,
+                    ha="center", va="bottom", xytext=(0, 3), textcoords="offset points")
     ax.axhline(0.0, color="0.3", linewidth=0.8)
     ax.set_xticks(x)
     ax.set_xticklabels([str(v) for v in layers])
