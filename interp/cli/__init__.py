@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (("train", "train a GPT-2 on a world from a TOML config and run the next-token test"),
                        ("run", "the main job: train, world-model metrics, layer sweeps, HLS fine-tuning, "
-                               "report (default: the embedded demo config)")):
+                               "report (default: the embedded demo config); a config with job = \"pragworld\" runs "
+                               "the PragWorld pipeline on a pretrained model instead (e.g. "
+                               "experiments/configs/smollm2_pragworld.toml)")):
         s = sub.add_parser(name, help=text)
         if name == "train":
             s.add_argument("--config", required=True, help="TOML file (see experiments/configs/)")
