@@ -232,14 +232,18 @@ def choose_layers(verdicts: Any, which: str, cfg: PragWorldJobConfig) -> tuple[l
         return found, f"the verdicts' {which} layers"
     if cfg.layers.fallback == "none":
         return [], f"the verdicts call no layer {which}"
-    f = verdicts.frame
-    raw = f[f["raw_verdict"] == which].copy()
-    raw["size"] = raw["mean_benefit"].abs()
+    f = verdicts.frame.copy()
+    f["size"] = f["mean_benefit"].abs()
+    raw = f[f["raw_verdict"] == which]
+    rule = "the paper's raw rule (accuracy A_ℓ vs A_0, no test)"
+    if raw.empty:  # accuracy ties A_0 everywhere: the same rule on the mean score
+        raw = f[(f["mean_benefit"] > 0) if which == "harmful" else (f["mean_benefit"] < 0)]
+        rule = "the paper's raw rule on the mean P(gold) (accuracy ties A_0 on every layer; no test)"
     picked = sorted(int(x) for x in raw.sort_values("size", ascending=False)["layer"].head(cfg.layers.fallback_max))
     if not picked:
         return [], f"neither the verdicts nor the paper's raw rule call a layer {which}"
-    return picked, (f"the verdicts call no layer {which}; the paper's raw rule (A_ℓ vs A_0, no test) calls "
-                    f"{len(raw)}, of which the {len(picked)} with the largest |mean effect|")
+    return picked, (f"the verdicts call no layer {which}; {rule} calls {len(raw)}, of which the {len(picked)} with "
+                    f"the largest |mean effect|")
 
 
 # ---- the before/after table -------------------------------------------------------------------------

