@@ -299,3 +299,48 @@ def test_get_without_network_or_cache_says_so(tmp_path, monkeypatch):
         get_model(NAME, cache=tmp_path)
     with pytest.raises(PinnedModelError, match="no pinned model 'gpt-5'; known: smollm2-135m-instruct"):
         get_model("gpt-5", cache=tmp_path)
+
+
+def test_row_limit_has_one_name_on_both_commands():
+    from interp.cli import build_parser
+
+    p = build_parser()
+    for flag in ("--n", "--limit"):
+        ev = p.parse_args(["pragworld", "eval", "--model", "m", "--data", "d.csv", flag, "7"])
+        sw = p.parse_args(["sweep", "--model", "m", "--data", "d.csv", flag, "7"])
+        assert ev.limit == 7 and sw.n == 7
+
+
+def test_interp_run_dispatches_a_pragworld_job_config(tmp_path):
+    from interp.config import ConfigError, PragWorldJobConfig, config_job
+    from interp.pragworld_job import load_job_config
+
+    repo = Path(__file__).resolve().parents[1] / "experiments" / "configs"
+    for name in ("smollm2_pragworld.toml", "smollm2_pragworld_quick.toml", "smollm2_pragworld_gpu.toml"):
+        assert config_job(repo / name) == "pragworld"
+        assert isinstance(load_job_config(repo / name), PragWorldJobConfig)
+    assert config_job(repo / "tiny.toml") == "world"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('job = "pragworld"\n[eval]\nrowz = 3\n')
+    with pytest.raises(ConfigError, match="unknown key 'rowz'"):
+        load_job_config(bad)
+
+
+def test_hls_ula_layers_fall_back_to_the_papers_raw_rule():
+    import pandas as pd
+
+    from interp.analysis.verdicts import LayerVerdicts
+    from interp.config import PragWorldJobConfig
+    from interp.pragworld_job import choose_layers
+
+    frame = pd.DataFrame({"layer": [0, 1, 2, 3], "mean_benefit": [0.3, -0.2, 0.1, -0.05],
+                          "verdict": ["neutral", "useful", "neutral", "neutral"],
+                          "raw_verdict": ["harmful", "useful", "harmful", "neutral"]})
+    v = LayerVerdicts(frame)
+    cfg = PragWorldJobConfig()
+    assert choose_layers(v, "useful", cfg)[0] == [1]  # the verdicts' own
+    layers, why = choose_layers(v, "harmful", cfg)
+    assert layers == [0, 2] and "raw rule" in why
+    frame["raw_verdict"] = "neutral"  # accuracy ties A_0 everywhere: the sign of the mean P(gold)
+    layers, why = choose_layers(LayerVerdicts(frame), "harmful", cfg)
+    assert layers == [0, 2] and "mean P(gold)" in why
