@@ -344,3 +344,23 @@ def test_hls_ula_layers_fall_back_to_the_papers_raw_rule():
     frame["raw_verdict"] = "neutral"  # accuracy ties A_0 everywhere: the sign of the mean P(gold)
     layers, why = choose_layers(LayerVerdicts(frame), "harmful", cfg)
     assert layers == [0, 2] and "mean P(gold)" in why
+
+
+def test_a_gguf_path_resolves_to_its_converted_folder_everywhere(smollm2, tmp_path, monkeypatch):
+    """``--model FILE.gguf``: the loaders and the tokenizer read the file's converted folder in the
+    cache (here pre-seeded with the pinned model's conversion, whose content key it carries, so
+    nothing is converted again)."""
+    from interp.models.checkpoint import resolve_model
+    from interp.models.gguf import content_key, read_record
+    from interp.tasks import own_tokenizer
+
+    folder, gguf_file = smollm2
+    key = content_key(gguf_file)
+    assert read_record(folder)["key"] == key
+    monkeypatch.setenv("INTERP_CACHE", str(tmp_path))
+    seeded = tmp_path / "gguf" / f"{gguf_file.stem}-{key}"
+    seeded.parent.mkdir(parents=True)
+    seeded.symlink_to(folder, target_is_directory=True)
+    assert Path(resolve_model(gguf_file)) == seeded
+    tok = own_tokenizer(str(gguf_file))
+    assert Path(tok.name_or_path) == seeded and "<|im_start|>" in tok.chat_template
