@@ -285,7 +285,27 @@ class FinetuneConfig:
 # ---- the stages of the main job (interp.pipeline) after training ------------------------------
 
 @dataclass(frozen=True)
-class AnalysisConfig:
+class VerdictRule:
+    """The layer-verdict settings (``docs/concepts/verdicts.md``) a config section carries."""
+
+    #: the practical-effect margin in the metric's units (None: the metric's default — 0.01 nats
+    #: per token for the losses, 0.01 for P(gold)), the confidence of intervals simultaneous over
+    #: the layers (``per_layer``: one marginal interval each) and the bootstrap unit
+    #: (``groups`` | ``rows``)
+    min_effect: float | None = None
+    confidence: float = 0.95
+    per_layer: bool = False
+    resample: Literal["groups", "rows"] = "groups"
+
+    def verdict_rule(self) -> dict[str, Any]:
+        """The verdict settings as keyword arguments of :func:`interp.sweep.run_sweep` and
+        :func:`interp.analysis.verdicts.layer_verdicts`."""
+        return {"min_effect": self.min_effect, "confidence": self.confidence, "per_layer": self.per_layer,
+                "resample": self.resample}
+
+
+@dataclass(frozen=True)
+class AnalysisConfig(VerdictRule):
     """The world-model table and the layer analyses (stages 2–3)."""
 
     enabled: bool = True
@@ -308,19 +328,6 @@ class AnalysisConfig:
     #: streets: held-out (origin, destination) pairs for greedy routes and map reconstruction (0: skip)
     map_routes: int = 200
     seed: int = 0
-    #: the layer verdicts (``docs/concepts/verdicts.md``): the practical-effect margin in the
-    #: metric's units (None: the metric's default — 0.01 nats per token for the losses), the
-    #: confidence of intervals simultaneous over the layers (``per_layer``: one marginal interval
-    #: each) and the bootstrap unit (``groups`` | ``rows``)
-    min_effect: float | None = None
-    confidence: float = 0.95
-    per_layer: bool = False
-    resample: Literal["groups", "rows"] = "groups"
-
-    def verdict_rule(self) -> dict[str, Any]:
-        """The verdict settings as keyword arguments of :func:`interp.sweep.run_sweep`."""
-        return {"min_effect": self.min_effect, "confidence": self.confidence, "per_layer": self.per_layer,
-                "resample": self.resample}
 
 
 @dataclass(frozen=True)
@@ -383,8 +390,9 @@ class PragWorldEvalSettings:
 
 
 @dataclass(frozen=True)
-class PragWorldLayerSettings:
-    """(b) MLP zero-out over every layer and direct-effect patching on the manual split."""
+class PragWorldLayerSettings(VerdictRule):
+    """(b) MLP zero-out over every layer and direct-effect patching on the manual split; the
+    verdict rule's settings as in ``[analysis]`` of a world run."""
 
     #: rows of the MLP zero-out sweep (first whole groups); after fine-tuning ``after_rows``, on
     #: ``after_layers``: the layers (b) called harmful or useful (``found``) or ``all``

@@ -121,7 +121,7 @@ def subset_verdicts(sweep: Any, cfg: PragWorldJobConfig, n_examples: int | None 
     if layers is not None:
         keep &= f["layer"].isin(layers)
     return layer_verdicts(SweepResult(f[keep].reset_index(drop=True), dict(sweep.meta)), n_boot=cfg.layers.n_boot,
-                          seed=cfg.seed, threshold=0.5)
+                          seed=cfg.seed, threshold=0.5, **cfg.layers.verdict_rule())
 
 
 def table1(before: dict[str, Any], model_label: str) -> pd.DataFrame:
@@ -196,8 +196,10 @@ def direct_effect(bridge: Any, task: Any, pairs: list[tuple[int, int]], layers: 
     pp = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in pairs]
     gold = [int(task.gold[i]) for _, i in pairs]
     cats = [task.categories[i] for _, i in pairs]
-    sweep = direct_effect_patching(bridge, pp, task.metric(gold), layers, categories=cats, higher_is_better=True)
-    verdicts = layer_verdicts(sweep, n_boot=cfg.layers.n_boot, seed=cfg.seed, threshold=0.5)
+    sweep = direct_effect_patching(bridge, pp, task.metric(gold), layers, categories=cats,
+                                   groups=task.pair_groups(pairs), higher_is_better=True)
+    verdicts = layer_verdicts(sweep, n_boot=cfg.layers.n_boot, seed=cfg.seed, threshold=0.5,
+                              **cfg.layers.verdict_rule())
     sweep.save(out)
     verdicts.save(out)
     draw_layer_effects(verdicts, out / "layers.png", title=title)
@@ -215,7 +217,7 @@ def mlp_zero(model_dir: Path, cfg: PragWorldJobConfig, n_rows: int, layers: list
 
     run = run_pragworld_sweep(model_dir, cfg.manual, kind="mlp-zero", grouping=cfg.grouping, layers=layers, out=out,
                               seed=cfg.seed, batch_size=cfg.layers.batch_size, n=n_rows, n_boot=cfg.layers.n_boot,
-                              placement=_placement(cfg))
+                              placement=_placement(cfg), **cfg.layers.verdict_rule())
     if figures:
         draw_layer_accuracy(run.verdicts, out / "layer_accuracy.png", title=title)
         if run.verdicts.by_category is not None:

@@ -334,14 +334,14 @@ def test_hls_ula_layers_fall_back_to_the_papers_raw_rule():
     from interp.pragworld_job import choose_layers
 
     frame = pd.DataFrame({"layer": [0, 1, 2, 3], "mean_benefit": [0.3, -0.2, 0.1, -0.05],
-                          "verdict": ["neutral", "useful", "neutral", "neutral"],
-                          "raw_verdict": ["harmful", "useful", "harmful", "neutral"]})
+                          "verdict": ["inconclusive", "useful", "negligible", "inconclusive"],
+                          "raw_verdict": ["harmful", "useful", "harmful", "negligible"]})
     v = LayerVerdicts(frame)
     cfg = PragWorldJobConfig()
     assert choose_layers(v, "useful", cfg)[0] == [1]  # the verdicts' own
     layers, why = choose_layers(v, "harmful", cfg)
     assert layers == [0, 2] and "raw rule" in why
-    frame["raw_verdict"] = "neutral"  # accuracy ties A_0 everywhere: the sign of the mean P(gold)
+    frame["raw_verdict"] = "negligible"  # accuracy ties A_0 everywhere: the sign of the mean P(gold)
     layers, why = choose_layers(LayerVerdicts(frame), "harmful", cfg)
     assert layers == [0, 2] and "mean P(gold)" in why
 
