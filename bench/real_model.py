@@ -8,6 +8,10 @@ Measured in one run, on the first ``--rows`` manual rows (fetched and converted 
   TransformerLens ``run_with_hooks`` loop on the same rows (wall-time ratio printed beside the
   forward-count ratio 2L/(L+1): the loop runs L+1 full forwards, reuse about (L+1)/2), and the
   largest difference of any per-example P(gold) between the two;
+- the attribution (AtP) estimate of the same 30-layer sweep against the exact one, on the PragWorld
+  metric P(gold) and on a log-space metric, log P(gold) (probabilities saturate; a first-order
+  estimate is better on a log scale): Spearman correlation over (example, layer) cells, the share
+  of same-sign cells, and the correlation of the per-layer means (what a verdict reads);
 - one fine-tuning step (4 rows, answer-token loss) plain vs HLS vs ULA, full weights and LoRA;
 - achieved FLOP/s of the forward (2 × parameters × tokens, attention scores left out).
 
@@ -36,6 +40,13 @@ def timed(fn):
     t = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - t
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation (average ranks for ties)."""
+    import pandas as pd
+
+    return float(pd.Series(x).rank().corr(pd.Series(y).rank()))
 
 
 def run_with_hooks_loop(bridge, ids, mask, metric) -> np.ndarray:
@@ -89,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=2, help="timed fine-tuning steps per variant (default 2)")
     p.add_argument("--no-finetune", action="store_true", help="skip the fine-tuning steps")
     args = p.parse_args(argv)
-    from train_throughput import matmul_peak
+    from interp.machine import matmul_peak
 
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.benchmarks.pragworld import load_pragworld
@@ -127,6 +138,22 @@ def main(argv: list[str] | None = None) -> None:
     print(f"MLP zero-out, {L} layers, {args.rows} rows: run_with_hooks loop {t_loop:.1f} s ({t_loop / args.rows:.1f} s a "
           f"row), reuse {t_reuse:.1f} s ({t_reuse / args.rows:.1f} s a row): {t_loop / t_reuse:.2f}× (forward-count "
           f"ratio 2L/(L+1) = {2 * L / (L + 1):.2f}); max |ΔP(gold)| {diff:.1e}")
+    from interp.analysis.attribution import mlp_zero_attribution
+
+    def log_p_gold(logits, batch):
+        return torch.log(metric(logits, batch).clamp_min(1e-12))
+
+    for name, m in (("P(gold)", metric), ("log P(gold)", log_p_gold)):
+        exact = sweep if m is metric else mlp_zero_sweep(bridge, ids, m, mask, None, batch_size=args.rows,
+                                                         method="reuse")
+        atp, t_atp = timed(lambda: mlp_zero_attribution(bridge, ids, m, mask, batch_size=args.rows))
+        e = exact.frame.pivot(index="example", columns="layer", values="effect")
+        a = atp.frame.pivot(index="example", columns="layer", values="effect").loc[e.index, e.columns]
+        live = e.to_numpy().ravel() != 0
+        same = float((np.sign(a.to_numpy().ravel()) == np.sign(e.to_numpy().ravel()))[live].mean())
+        print(f"attribution vs exact MLP zero-out on {name}: Spearman {spearman(a.to_numpy().ravel(), e.to_numpy().ravel()):.2f} "
+              f"over {e.size} cells, same sign on {same:.0%} of live cells; per-layer means Spearman "
+              f"{spearman(a.mean().to_numpy(), e.mean().to_numpy()):.2f}; {t_atp:.1f} s (exact reuse {t_reuse:.1f} s)")
     del bridge
     if args.no_finetune:
         return
