@@ -2,7 +2,8 @@
 
 Stages, each writing into the run folder ``<runs_dir>/<name>/``:
 
-1. **train** (:func:`interp.experiment.run_experiment`): data → GPT-2 → next-token test.
+1. **train** (:func:`interp.experiment.run_experiment`): data → GPT-2 → next-token test (the
+   embedded default: the shipped demo model, ``--retrain`` to train it).
 2. **world model** (Vafa et al. 2024, Table 1): the trained model beside two references, an
    untrained transformer of the same shape and the true world model (the oracle), each with the
    next-token test, the best layer's current-state probe and the Myhill–Nerode metrics →
@@ -43,14 +44,15 @@ from interp.results import write_json
 
 
 def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progress: bool = True,
-                 log: Callable[[str], Any] = print) -> dict[str, Any]:
+                 log: Callable[[str], Any] = print, retrain: bool = False) -> dict[str, Any]:
     """Run every enabled stage of ``cfg`` (an :class:`~interp.experiment.ExperimentConfig`) and
-    return the ``results.json`` content (plus ``run_dir``)."""
+    return the ``results.json`` content (plus ``run_dir``). The embedded default starts from the
+    shipped demo model (:mod:`interp.experiment`) unless ``retrain``."""
     from interp.experiment import run_experiment
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    results = run_experiment(cfg, base, fresh=fresh, progress=progress, log=log)
+    results = run_experiment(cfg, base, fresh=fresh, progress=progress, log=log, retrain=retrain)
     timings["train"] = time.perf_counter() - t
     run_dir = Path(results.pop("run_dir"))
     if cfg.analysis.enabled:
@@ -273,6 +275,11 @@ def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress:
     if routes:
         extra += [{**r, "model": "before", "seed": None}
                   for r in route_metrics(ckpt.bridge, ckpt.world, heldout, routes, seed=ev.seed)]
+        for objective in ft.objectives:  # the fine-tuned models' greedy routes, every seed
+            for seed in ft.seeds:
+                tuned = Path(report.out) / f"{objective}_s{seed}" / "model"
+                extra += [{**r, "model": objective, "seed": seed}
+                          for r in route_metrics(load_bridge(tuned), ckpt.world, heldout, routes, seed=ev.seed)]
     names = ["plain", "hls", "zeroed"]
     if model.resolve() != (run_dir / "best").resolve():
         extra += [{**r, "model": "unplanted", "seed": None}
