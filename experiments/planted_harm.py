@@ -61,7 +61,10 @@ CONTROLS: list[tuple[str, PlantSpec | None]] = [
     ("unplanted", None),
     ("L3_clean_s0", PlantSpec(layers=(3,), corruption="clean", seed=0)),
 ]
-SOURCES = ("mlp_zero", "direct_effect", "probe")
+SOURCES = ("mlp_zero", "direct_effect", "probe", "mlp_zero_v1", "direct_effect_v1")
+#: the verdict rule of each source: the shipped one (``interp.layer_verdicts/2``), and beside it the
+#: /1 rule these sweeps had before (rows resampled, a 95 % interval per layer, no margin), on the
+#: same sweep: the before/after of issue 20
 METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_compression_precision",
            "mn_distinction_precision", "mn_distinction_recall", "routes_valid", "routes_illegal_turn")
 
@@ -69,6 +72,7 @@ METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_com
 def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
     """Verdict rows of the three sources for one model."""
     from interp.analysis.probe_verdicts import probe_verdicts
+    from interp.analysis.verdicts import legacy_verdicts
     from interp.sweep import run_sweep
     from interp.models.checkpoint import load_checkpoint
     from interp.worlds.io import read_sequences
@@ -77,6 +81,7 @@ def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
     for kind, key in (("mlp-zero", "mlp_zero"), ("direct-effect", "direct_effect")):
         run = run_sweep(model, kind=kind, n=args.n, seed=0, out=out / f"sweep_{kind}", log=log)
         res[key] = {"rows": run.layer_rows(), "verdicts": str(out / f"sweep_{kind}" / "verdicts.json")}
+        res[f"{key}_v1"] = {"rows": legacy_verdicts(run.sweep).layer_rows(), "verdicts": None}
     ckpt = load_checkpoint(model)
     data = model.resolve().parent / "data"
     train = read_sequences(data / "train.txt", ckpt.world)[: args.probe_train]
@@ -89,14 +94,21 @@ def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
 
 def reread(folder: Path) -> dict[str, dict]:
     """The verdict rows :func:`detect` wrote for one model (``--reuse-detection``)."""
-    from interp.analysis.verdicts import load_verdicts
+    from interp.analysis.sweeps import SweepResult
+    from interp.analysis.verdicts import legacy_verdicts, load_verdicts
 
     paths = {"mlp_zero": folder / "sweep_mlp-zero" / "verdicts.json",
              "direct_effect": folder / "sweep_direct-effect" / "verdicts.json", "probe": folder / "probe_verdicts.json"}
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"--reuse-detection: no earlier verdicts at {', '.join(missing)}")
-    return {k: {"rows": load_verdicts(p).layer_rows(), "verdicts": str(p)} for k, p in paths.items()}
+    found = {k: {"rows": load_verdicts(p).layer_rows(), "verdicts": str(p)} for k, p in paths.items()}
+    for kind, key in (("mlp-zero", "mlp_zero"), ("direct-effect", "direct_effect")):  # the /1 rule, same sweep
+        sweep_dir = folder / f"sweep_{kind}"
+        meta = {k: v for k, v in json.loads((sweep_dir / "sweep.json").read_text()).items() if k != "summary"}
+        sweep = SweepResult(pd.read_csv(sweep_dir / "sweep.csv"), meta)
+        found[f"{key}_v1"] = {"rows": legacy_verdicts(sweep).layer_rows(), "verdicts": None}
+    return found
 
 
 def scores(frame: pd.DataFrame) -> pd.DataFrame:
@@ -236,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reuse-detection", action="store_true",
                    help="read the verdict files of an earlier run in --out instead of "
                         "sweeping again (plantings and finished fine-tuning runs are always reused)")
+    p.add_argument("--detect-only", action="store_true", help="plant and detect; no repair")
     p.add_argument("--quick", action="store_true", help="3 plantings, 1 control, β 1e-3 and 1e-1, one seed")
     args = p.parse_args(argv)
     from interp.results import write_json
@@ -284,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
 
     harmful = layers_from_verdicts(verdicts, "harmful")
     rep = rsum = None
-    if harmful:
+    if harmful and not args.detect_only:
         rep = repair(name, Path(models[name]["model"]), base, verdicts, out / name / "repair", args, log)
         rep.to_csv(out / "repair.csv", index=False)
         rsum = repair_summary(rep, harmful)
@@ -304,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     if rsum is not None:
         text += [f"## Repair of {name} (harmful layers {harmful}; β in β·Σ_ℓ mean(MLP_out²); "
                  f"{args.steps} steps, seeds {args.seeds})", "", repair_markdown(rsum), ""]
+    elif args.detect_only:
+        text += [f"## Repair: not run (--detect-only)", ""]
     else:
         text += [f"## Repair of {name}: skipped, the MLP zero-out sweep found no harmful layer", ""]
     (out / "planted_harm.md").write_text("\n".join(text))

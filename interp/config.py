@@ -305,6 +305,19 @@ class AnalysisConfig:
     #: streets: held-out (origin, destination) pairs for greedy routes and map reconstruction (0: skip)
     map_routes: int = 200
     seed: int = 0
+    #: the layer verdicts (``docs/concepts/verdicts.md``): the practical-effect margin in the
+    #: metric's units (None: the metric's default — 0.01 nats per token for the losses), the
+    #: confidence of intervals simultaneous over the layers (``per_layer``: one marginal interval
+    #: each) and the bootstrap unit (``groups`` | ``rows``)
+    min_effect: float | None = None
+    confidence: float = 0.95
+    per_layer: bool = False
+    resample: Literal["groups", "rows"] = "groups"
+
+    def verdict_rule(self) -> dict[str, Any]:
+        """The verdict settings as keyword arguments of :func:`interp.sweep.run_sweep`."""
+        return {"min_effect": self.min_effect, "confidence": self.confidence, "per_layer": self.per_layer,
+                "resample": self.resample}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ Stages, each writing into the run folder ``<runs_dir>/<name>/``:
    the MLP zero-out sweep of the unplanted model (the control). The later stages read ``planted/``.
    ``results.json``: ``plant.layers`` (planted), ``plant.unplanted_sweep``.
 4. **layers** (PragWorld §6.1–6.2): the MLP zero-out sweep with verdicts (``sweep_mlp-zero/``,
-   ``layers.mlp_zero.layers[*].verdict``), direct-effect patching of one-token state-changing edits
+   ``layers.mlp_zero.layers[*].verdict``: useful / harmful / negligible / inconclusive, intervals
+   simultaneous over the layers against the ``[analysis]`` margin ``min_effect``,
+   ``docs/concepts/verdicts.md``), direct-effect patching of one-token state-changing edits
    (``sweep_direct-effect/``) and the activation-patching heatmaps (``sweep_activation-patching/``).
 5. **fix** (PragWorld §6.3): the layers the sweep found harmful (``fix.layers``; none found: said,
    and HLS skipped — no stand-in) suppressed three ways: zeroed at inference, HLS fine-tuning, and
@@ -182,7 +184,7 @@ def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any],
                          ("activation-patching", "activation_patching", cfg.patch_n)):
         t = time.perf_counter()
         run = run_sweep(model, kind=kind, n=n, seed=cfg.seed, length=cfg.patching_length,
-                        edit_at=cfg.patching_edit_at, log=say)
+                        edit_at=cfg.patching_edit_at, log=say, **cfg.verdict_rule())
         out[key] = run.summary()
         log(f"[{kind}] ({time.perf_counter() - t:.0f} s)\n{run.table()}")
     return out
@@ -214,7 +216,7 @@ def plant_stage(run_dir: Path, cfg: PlantConfig, analysis: AnalysisConfig, progr
                      steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
     planted = plant_harm(best, run_dir / "plant", spec, model_dir=run_dir / "planted", progress=progress, log=log)
     control = run_sweep(best, kind="mlp-zero", n=analysis.sweep_n, seed=analysis.seed,
-                        out=run_dir / "plant" / "sweep_unplanted", log=_LogFile(log))
+                        out=run_dir / "plant" / "sweep_unplanted", log=_LogFile(log), **analysis.verdict_rule())
     log(f"[mlp-zero, unplanted control]\n{control.table()}")
     rows = control.layer_rows()
     return {**{k: planted.meta[k] for k in ("layers", "corruption", "share", "word", "seed", "steps", "batch_size", "lr",

@@ -78,6 +78,41 @@ def _write_verify(out_dir: Path, rows: list[dict[str, Any]], name: str = "verify
                                                                     "measured exactly")
 
 
+#: what a sweep's summary says about its verdict rule
+RULE_KEYS = ("rule", "min_effect", "min_effect_reason", "family", "per_layer", "confidence", "resample", "groups",
+             "n_groups", "n_boot", "seed")
+
+
+def rule_line(verdicts: LayerVerdicts) -> str:
+    """One line saying how the verdicts were reached: the interval, the family, the resampling
+    unit and the margin."""
+    m = verdicts.meta
+    conf = int(round(100 * float(m.get("confidence", 0.95))))
+    family = "per layer" if m.get("per_layer") else f"simultaneous over {len(verdicts.frame)} layers"
+    unit = f"{m.get('n_groups')} groups ({m.get('groups')})" if m.get("resample") == "groups" else "rows"
+    return (f"verdicts: {conf} % intervals {family}, resampling {unit}; margin ±{verdicts.min_effect:g} "
+            f"({m.get('min_effect_reason')})")
+
+
+def verdict_rule(n_boot: int = 2000, confidence: float = 0.95, per_layer: bool = False,
+                 min_effect: float | None = None, resample: str = "groups") -> dict[str, Any]:
+    """The verdict settings of a sweep job (``--n-boot``, ``--confidence``, ``--per-layer``,
+    ``--min-effect``, ``--resample``) as keyword arguments of
+    :func:`~interp.analysis.verdicts.layer_verdicts`; checked here, before any model loads."""
+    from interp.analysis.bands import RESAMPLE
+
+    if not 0 < confidence < 1:
+        raise ValueError(f"--confidence must be in (0, 1), got {confidence}")
+    if n_boot < 1:
+        raise ValueError(f"--n-boot must be ≥ 1, got {n_boot}")
+    if min_effect is not None and not min_effect >= 0:
+        raise ValueError(f"--min-effect must be ≥ 0 (in the metric's units), got {min_effect}")
+    if resample not in RESAMPLE:
+        raise ValueError(f"--resample must be one of {', '.join(RESAMPLE)}, got {resample!r}")
+    return {"n_boot": int(n_boot), "confidence": float(confidence), "per_layer": bool(per_layer),
+            "min_effect": min_effect, "resample": resample}
+
+
 @dataclass
 class SweepRun:
     """What :func:`run_sweep` did: the sweep, its verdicts, where it wrote, and the settings."""
@@ -95,27 +130,34 @@ class SweepRun:
 
     def table(self) -> str:
         rows = self.layer_rows()
-        lines = [f"{'layer':>5}  {'mean effect':>12}  {'interval':>24}  {'verdict':<8}  raw verdict"]
+        lines = [rule_line(self.verdicts),
+                 f"{'layer':>5}  {'mean effect':>12}  {'interval':>24}  {'verdict':<12}  raw verdict"]
         for r in rows:
             ci = f"[{r['ci'][0]:+.4f}, {r['ci'][1]:+.4f}]"
-            lines.append(f"{r['layer']:>5}  {r['effect']:>+12.4f}  {ci:>24}  {r['verdict']:<8}  {r['raw_verdict']}")
+            lines.append(f"{r['layer']:>5}  {r['effect']:>+12.4f}  {ci:>24}  {r['verdict']:<12}  {r['raw_verdict']}")
         if self.info.get("verify"):
             lines.append(verify_text(self.info["verify"]))
         return "\n".join(lines)
 
     def summary(self) -> dict[str, Any]:
-        return {**self.info, "out": str(self.out), "layers": self.layer_rows()}
+        """The settings, where it wrote, the verdict rule (:data:`RULE_KEYS` of the verdicts' meta)
+        and the per-layer rows."""
+        rule = {k: self.verdicts.meta.get(k) for k in RULE_KEYS}
+        return {**self.info, "out": str(self.out), "verdict_rule": rule, "layers": self.layer_rows()}
 
 
 @dataclass
 class PatchingRun:
     """What an ``activation-patching`` run did: one :class:`PatchingMap` per component (residual
-    stream by layer × position, attention heads by layer × head), the heatmaps, the settings."""
+    stream by layer × position, attention heads by layer × head), the heatmaps, the cells whose
+    simultaneous interval clears the margin, the settings."""
 
     maps: dict[str, Any]
     out: Path
     figures: list[Path]
     info: dict[str, Any] = field(default_factory=dict)
+    #: per map, the family-wise cell verdicts (:func:`interp.analysis.verdicts.map_verdicts`)
+    cells: dict[str, Any] = field(default_factory=dict)
 
     def table(self, max_positions: int = 24) -> str:
         """The residual-stream heatmap as text: share of the mean gap restored, layers × positions
@@ -134,6 +176,12 @@ class PatchingRun:
         lines.append("layer  " + " ".join(f"{str(t)[:6]:>6}" for t in labels))
         for layer, row in grid.iterrows():
             lines.append(f"{layer:>5}  " + " ".join(f"{v:>6.2f}" for v in row.to_numpy()))
+        for comp, c in self.cells.items():
+            got = c.summary()["outcomes"]
+            lines.append(f"{comp}: {got['above'] + got['below']} of {c.meta['cells']} cells move the metric by more "
+                         f"than ±{c.meta['min_effect']:g} ({got['above']} up, {got['below']} down; "
+                         f"{int(round(100 * c.meta['confidence']))} % {c.meta['family'].split(' (')[0]}), "
+                         f"{got['negligible']} negligible")
         for comp, rows in (self.info.get("verify") or {}).items():
             lines.append(f"{comp}: " + verify_text(rows))
         return "\n".join(lines)
@@ -143,12 +191,31 @@ class PatchingRun:
         for comp, m in self.maps.items():
             out[comp] = {"clean_mean": m.meta["clean_mean"], "corrupted_mean": m.meta["corrupted_mean"],
                          "restored": m.restored().round(4).to_numpy().tolist()}
+            if comp in self.cells:
+                c = self.cells[comp]
+                out[comp]["cells"] = {**c.summary(), "above": c.cells("above"), "below": c.cells("below")}
         return out
 
 
+def _cell_verdicts(maps: dict[str, Any], rule: dict[str, Any], seed: int, out_dir: Path | None) -> dict[str, Any]:
+    """Per map, the family-wise cell verdicts (:func:`~interp.analysis.verdicts.map_verdicts`;
+    the margin of the map's metric, the sweep's confidence and resampling), saved as
+    ``patching_<map>_cells.csv`` / ``.json`` when ``out_dir`` is given."""
+    from interp.analysis.verdicts import map_verdicts
+
+    cells = {}
+    for comp, m in maps.items():
+        cells[comp] = map_verdicts(m, n_boot=rule["n_boot"], confidence=rule["confidence"], seed=seed,
+                                   min_effect=rule["min_effect"], per_cell=rule["per_layer"],
+                                   resample=rule["resample"])
+        if out_dir is not None:
+            cells[comp].save(out_dir, f"patching_{comp}_cells")
+    return cells
+
+
 def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any], out_dir: Path, length: int,
-                  edit_at: int, seed: int, log: Any, method: str = "reuse", verify_top: int | None = None
-                  ) -> PatchingRun:
+                  edit_at: int, seed: int, log: Any, method: str = "reuse", verify_top: int | None = None,
+                  *, rule: dict[str, Any]) -> PatchingRun:
     """Residual-stream (layer × position) and head (layer × head) activation patching on aligned
     one-token edits, scored by the clean state's legal-token mass at the last position
     (``method="attribution"``: both maps estimated from one gradient run, ``verify_top`` cells of
@@ -194,10 +261,12 @@ def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any]
             m = activation_patching(bridge, clean, corrupted, metric, comp, labels=labels)
         m.save(out_dir, f"patching_{comp}")
         maps[comp] = m
+    cells = _cell_verdicts(maps, rule, seed, out_dir)
+    for comp, m in maps.items():
         what = "position" if comp == "resid_pre" else "head"
-        figures.append(draw_patching_heatmap(m, out_dir / f"patching_{comp}.png", title=(
+        figures.append(draw_patching_heatmap(m, out_dir / f"patching_{comp}.png", cells=cells[comp], title=(
             f"patching {comp} (clean → edited at token {edit_at}*): share of the gap restored, by layer × {what}")))
-    run = PatchingRun(maps, out_dir, figures, info)
+    run = PatchingRun(maps, out_dir, figures, info, cells)
     write_json(out_dir / "run.json", run.summary())
     return run
 
@@ -223,6 +292,10 @@ def run_sweep(
     chat_template: bool | None = False,
     log: Any = None,
     placement: Any = None,
+    confidence: float = 0.95,
+    per_layer: bool = False,
+    min_effect: float | None = None,
+    resample: str = "groups",
 ) -> SweepRun | PatchingRun:
     """Load the checkpoint ``model``, run the sweep ``kind`` on its held-out data, write the results.
 
@@ -240,6 +313,12 @@ def run_sweep(
     stderr). ``method="attribution"``: AtP estimates (:mod:`interp.analysis.attribution`) in place of
     the exact sweep, same outputs; ``verify_top``: then measure the K sites of largest
     |attribution| exactly (``verify.csv``, ``run.json["verify"]``).
+
+    The verdicts (:func:`~interp.analysis.verdicts.layer_verdicts`; on activation-patching maps
+    :func:`~interp.analysis.verdicts.map_verdicts`): ``confidence`` of intervals simultaneous over
+    the layers (``per_layer``: marginal ones), ``min_effect`` the margin in the metric's units
+    (None: the metric's default), ``resample`` ``groups`` (a world sequence and its edit pair are
+    each their own group; PragWorld rows: their group) or ``rows``; ``n_boot`` replicates.
     """
     from interp.analysis.patching import PatchPair, direct_effect_patching
     from interp.analysis.sweeps import mlp_zero_sweep
@@ -250,6 +329,7 @@ def run_sweep(
     from interp.worlds.io import read_sequences
 
     log = log or sys.stderr
+    rule = verdict_rule(n_boot, confidence, per_layer, min_effect, resample)
     if kind not in KINDS:
         raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if data is not None and Path(data).suffix.lower() == ".csv":  # a PragWorld file: yes/no questions
@@ -258,8 +338,8 @@ def run_sweep(
                              "(--method reuse) beside the attribution one")
 
         return run_pragworld_sweep(model, data, kind=kind, grouping=grouping, method=method, layers=layers, out=out,
-                                   seed=seed, batch_size=batch_size, n=n, n_boot=n_boot, log=log, placement=placement,
-                                   prepend_bos=prepend_bos, chat_template=chat_template)
+                                   seed=seed, batch_size=batch_size, n=n, log=log, placement=placement,
+                                   prepend_bos=prepend_bos, chat_template=chat_template, **rule)
     if prepend_bos is not None or chat_template:
         raise ValueError("--prepend-bos / --chat-template apply to a PragWorld CSV (--data FILE.csv); a world "
                          "checkpoint's sequences are its own word-level ids with <bos> first")
@@ -298,7 +378,8 @@ def run_sweep(
     if kind == "activation-patching":
         if method != "attribution":
             info.pop("method")
-        return _run_patching(bridge, world, sequences, info, out_dir, length, edit_at, seed, log, method, verify_top)
+        return _run_patching(bridge, world, sequences, info, out_dir, length, edit_at, seed, log, method, verify_top,
+                             rule=rule)
 
     from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
 
@@ -306,12 +387,14 @@ def run_sweep(
         ids = encode_sequences(sequences, world.vocab, n_ctx)
         mask = (ids != world.vocab.pad_id).long()
 
+        own = np.arange(len(sequences))  # each held-out sequence its own group
+
         def mlp_sweep(part: slice, method: str = method, layers: list[int] = lays) -> SweepResult:
             if method == "attribution":
-                return mlp_zero_attribution(bridge, ids[part], token_loss, mask[part], layers,
+                return mlp_zero_attribution(bridge, ids[part], token_loss, mask[part], layers, groups=own[part],
                                             batch_size=batch_size, higher_is_better=False)
-            return mlp_zero_sweep(bridge, ids[part], token_loss, mask[part], layers, batch_size=batch_size,
-                                  method=method, higher_is_better=False)
+            return mlp_zero_sweep(bridge, ids[part], token_loss, mask[part], layers, groups=own[part],
+                                  batch_size=batch_size, method=method, higher_is_better=False)
 
         sweep = sharded(mlp_sweep, len(sequences), acc)
         exact = lambda top: sharded(lambda part: mlp_sweep(part, "reuse", top), len(sequences), acc)  # noqa: E731
@@ -331,22 +414,25 @@ def run_sweep(
         # the edited token sits at index edit_at + 1 of the ids (<bos> first); score the tokens after it
         patch_pairs = [PatchPair(o, a) for o, a in enc]
 
+        own = np.arange(len(patch_pairs))  # one pair per held-out sequence: each its own group
+
         def de_sweep(part: slice, method: str = method, layers: list[int] = lays) -> SweepResult:
             fn = direct_effect_attribution if method == "attribution" else direct_effect_patching
             return fn(bridge, patch_pairs[part], continuation_loss([i + 1 for i in pairs.edit_at[part]]), layers,
-                      higher_is_better=False)
+                      groups=own[part], higher_is_better=False)
 
         sweep = sharded(de_sweep, len(patch_pairs), acc)
         exact = lambda top: sharded(lambda part: de_sweep(part, "loop", top), len(patch_pairs), acc)  # noqa: E731
         info["method"] = "attribution" if method == "attribution" else "loop"  # exact patching runs pair by pair
 
+    sweep.meta["groups"] = "each held-out sequence (or its one edit pair) its own group"
     if verify_top:
-        info["verify"] = verify_layers(sweep, verify_top, exact, n_boot=n_boot, seed=seed)
+        info["verify"] = verify_layers(sweep, verify_top, exact, seed=seed, **rule)
 
     info["processes"] = rank_and_size(acc)[1]
+    verdicts = layer_verdicts(sweep, seed=seed, **rule)
     if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
-        return SweepRun(sweep, layer_verdicts(sweep, n_boot=n_boot, seed=seed), out_dir, out_dir / "layers.png", info)
-    verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed)
+        return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info)
     sweep.save(out_dir)
     verdicts.save(out_dir)
     if info.get("verify"):
@@ -365,7 +451,8 @@ PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
 
 
 def _run_pair_patching(bridge: Any, task: Any, info: dict[str, Any], model: Path, data: Any, out: Any,
-                       method: str, batch_size: int | None, log: Any, acc: Any) -> PatchingRun:
+                       method: str, batch_size: int | None, log: Any, acc: Any, rule: dict[str, Any],
+                       seed: int) -> PatchingRun:
     """``--kind activation-patching`` on a PragWorld file: the reference's pairs
     (:func:`reference_pairs`), of equal token length (:func:`pair_activation_patching`), written
     as the world checkpoints' patching run is (``patching_<map>.csv`` / ``_mean.csv`` / ``.json``,
@@ -394,15 +481,16 @@ def _run_pair_patching(bridge: Any, task: Any, info: dict[str, Any], model: Path
         print(f"note: patched {got['n_pairs']} pairs; skipped {skipped}", file=log)
     out_dir = Path(out) if out else model.resolve().parent / "sweep_activation-patching_pragworld"
     if not is_main(acc):
-        return PatchingRun(maps, out_dir, [], info)
+        return PatchingRun(maps, out_dir, [], info, _cell_verdicts(maps, rule, seed, None))
     figures = []
+    cells = _cell_verdicts(maps, rule, seed, out_dir)
     for comp, m in maps.items():
         m.save(out_dir, f"patching_{comp}")
         what = "offset from the last token" if comp == "resid_pre" else "head"
-        figures.append(draw_patching_heatmap(m, out_dir / f"patching_{comp}.png", title=(
+        figures.append(draw_patching_heatmap(m, out_dir / f"patching_{comp}.png", cells=cells[comp], title=(
             f"patching {comp} (altered → original, {got['n_pairs']} pairs, {Path(data).name}): share of the gap "
             f"restored, by layer × {what}")))
-    run = PatchingRun(maps, out_dir, figures, info)
+    run = PatchingRun(maps, out_dir, figures, info, cells)
     write_json(out_dir / "run.json", run.summary())
     return run
 
@@ -424,6 +512,10 @@ def run_pragworld_sweep(
     prepend_bos: bool | None = None,
     log: Any = None,
     placement: Any = None,
+    confidence: float = 0.95,
+    per_layer: bool = False,
+    min_effect: float | None = None,
+    resample: str = "groups",
 ) -> SweepRun | PatchingRun:
     """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
     write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
@@ -431,7 +523,9 @@ def run_pragworld_sweep(
     :class:`PatchingRun` and writes ``patching_resid_pre`` / ``patching_heads``
     (``.csv``, ``_mean.csv``, ``.json``, ``.png``) and ``run.json``. ``n``: the first n rows only;
     ``prepend_bos`` / ``chat_template``: :class:`interp.tasks.Tokenization`; ``placement``: where the
-    model runs (:class:`interp.models.device.Placement`; default CPU; a launcher's process device)."""
+    model runs (:class:`interp.models.device.Placement`; default CPU; a launcher's process device).
+    Verdicts as in :func:`run_sweep`; the resampling unit is the PragWorld group (an original and
+    its alterations; a patched pair: its original's group)."""
     from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
     from interp.analysis.patching import PatchPair, direct_effect_patching
     from interp.analysis.sweeps import mlp_zero_sweep
@@ -440,9 +534,11 @@ def run_pragworld_sweep(
     from interp.models.checkpoint import load_bridge
     from interp.results import write_json
     from interp.tasks import YesNoTask
+    from interp.tasks.yesno import GROUP_UNIT
     from interp.viz.layers import draw_layer_effects
 
     log = log or sys.stderr
+    rule = verdict_rule(n_boot, confidence, per_layer, min_effect, resample)
     if kind not in PRAGWORLD_KINDS:
         raise ValueError(f"on PragWorld data --kind must be one of {', '.join(PRAGWORLD_KINDS)}, got {kind!r}")
     if kind == "activation-patching" and layers is not None:
@@ -466,17 +562,19 @@ def run_pragworld_sweep(
     info: dict[str, Any] = {"model": str(model), "data": str(data), "grouping": grouping, "kind": kind,
                             "seed": seed, "n_rows": len(rows), **task.settings()}
 
+    groups = task.groups
     if kind == "mlp-zero":
         def mlp_sweep(part: slice) -> SweepResult:
             if method == "attribution":
                 return mlp_zero_attribution(bridge, ids[part], task.metric(gold[part]), mask[part], lays,
-                                            categories=categories[part], batch_size=batch_size,
+                                            categories=categories[part], groups=groups[part], batch_size=batch_size,
                                             higher_is_better=True)
             return mlp_zero_sweep(bridge, ids[part], task.metric(gold[part]), mask[part], lays,
-                                  categories=categories[part], batch_size=batch_size, method=method,
-                                  higher_is_better=True)
+                                  categories=categories[part], groups=groups[part], batch_size=batch_size,
+                                  method=method, higher_is_better=True)
 
         sweep = sharded(mlp_sweep, len(rows), acc)
+        sweep.meta["groups"] = GROUP_UNIT
         info.update(n_examples=len(rows), method=method)
     elif kind == "direct-effect":
         candidates, skipped = reference_pairs(bridge, task)
@@ -489,15 +587,18 @@ def run_pragworld_sweep(
         pairs = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in candidates]
         pair_gold = [int(gold[i]) for _, i in candidates]
         pair_cats = [categories[i] for _, i in candidates]
+        pair_groups = task.pair_groups(candidates)
         de = direct_effect_attribution if method == "attribution" else direct_effect_patching
         sweep = sharded(lambda part: de(bridge, pairs[part], task.metric(pair_gold[part]), lays,
-                                        categories=pair_cats[part], higher_is_better=True), len(pairs), acc)
+                                        categories=pair_cats[part], groups=pair_groups[part], higher_is_better=True),
+                        len(pairs), acc)
+        sweep.meta["groups"] = "the PragWorld group of the pair's original"
         info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
     else:
-        return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc)
+        return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc, rule, seed)
 
     info["processes"] = rank_and_size(acc)[1]
-    verdicts = layer_verdicts(sweep, n_boot=n_boot, seed=seed, threshold=0.5)
+    verdicts = layer_verdicts(sweep, seed=seed, threshold=0.5, **rule)
     out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_pragworld"
     if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
         return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info)
@@ -512,4 +613,5 @@ def run_pragworld_sweep(
     return run
 
 
-__all__ = ["PRAGWORLD_KINDS", "PatchingRun", "SweepRun", "run_pragworld_sweep", "run_sweep"]
+__all__ = ["PRAGWORLD_KINDS", "PatchingRun", "SweepRun", "rule_line", "run_pragworld_sweep", "run_sweep",
+           "verdict_rule"]

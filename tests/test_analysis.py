@@ -1,6 +1,6 @@
 """Analysis: MLP zero-out sweeps equal a hand-written hook loop (and the batched fast path equals
 the loop), direct-effect patching oracles (identical inputs → 0, own activations → own metric),
-no leaked hooks, metric helpers, bootstrap verdicts on synthetic effects, verdict files."""
+no leaked hooks, metric helpers, verdicts on synthetic effects, verdict files."""
 
 from __future__ import annotations
 
@@ -280,34 +280,40 @@ def test_verdicts_on_synthetic_effects():
     noise = rng.normal(0, 0.2, n)
     noise -= noise.mean()  # exactly zero-mean noise
     sweep = _synthetic({0: -0.3 + rng.normal(0, 0.05, n), 1: 0.3 + rng.normal(0, 0.05, n), 2: noise})
-    v = layer_verdicts(sweep, threshold=0.5)
-    assert list(v.frame["verdict"]) == ["useful", "harmful", "neutral"]
-    assert v.useful == [0] and v.harmful == [1] and v.layers("neutral") == [2]
+    v = layer_verdicts(sweep, threshold=0.5, min_effect=0.1)
+    assert list(v.frame["verdict"]) == ["useful", "harmful", "negligible"]
+    assert v.useful == [0] and v.harmful == [1] and v.layers("negligible") == [2]
     row = v.frame.set_index("layer")
-    assert row.loc[2, "ci_low"] < 0 < row.loc[2, "ci_high"]
+    assert -0.1 <= row.loc[2, "ci_low"] < 0 < row.loc[2, "ci_high"] <= 0.1
+    # the simultaneous interval contains the layer's own (marginal) one
+    assert (v.frame.ci_low <= v.frame.marginal_low).all() and (v.frame.ci_high >= v.frame.marginal_high).all()
     # the raw rule: accuracy at 0.5 (clean 0.6 → correct); −0.3 drops every example below 0.5
     assert row.loc[0, "raw_verdict"] == "useful" and row.loc[0, "a_layer"] == 0.0 and row.loc[0, "a_0"] == 1.0
     # the same effects of a loss (lower = better) swap useful and harmful
-    flipped = layer_verdicts(_synthetic({0: -0.3 + rng.normal(0, 0.05, n)}, higher_is_better=False))
+    flipped = layer_verdicts(_synthetic({0: -0.3 + rng.normal(0, 0.05, n)}, higher_is_better=False), min_effect=0.1)
     assert flipped.harmful == [0]
     # seeded: the same seed gives the same interval
-    again = layer_verdicts(sweep, threshold=0.5)
+    again = layer_verdicts(sweep, threshold=0.5, min_effect=0.1)
     pd.testing.assert_frame_equal(v.frame, again.frame)
+    # a metric with no default margin: δ = 0, said with a warning (no layer can then be negligible)
+    with pytest.warns(UserWarning, match="no default margin"):
+        bare = layer_verdicts(sweep)
+    assert bare.min_effect == 0 and bare.layers("inconclusive") == [2]
 
 
-def test_verdict_flips_to_neutral_when_signal_drowns_in_noise():
+def test_verdict_turns_inconclusive_when_signal_drowns_in_noise():
     rng = np.random.default_rng(1)
     n = 30
-    strong = layer_verdicts(_synthetic({0: -0.2 + rng.normal(0, 0.05, n)}))
-    weak = layer_verdicts(_synthetic({0: -0.02 + rng.normal(0, 1.0, n)}))
-    assert strong.useful == [0] and weak.layers("neutral") == [0]
+    strong = layer_verdicts(_synthetic({0: -0.2 + rng.normal(0, 0.05, n)}), min_effect=0.05)
+    weak = layer_verdicts(_synthetic({0: -0.02 + rng.normal(0, 1.0, n)}), min_effect=0.05)
+    assert strong.useful == [0] and weak.layers("inconclusive") == [0]
 
 
 def test_verdicts_by_category():
     n = 40
     cats = ["connective" if i % 2 else "swap" for i in range(n)]
     eff = np.array([0.4 if c == "connective" else 0.0 for c in cats])
-    v = layer_verdicts(_synthetic({0: eff, 1: -eff}, categories=cats))
+    v = layer_verdicts(_synthetic({0: eff, 1: -eff}, categories=cats), min_effect=0.01)
     assert v.by_category.loc[0, "connective"] == pytest.approx(0.4)
     assert v.by_category.loc[1, "swap"] == pytest.approx(0.0)
 

@@ -105,7 +105,7 @@ def test_a_rerun_gives_the_same_numbers(tiny_job, tmp_path_factory):
 
 
 def test_no_harmful_layer_means_nothing_to_suppress():
-    rows = [{"layer": 0, "effect": 1.3, "verdict": "useful"}, {"layer": 1, "effect": -0.002, "verdict": "neutral"}]
+    rows = [{"layer": 0, "effect": 1.3, "verdict": "useful"}, {"layer": 1, "effect": -0.002, "verdict": "inconclusive"}]
     layers, why = choose_hls_layers((), rows)
     assert layers == [] and "no harmful layer" in why and "skipped" in why
     rows[1]["verdict"] = "harmful"
@@ -117,7 +117,7 @@ def test_fix_stage_skips_hls_when_the_sweep_finds_no_harmful_layer(tmp_path):
     from interp.pipeline import fix_stage
 
     said = []
-    rows = [{"layer": 0, "effect": 1.3, "verdict": "useful"}, {"layer": 1, "effect": 0.01, "verdict": "neutral"}]
+    rows = [{"layer": 0, "effect": 1.3, "verdict": "useful"}, {"layer": 1, "effect": 0.01, "verdict": "inconclusive"}]
     out = fix_stage(tmp_path, FixConfig(), {"layers": rows}, False, said.append)
     assert out["skipped"] and out["layers"] == [] and out["found"] == []
     assert any("nothing to suppress" in s for s in said)

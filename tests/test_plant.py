@@ -203,25 +203,26 @@ def test_world_model_metrics_match_the_finetune_evaluation(base_run):
 # ---- probe verdicts ----------------------------------------------------------------------------
 
 
-def test_bootstrap_accuracy_change_against_brute_force():
-    from interp.analysis.probe_verdicts import bootstrap_accuracy_change
+def test_probe_accuracy_change_resamples_sequences_against_brute_force():
+    from interp.analysis.bands import group_index, group_sums, replicates, resample_counts
+    from interp.analysis.probe_verdicts import accuracy_changes
 
     rng = np.random.default_rng(0)
     seq = np.repeat(np.arange(6), [3, 1, 4, 2, 5, 3])
     correct = rng.random((len(seq), 3)) < np.array([0.3, 0.8, 0.6])
-    change, lo, hi = bootstrap_accuracy_change(correct, seq, n_boot=300, seed=5)
-    np.testing.assert_allclose(change, np.diff(correct.mean(0)))
+    d = accuracy_changes(correct)
+    index, g = group_index(seq, len(seq))
+    est, _, dev, _ = replicates(*group_sums(d, index, g), resample_counts(g, 300, np.random.default_rng(5)))
+    np.testing.assert_allclose(est, np.diff(correct.mean(0)))
     # brute force: the same draws of sequences, positions gathered by hand
     draws = np.random.default_rng(5).integers(0, 6, size=(300, 6))
     boot = []
-    for d in draws:
-        rows = np.concatenate([np.flatnonzero(seq == k) for k in d])
+    for dr in draws:
+        rows = np.concatenate([np.flatnonzero(seq == k) for k in dr])
         boot.append(np.diff(correct[rows].mean(0)))
-    boot = np.array(boot)
-    np.testing.assert_allclose(lo, np.quantile(boot, 0.025, axis=0))
-    np.testing.assert_allclose(hi, np.quantile(boot, 0.975, axis=0))
-    with pytest.raises(ValueError, match="one sequence id per row"):
-        bootstrap_accuracy_change(correct[:, :1], seq)
+    np.testing.assert_allclose(est + dev, np.array(boot), atol=1e-12)
+    with pytest.raises(ValueError, match="≥2 layers"):
+        accuracy_changes(correct[:, :1])
 
 
 def test_probe_verdicts_on_a_tiny_model(base_run, tiny_city):
@@ -239,7 +240,11 @@ def test_probe_verdicts_on_a_tiny_model(base_run, tiny_city):
     assert f.a_layer.iloc[0] == pytest.approx(f.a_0.iloc[1])  # after block 0 = before block 1
     for r in f.itertuples():
         assert r.ci_low <= r.mean_effect <= r.ci_high
-        assert r.verdict == ("harmful" if r.ci_high < 0 else "useful" if r.ci_low > 0 else "neutral")
+        assert r.ci_low <= r.marginal_low and r.marginal_high <= r.ci_high  # simultaneous ⊇ per block
+        d = v.min_effect
+        assert r.verdict == ("harmful" if r.ci_high < -d else "useful" if r.ci_low > d else
+                             "negligible" if -d <= r.ci_low and r.ci_high <= d else "inconclusive")
+    assert v.meta["n_groups"] == len(test) and v.min_effect == 0.01
     assert v.to_dict()["kind"] == "probe"
 
 

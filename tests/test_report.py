@@ -185,13 +185,21 @@ def test_findings_say_what_was_missed_and_skipped():
     from interp.viz.report import findings_html
 
     story = json.loads(json.dumps(STORY))
-    story["layers"]["mlp_zero"]["layers"][1]["verdict"] = "neutral"
+    story["layers"]["mlp_zero"]["layers"][1]["verdict"] = "inconclusive"
     story["layers"]["mlp_zero"]["layers"][0]["verdict"] = "harmful"
     story["fix"] = {"layers": [], "skipped": True, "why": "the MLP zero-out sweep found no harmful layer: "
                                                             "nothing to suppress, HLS skipped"}
     out = findings_html(story)
     assert "calls layer 0 harmful — missed layer 1; false alarm on layer 0 —" in out
+    assert "The others: layer 1 inconclusive." in out
+    assert "per-layer percentile interval over rows (the interp.layer_verdicts/1 rule)" in out  # no rule recorded
     assert "nothing to suppress, HLS skipped." in out and "Closest" not in out
+    story["layers"]["mlp_zero"]["verdict_rule"] = {
+        "min_effect": 0.01, "min_effect_reason": "a 1 % change of perplexity", "per_layer": False,
+        "confidence": 0.95, "resample": "groups", "groups": "each held-out sequence its own group", "n_groups": 200}
+    out = findings_html(story)
+    assert ("95 % intervals, simultaneous over all layers; 200 groups resampled (each held-out sequence its own "
+            "group). Harmful: removing the MLP lowers the loss by more than the margin 0.01") in out
     assert findings_html({"train": {}}) == ""
 
 

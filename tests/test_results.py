@@ -81,7 +81,7 @@ def _sweep():
     rng = np.random.default_rng(0)
     rows = [{"example": e, "layer": layer, "clean": 0.5, "ablated": 0.5 + d, "effect": d}
             for layer in range(3) for e, d in enumerate(rng.normal(-0.1 * layer, 0.05, 12))]
-    return SweepResult(pd.DataFrame(rows), {"kind": "mlp-zero", "metric": "p_gold", "higher_is_better": True})
+    return SweepResult(pd.DataFrame(rows), {"kind": "mlp-zero", "metric": "two_way_prob", "higher_is_better": True})
 
 
 def _check_saved(result, folder, stem):

@@ -31,7 +31,7 @@ def test_default_main_job_end_to_end(tmp_path):
     assert table["trained model"]["next_token"] >= 0.95
     layers = results["layers"]["mlp_zero"]["layers"]
     assert len(layers) == results["config"]["model"]["n_layer"]
-    assert {r["verdict"] for r in layers} <= {"useful", "harmful", "neutral"}
+    assert {r["verdict"] for r in layers} <= {"useful", "harmful", "negligible", "inconclusive"}
     assert results["fix"]["layers"] and results["fix"]["table"]
     folder = tmp_path / "runs" / "demo"
     for name in ("table1.md", "table1.png", "sweep_mlp-zero/layers.png", "sweep_activation-patching/patching_resid_pre.png",

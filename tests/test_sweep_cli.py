@@ -42,7 +42,7 @@ def test_mlp_zero_sweep_command(run_dir, tiny_model_config):
     rows = summary["layers"]
     assert [r["layer"] for r in rows] == list(range(tiny_model_config.n_layer))
     for r in rows:
-        assert r["verdict"] in {"useful", "harmful", "neutral"}
+        assert r["verdict"] in {"useful", "harmful", "negligible", "inconclusive"}
         assert r["ci"][0] <= r["effect"] + 1e-9 and r["effect"] <= r["ci"][1] + 1e-9
     out = run_dir / "sweep_mlp-zero"
     for name in ("sweep.csv", "sweep_layers.csv", "sweep.json", "verdicts.json"):
@@ -80,7 +80,7 @@ def test_direct_effect_sweep_command(run_dir, tmp_path, tiny_city):
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["n_pairs"] + summary["n_failed"] == 6
-    assert all(r["verdict"] in {"useful", "harmful", "neutral"} for r in summary["layers"])
+    assert all(r["verdict"] in {"useful", "harmful", "negligible", "inconclusive"} for r in summary["layers"])
     assert (tmp_path / "de" / "verdicts.json").is_file() and (tmp_path / "de" / "layers.png").stat().st_size > 0
 
 

@@ -324,10 +324,12 @@ For each layer ℓ, zero its MLP output (`blocks.ℓ.hook_mlp_out`) at every pos
 held-out route with a metric — here the next-token loss (`token_loss`, lower is better). The
 per-example **effect** is metric(ablated) − metric(clean).
 
-`layer_verdicts` turns the per-example effects into a verdict with a paired bootstrap interval of
-the mean effect (oriented so that higher = better): **useful** if removing the layer makes the
-metric reliably worse (the interval excludes 0 on the bad side), **harmful** if removing it
-makes the metric reliably better, **neutral** if the interval covers 0. The paper's raw rule
+`layer_verdicts` turns the per-example effects into a verdict with an interval of the mean effect
+(oriented so that higher = better) that holds for all layers at once (a cluster bootstrap-t
+band; each route is its own group here) against a practical margin δ (0.01 nats for the token
+loss): **harmful** if the interval lies above +δ (removing the layer makes the metric better by
+more than the margin), **useful** if it lies below −δ, **negligible** if it lies inside ±δ,
+**inconclusive** otherwise (docs/concepts/verdicts.md). The paper's raw rule
 (accuracy with the layer removed vs. without, no margin, no test) is in `raw_verdict` beside it.
 `method="reuse"` (the default) runs one clean forward and resumes each variant after block ℓ.
 '''),
@@ -516,7 +518,7 @@ next-token test.
 '''),
         code('''
 assert nt.position_share.mean > 0.9, nt
-assert sorted(sweep.per_layer()["layer"]) == LAYERS and set(verdicts.frame.verdict) <= {"useful", "harmful", "neutral"}
+assert sorted(sweep.per_layer()["layer"]) == LAYERS and set(verdicts.frame.verdict) <= {"useful", "harmful", "negligible", "inconclusive"}
 assert len(direct.frame) == len(pairs) * len(LAYERS)
 assert patching.meta["clean_mean"] > patching.meta["corrupted_mean"]
 key = f"mlp_out² layer {LAYER}"

@@ -1,5 +1,6 @@
 """Analysis: layer sweeps (PragWorld §6.2 MLP zero-out), direct-effect patching (§6.1), and
-useful / harmful / neutral layer verdicts with bootstrap intervals, saved with the model's
+useful / harmful / negligible / inconclusive layer verdicts (a cluster bootstrap band over all
+layers at once against a practical margin: :mod:`interp.analysis.verdicts`), saved with the model's
 fingerprint for the fine-tuning that reads them."""
 
 from interp.analysis.attribution import activation_attribution, direct_effect_attribution, mlp_zero_attribution

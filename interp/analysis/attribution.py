@@ -68,7 +68,8 @@ from interp.analysis.activation_patching import COMPONENTS, PatchingMap
 from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.patching import PatchPair, _ids, resid_cache
 from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
-from interp.analysis.sweeps import SweepResult, _categories, _chunks, _layers, _score, _trim
+from interp.analysis.sweeps import (OWN_GROUP, SweepResult, _categories, _chunks, _layers, _score, _trim,
+                                    attach_groups)
 from interp.hooks import Alignment, HookNames, InterventionError, Site, check_site, intervene, patch
 
 #: activation-patching components this module estimates (those of the exact sweep)
@@ -143,6 +144,7 @@ def mlp_zero_attribution(
     layers: Sequence[int] | None = None,
     *,
     categories: Sequence[Any] | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
     batch_size: int | None = 64,
     higher_is_better: bool = True,
 ) -> SweepResult:
@@ -180,8 +182,9 @@ def mlp_zero_attribution(
             rows.append(row)
     meta = {"kind": "mlp_zero", "metric": metric_name(metric), "higher_is_better": bool(higher_is_better),
             "method": "attribution", "estimate": "AtP: -sum_pos mlp_out . grad(metric) on the clean run",
-            "n_examples": n, "layers": lays, "model": model_fingerprint(bridge)}
-    return SweepResult(pd.DataFrame(rows), meta)
+            "n_examples": n, "layers": lays, "groups": "given" if groups is not None else OWN_GROUP,
+            "model": model_fingerprint(bridge)}
+    return SweepResult(attach_groups(pd.DataFrame(rows), groups, n), meta)
 
 
 # ---- direct-effect patching ------------------------------------------------------------------------
@@ -200,6 +203,7 @@ def direct_effect_attribution(
     layers: Sequence[int] | None = None,
     *,
     categories: Sequence[Any] | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
     higher_is_better: bool = True,
 ) -> SweepResult:
     """AtP estimate of :func:`~interp.analysis.patching.direct_effect_patching`: per pair and layer,
@@ -254,8 +258,9 @@ def direct_effect_attribution(
     meta = {"kind": "direct_effect_patching", "site": "resid_pre", "metric": metric_name(metric),
             "higher_is_better": bool(higher_is_better), "method": "attribution",
             "estimate": "AtP: sum over aligned (d,s) of (alt[s] - orig[d]) . grad(metric) at resid_pre[d]",
-            "n_examples": len(pairs), "layers": lays, "model": model_fingerprint(bridge)}
-    return SweepResult(pd.DataFrame(rows), meta)
+            "n_examples": len(pairs), "layers": lays, "groups": "given" if groups is not None else OWN_GROUP,
+            "model": model_fingerprint(bridge)}
+    return SweepResult(attach_groups(pd.DataFrame(rows), groups, len(pairs)), meta)
 
 
 # ---- activation patching (clean → corrupted) -------------------------------------------------------

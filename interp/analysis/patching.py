@@ -34,7 +34,7 @@ from torch import Tensor
 
 from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
-from interp.analysis.sweeps import SweepResult, _categories, _layers, _score
+from interp.analysis.sweeps import OWN_GROUP, SweepResult, _categories, _layers, _score, attach_groups
 from interp.hooks import Alignment, HookNames, InterventionError, Site, check_site, intervene, patch
 
 
@@ -81,6 +81,7 @@ def direct_effect_patching(
     layers: Sequence[int] | None = None,
     *,
     categories: Sequence[Any] | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
     higher_is_better: bool = True,
     method: str = "exact",
 ) -> SweepResult:
@@ -89,7 +90,9 @@ def direct_effect_patching(
     ``metric(logits, batch)`` scores the original prompt's run; ``batch.index`` is the pair's index,
     so per-example data (e.g. the altered gold) is looked up by pair. Returns a
     :class:`~interp.analysis.sweeps.SweepResult` whose ``clean`` is the unpatched original score,
-    ``ablated`` the patched one and ``effect`` their difference (one row per pair × layer).
+    ``ablated`` the patched one and ``effect`` their difference (one row per pair × layer);
+    ``groups``: one id per pair (e.g. the PragWorld group of its original; default: each pair its
+    own), the ``group`` column the verdicts resample.
     The AtP estimate (same arguments, same frame) is
     :func:`interp.analysis.attribution.direct_effect_attribution`.
     """
@@ -133,8 +136,8 @@ def direct_effect_patching(
             rows.append(row)
     meta = {"kind": "direct_effect_patching", "site": "resid_pre", "metric": metric_name(metric),
             "higher_is_better": bool(higher_is_better), "n_examples": len(pairs), "layers": lays,
-            "model": model_fingerprint(bridge)}
-    frame = pd.DataFrame(rows)
+            "groups": "given" if groups is not None else OWN_GROUP, "model": model_fingerprint(bridge)}
+    frame = attach_groups(pd.DataFrame(rows), groups, len(pairs))
     frame["clean"] = frame["clean"].astype(np.float64)
     return SweepResult(frame, meta)
 

@@ -73,7 +73,7 @@ def _merge_maps(parts: list[tuple[Any, list[int], int]], rows: list[tuple[int, i
     prompt token (``pos`` ≤ 0, 0 = the scored token; ``position`` keeps the index in the prompt),
     so the shared template tail lines up across lengths; a heatmap cell is the mean over the pairs
     long enough to have it. Labels: the original prompts' token at an offset where all agree (its
-    decoded text, a newline as ``\\n``), else ``·``."""
+    decoded text, a newline as ``\\n``), else ``·``. Each pair's ``group`` is its original's."""
     import pandas as pd
 
     from interp.analysis.activation_patching import PatchingMap
@@ -93,12 +93,15 @@ def _merge_maps(parts: list[tuple[Any, list[int], int]], rows: list[tuple[int, i
     frame = frame.reset_index(drop=True)
     cats = task.categories
     frame["category"] = [cats[rows[e][1]] for e in frame["example"]]
+    groups = task.groups
+    frame["group"] = [groups[rows[e][0]] for e in frame["example"]]
     n = sum(len(e) for _, e, _ in parts)
     meta = dict(first.meta)
     meta.update(n_examples=n, positions=max(L for _, _, L in parts),
                 clean_mean=float(sum(m.meta["clean_mean"] * len(e) for m, e, _ in parts) / n),
                 corrupted_mean=float(sum(m.meta["corrupted_mean"] * len(e) for m, e, _ in parts) / n),
                 clean="altered prompt", corrupted="original prompt", rows=[list(r) for r in rows],
+                groups="the PragWorld group of the pair's original",
                 lengths=sorted({L for _, _, L in parts}))
     if axis == "pos":
         tok = task.tokenization.tokenizer

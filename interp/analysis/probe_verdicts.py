@@ -8,17 +8,20 @@ positions. The evidence about block ℓ is the change of held-out probe accuracy
 
     Δ_ℓ = accuracy(after block ℓ) − accuracy(before block ℓ)
 
-with a percentile bootstrap interval that resamples **test sequences** (positions of one sequence
-are correlated, so they are resampled together; the same draw serves every layer, as in
-:func:`interp.analysis.verdicts.layer_verdicts`). Verdicts, on that interval:
+and per position the change of its hit, ``d = correct(after) − correct(before)`` ∈ {−1, 0, 1},
+so Δ_ℓ is the mean of d over the test positions. Its interval is the same rule as
+:func:`interp.analysis.verdicts.layer_verdicts`: a studentized cluster bootstrap that resamples
+**test sequences** (positions of one sequence are correlated, so they are resampled together; the
+same draw serves every block), simultaneous over the blocks by default, against a margin δ
+(default 0.01: one percentage point of accuracy). Verdicts:
 
-- ``harmful`` — entirely below 0: the state is less linearly decodable after the block;
-- ``useful`` — entirely above 0: the block makes the state more decodable;
-- ``neutral`` — the interval covers 0.
+- ``harmful`` — entirely below −δ: the state is less linearly decodable after the block;
+- ``useful`` — entirely above +δ: the block makes the state more decodable;
+- ``negligible`` — inside ±δ; ``inconclusive`` — otherwise.
 
 This reads the whole block (attention and MLP), not the MLP alone, and a probe measures what is
 *decodable*, not what the model *uses*: a block can leave the state perfectly decodable and still
-push wrong predictions (then the probes call it neutral while the zero-out sweep calls it harmful).
+push wrong predictions (then the probes call it negligible while the zero-out sweep calls it harmful).
 That difference is the point of reporting both.
 
 The result is a :class:`~interp.analysis.verdicts.LayerVerdicts` (``mean_effect`` = ``mean_benefit``
@@ -33,47 +36,34 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
-from jaxtyping import Bool, Float, Int
+from jaxtyping import Bool, Int
 
-from interp.analysis.verdicts import LayerVerdicts
+from interp.analysis.bands import cluster_band
+from interp.analysis.verdicts import LayerVerdicts, classify, default_min_effect
+
+#: the metric name of these verdicts (its default margin: :data:`~interp.analysis.verdicts.MIN_EFFECTS`)
+METRIC = "probe_accuracy_change"
 
 
-def bootstrap_accuracy_change(correct: Bool[np.ndarray, "row layer"], sequence: Int[np.ndarray, " row"],
-                              n_boot: int = 2000, confidence: float = 0.95,
-                              seed: int = 0) -> tuple[Float[np.ndarray, " step"], Float[np.ndarray, " step"],
-                                                      Float[np.ndarray, " step"]]:
-    """Accuracy change between consecutive columns of ``correct`` (column j+1 minus column j) and
-    its percentile bootstrap interval over sequences (clusters): each resample draws sequences
-    with replacement and recomputes every column's accuracy as hits / positions of the drawn
-    sequences. Returns ``(change, low, high)``, one entry per consecutive pair."""
-    if correct.ndim != 2 or correct.shape[1] < 2 or len(correct) != len(sequence):
-        raise ValueError(f"need correct [rows, ≥2 layers] and one sequence id per row, got {correct.shape} "
-                         f"and {len(sequence)}")
-    if not 0 < confidence < 1 or n_boot < 1:
-        raise ValueError(f"need 0 < confidence < 1 and n_boot ≥ 1, got {confidence}, {n_boot}")
-    ids, inverse = np.unique(sequence, return_inverse=True)
-    hits = np.zeros((len(ids), correct.shape[1]))
-    np.add.at(hits, inverse, correct.astype(float))
-    counts = np.bincount(inverse, minlength=len(ids)).astype(float)
-    acc = hits.sum(0) / counts.sum()
-    change = np.diff(acc)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(ids), size=(n_boot, len(ids)))
-    boot_acc = hits[draws].sum(1) / counts[draws].sum(1)[:, None]  # [n_boot, layers]
-    boot = np.diff(boot_acc, axis=1)
-    alpha = (1 - confidence) / 2
-    return change, np.quantile(boot, alpha, axis=0), np.quantile(boot, 1 - alpha, axis=0)
+def accuracy_changes(correct: Bool[np.ndarray, "row layer"]) -> Int[np.ndarray, "row step"]:
+    """Per row, the change of its hit between consecutive columns (column j+1 minus column j):
+    the mean of column j is the accuracy change across block j."""
+    if correct.ndim != 2 or correct.shape[1] < 2:
+        raise ValueError(f"need correct [rows, ≥2 layers], got {correct.shape}")
+    return np.diff(correct.astype(np.int8), axis=1)
 
 
 def probe_verdicts(bridge: Any, world: Any, train_sequences: Sequence[Sequence[str]],
                    test_sequences: Sequence[Sequence[str]], n_boot: int = 2000, confidence: float = 0.95,
-                   seed: int = 0, l2: float | None = None, max_iter: int | None = None) -> LayerVerdicts:
+                   seed: int = 0, l2: float | None = None, max_iter: int | None = None, *,
+                   min_effect: float | None = None, per_layer: bool = False) -> LayerVerdicts:
     """Per block ℓ, the verdict of the held-out probe-accuracy change across it (module docstring).
 
     Probes are fitted at the embeddings and after every block on ``train_sequences`` and scored on
     ``test_sequences``; scalar state labels (streets: the current intersection, dialogue: the
-    state's label) are one class each. Test labels unseen in training count as errors."""
+    state's label) are one class each. Test labels unseen in training count as errors.
+    ``min_effect`` (default :data:`~interp.analysis.verdicts.MIN_EFFECTS` ``probe_accuracy_change``)
+    and ``per_layer`` as in :func:`~interp.analysis.verdicts.layer_verdicts`."""
     from interp.metrics import probes as P
 
     n_layers = int(bridge.cfg.n_layers)
@@ -97,25 +87,34 @@ def probe_verdicts(bridge: Any, world: Any, train_sequences: Sequence[Sequence[s
         probe = P.fit_probe(train.layer(layer), y_train, n_classes, **kw)
         correct[:, j] = (probe.predict(test.layer(layer)) == y_test)[:, 0].numpy()
         converged.append(bool(probe.converged))
-    change, low, high = bootstrap_accuracy_change(correct, test.sequence, n_boot, confidence, seed)
+    if len(test.sequence) != len(correct):
+        raise ValueError(f"{len(test.sequence)} sequence ids for {len(correct)} test positions")
+    delta, reason = (default_min_effect(METRIC) if min_effect is None else (float(min_effect), "given"))
+    band = cluster_band(accuracy_changes(correct), test.sequence, n_boot=n_boot, confidence=confidence, seed=seed,
+                        simultaneous=not per_layer)
     acc = correct.mean(0)
-    rows = []
-    for ell in range(n_layers):
-        d, lo, hi = float(change[ell]), float(low[ell]), float(high[ell])
-        verdict = "harmful" if hi < 0 else "useful" if lo > 0 else "neutral"
-        raw = "harmful" if d < 0 else "useful" if d > 0 else "neutral"
-        rows.append({"layer": ell, "n": int(len(test.labels)), "mean_effect": d, "mean_benefit": d,
-                     "ci_low": lo, "ci_high": hi, "verdict": verdict, "a_0": float(acc[ell]),
-                     "a_layer": float(acc[ell + 1]), "raw_verdict": raw})
-    meta = {"metric": "probe accuracy change across the block (after − before)", "kind": "probe",
-            "higher_is_better": True,
-            "sign_convention": "effect = accuracy after block ℓ − before it; harmful: CI < 0; useful: CI > 0",
-            "n_boot": int(n_boot), "confidence": float(confidence), "seed": int(seed),
-            "n_examples": int(test.n_sequences), "resampled": "test sequences",
+    change = band.estimate
+    frame = pd.DataFrame({
+        "layer": range(n_layers), "n": band.n, "n_groups": band.n_groups, "mean_effect": change,
+        "mean_benefit": change, "se": band.se, "ci_low": band.low, "ci_high": band.high,
+        "marginal_low": band.marginal_low, "marginal_high": band.marginal_high,
+        "verdict": classify(band.low, band.high, delta, harmful="below"), "a_0": acc[:-1], "a_layer": acc[1:],
+        "raw_verdict": ["harmful" if d < 0 else "useful" if d > 0 else "negligible" for d in change]})
+    meta = {"metric": METRIC, "kind": "probe", "higher_is_better": True,
+            "rule": "interp.layer_verdicts/2 on the accuracy change across each block",
+            "sign_convention": "effect = accuracy after block ℓ − before it; harmful: interval < −min_effect; "
+                               "useful: > +min_effect; negligible: inside ±min_effect; inconclusive: otherwise",
+            "min_effect": delta, "min_effect_reason": reason, "per_layer": bool(per_layer),
+            "family": "per layer (marginal intervals)" if per_layer else
+                      f"simultaneous over the {n_layers} blocks (max-|t| band, critical value {band.critical:.3f})",
+            "critical_value": None if per_layer else band.critical, "resample": "groups",
+            "groups": "test sequences (the positions of one sequence)", "n_groups": band.n_groups,
+            "interval": band.settings["method"], "n_boot": int(n_boot), "confidence": float(confidence),
+            "seed": int(seed), "n_examples": int(test.n_sequences),
             "train_positions": len(train.labels), "test_positions": len(test.labels),
             "unseen_test_labels": int((y_test < 0).sum()), "probes_converged": converged,
             "embedding_accuracy": float(acc[0])}
-    return LayerVerdicts(pd.DataFrame(rows), None, meta)
+    return LayerVerdicts(frame, None, meta)
 
 
-__all__ = ["bootstrap_accuracy_change", "probe_verdicts"]
+__all__ = ["METRIC", "accuracy_changes", "probe_verdicts"]

@@ -23,7 +23,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.analysis.scoring import Batch, Metric
-from interp.analysis.sweeps import METHODS, SweepResult
+from interp.analysis.sweeps import METHODS, OWN_GROUP, SweepResult
 from interp.models.parallel import rank_and_size
 
 KINDS = ("mlp-zero", "direct-effect", "activation-patching")
@@ -188,7 +188,8 @@ def sharded(run: Any, n: int, acc: Any | None) -> SweepResult:
     ``run(part)`` gets a ``slice`` of the examples and returns a :class:`SweepResult` over them;
     its ``example`` numbers are shifted to global ones and the rows of all processes are gathered
     (:func:`interp.models.parallel.gather_frame`) and put in the one-process order (layer, then
-    example). Every example's value is computed exactly as in one process: per-example metrics
+    example; a ``group`` column of the default own groups is shifted with it; given group ids are
+    global already). Every example's value is computed exactly as in one process: per-example metrics
     do not depend on which other examples share the forward (up to float summation order)."""
     from interp.models.parallel import gather_frame, shard_bounds
 
@@ -201,23 +202,28 @@ def sharded(run: Any, n: int, acc: Any | None) -> SweepResult:
     local = run(slice(start, stop))
     frame = local.frame.copy()
     frame["example"] += start
+    if local.meta.get("groups") == OWN_GROUP and "group" in frame:  # local example numbers: make them global
+        frame["group"] += start
     frame = gather_frame(frame, acc).sort_values(["layer", "example"], kind="stable").reset_index(drop=True)
     meta = {**local.meta, "n_examples": n, "processes": size}
     return SweepResult(frame, meta)
 
 
-def verify_layers(estimate: SweepResult, k: int, exact: Any, n_boot: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
+def verify_layers(estimate: SweepResult, k: int, exact: Any, n_boot: int = 2000, seed: int = 0,
+                  **rule: Any) -> list[dict[str, Any]]:
     """``--verify-top K`` for a layer sweep: the ``k`` layers of largest |mean attribution|, each
     measured exactly by ``exact(layers) -> SweepResult`` (same examples). Per layer: ``rank``,
     ``attribution`` and ``exact`` mean effects, ``same_sign``, the ``verdict`` from the estimates
-    and ``exact_verdict`` from the exact run (same bootstrap)."""
+    and ``exact_verdict`` from the exact run (same bootstrap; ``rule``: the verdict settings of
+    :func:`~interp.analysis.verdicts.layer_verdicts`, e.g. ``min_effect``). The exact run's
+    family is the K verified layers, the estimate's every layer."""
     from interp.analysis.attribution import rank_sites
     from interp.analysis.verdicts import layer_verdicts
 
     top = rank_sites(estimate, k)
     measured = exact([int(x) for x in top["layer"]])
-    ev = layer_verdicts(measured, n_boot=n_boot, seed=seed).frame.set_index("layer")
-    av = layer_verdicts(estimate, n_boot=n_boot, seed=seed).frame.set_index("layer")
+    ev = layer_verdicts(measured, n_boot=n_boot, seed=seed, **rule).frame.set_index("layer")
+    av = layer_verdicts(estimate, n_boot=n_boot, seed=seed, **rule).frame.set_index("layer")
     mean = measured.frame.groupby("layer")["effect"].mean()
     return [{"rank": int(r.rank), "layer": int(r.layer), "attribution": float(r.attribution),
              "exact": float(mean[int(r.layer)]), "same_sign": bool(np.sign(r.attribution) == np.sign(mean[int(r.layer)])),

@@ -12,7 +12,9 @@ What is measured depends on the task (:mod:`interp.train.finetune_data`: its ``k
   the dialogue world adds ``qa_probe_*`` and, on a generated benchmark, ``pragworld_*``;
 - PragWorld rows: ``pragworld_*`` (:func:`interp.metrics.pragworld.score_pragworld`);
 - both: ``mlp_out_sq`` per layer (what HLS pushes down, :func:`mean_squared_mlp_out`) and ``sweep_effect_*`` per layer, the MLP
-  zero-out sweep with bootstrap intervals (:func:`interp.analysis.sweeps.mlp_zero_sweep`).
+  zero-out sweep with the verdicts' intervals (:func:`interp.analysis.sweeps.mlp_zero_sweep`,
+  :func:`interp.analysis.verdicts.layer_verdicts`: PragWorld groups resampled, simultaneous
+  over the layers).
 
 It runs a layer sweep, so it sits in analysis (above metrics, whose metrics it calls).
 """
@@ -226,17 +228,20 @@ def _sweep(bridge: Any, task: Any, ev: FinetuneEval, layers: Sequence[int] | Non
     from interp.analysis.scoring import token_loss
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
+    from interp.tasks.yesno import GROUP_UNIT
 
     ids, pad = task.eval_ids, task.pad_id
     mask = (ids != pad).long()
     if task.kind == "world":
         metric, hib, name = token_loss, False, "sweep_effect_token_loss"
-        cats = None
+        cats, groups, unit = None, None, "each held-out sequence its own group"
     else:
         metric, hib, name = task.qa["task"].metric(), True, "sweep_effect_p_gold"
         cats = [str(c) for c in task.qa["rows"]["category"]]
+        groups, unit = task.qa["task"].groups, GROUP_UNIT
     sweep = mlp_zero_sweep(bridge, ids, metric, mask, list(layers) if layers else None, categories=cats,
-                           batch_size=64, method="batched", higher_is_better=hib)
+                           groups=groups, batch_size=64, method="batched", higher_is_better=hib)
+    sweep.meta["groups"] = unit
     verdicts = layer_verdicts(sweep, n_boot=ev.n_boot, seed=ev.seed)
     out = verdicts.layer_rows()
     for r in out:

@@ -58,11 +58,14 @@ class SweepResult:
     """Per-example effects of one intervention per layer, and their per-layer summary.
 
     ``frame``: one row per (example, layer) with ``clean`` (metric unedited), ``ablated`` (metric
-    under the layer's intervention; for patching, the patched run), ``effect = ablated − clean``
-    and ``category`` when categories were given. :meth:`per_layer`: per layer, the mean effect, its
-    standard error and n, and the mean clean / ablated metric; :meth:`summary` is ``meta`` with
-    those rows. ``meta``: the kind of sweep, the metric's name, whether higher is better, and the
-    model fingerprint (:func:`~interp.analysis.fingerprint.model_fingerprint`).
+    under the layer's intervention; for patching, the patched run), ``effect = ablated − clean``,
+    ``group`` (the resampling unit of the verdicts: examples that share a source share a group;
+    by default each example is its own) and ``category`` when categories were given.
+    :meth:`per_layer`: per layer, the mean effect, its standard error (cluster-robust over the
+    groups) and n, and the mean clean / ablated metric; :meth:`summary` is ``meta`` with those
+    rows. ``meta``: the kind of sweep, the metric's name, whether higher is better, what a group
+    is (``groups``), and the model fingerprint
+    (:func:`~interp.analysis.fingerprint.model_fingerprint`).
     """
 
     frame: pd.DataFrame
@@ -76,7 +79,7 @@ class SweepResult:
         """One row per layer: ``layer``, ``mean_effect``, ``se``, ``n``, ``clean``, ``ablated``."""
         rows = []
         for layer, g in self.frame.groupby("layer", sort=True):
-            est = mean_se(g["effect"].to_numpy())
+            est = mean_se(g["effect"].to_numpy()) if "group" not in g else group_mean_se(g["effect"], g["group"])
             rows.append({"layer": int(layer), "mean_effect": est.mean, "se": est.se, "n": est.n,
                          "clean": float(g["clean"].mean()), "ablated": float(g["ablated"].mean())})
         return pd.DataFrame(rows, columns=["layer", "mean_effect", "se", "n", "clean", "ablated"])
@@ -84,6 +87,12 @@ class SweepResult:
     @property
     def layers(self) -> list[int]:
         return sorted(int(x) for x in self.frame["layer"].unique())
+
+    def with_groups(self, groups: Sequence[Any], unit: str) -> "SweepResult":
+        """The same sweep with ``group = groups[example]`` (one id per example) and
+        ``meta["groups"] = unit`` (what a group is, for the verdict file)."""
+        n = int(self.frame["example"].max()) + 1 if len(self.frame) else 0
+        return SweepResult(attach_groups(self.frame, groups, n), {**self.meta, "groups": unit})
 
     def effects(self) -> pd.DataFrame:
         """Wide table: one row per example, one column per layer (the effect)."""
@@ -134,6 +143,36 @@ def _categories(categories: Sequence[Any] | None, n: int) -> list[Any] | None:
     return cats
 
 
+#: ``meta["groups"]`` when every example is its own group
+OWN_GROUP = "each example its own group"
+
+
+def attach_groups(frame: pd.DataFrame, groups: Sequence[Any] | np.ndarray | None, n: int) -> pd.DataFrame:
+    """``frame`` with a ``group`` column: ``groups[example]`` (one id per example, ``n`` of them),
+    or the example number itself when ``groups`` is None."""
+    frame = frame.copy()
+    if groups is None:
+        frame["group"] = frame["example"].to_numpy()
+        return frame
+    g = np.asarray(list(groups))
+    if g.shape != (n,):
+        raise ValueError(f"{len(g)} group ids for {n} examples")
+    frame["group"] = g[frame["example"].to_numpy(dtype=int)] if len(frame) else []
+    return frame
+
+
+def group_mean_se(values: Any, groups: Any) -> Any:
+    """The mean of ``values`` with its cluster-robust (CR1) standard error over ``groups``
+    (:func:`interp.results.ratio_se` on the groups' sums and sizes); ``n`` counts the rows."""
+    from interp.results import Estimate, ratio_se
+
+    v = pd.Series(np.asarray(values, dtype=float))
+    keep = v.notna().to_numpy()
+    by = v[keep].groupby(np.asarray(groups)[keep])
+    est = ratio_se(by.sum().to_numpy(), by.count().to_numpy())
+    return Estimate(est.mean, est.se, int(keep.sum()))
+
+
 def _score(metric: Metric, logits: Tensor, batch: Batch) -> np.ndarray:
     val = metric(logits, batch)
     if not isinstance(val, Tensor) or tuple(val.shape) != (batch.tokens.shape[0],):
@@ -150,6 +189,7 @@ def mlp_zero_sweep(
     layers: Sequence[int] | None = None,
     *,
     categories: Sequence[Any] | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
     batch_size: int | None = 64,
     method: str = "reuse",
     higher_is_better: bool = True,
@@ -158,7 +198,8 @@ def mlp_zero_sweep(
 
     ``metric(logits, batch) -> Tensor[batch]`` (see :mod:`interp.analysis.scoring`);
     ``attention_mask`` marks padding; ``layers`` defaults to all; ``categories`` (one per example,
-    e.g. PragWorld alteration types) becomes a ``category`` column; ``batch_size`` bounds the
+    e.g. PragWorld alteration types) becomes a ``category`` column, ``groups`` (one id per
+    example, e.g. PragWorld groups; default: each example its own) the ``group`` column; ``batch_size`` bounds the
     examples of one forward (``"batched"`` multiplies it by the number of layers; None: all at
     once); with padding, chunks group examples of similar length and drop trailing all-padding
     columns, so a metric sees ``batch.tokens`` of the chunk's own width (use ``batch.index`` and
@@ -212,10 +253,11 @@ def mlp_zero_sweep(
                 row["category"] = cats[i]
             rows.append(row)
     meta = {"kind": "mlp_zero", "metric": metric_name(metric), "higher_is_better": bool(higher_is_better),
-            "method": method, "n_examples": n, "layers": lays, "model": model_fingerprint(bridge)}
+            "method": method, "n_examples": n, "layers": lays, "groups": "given" if groups is not None else OWN_GROUP,
+            "model": model_fingerprint(bridge)}
     if reuse is not None:
         meta["resumed_after_block"] = [layer for layer in lays if reuse.additive.get(layer, True)]
-    return SweepResult(pd.DataFrame(rows), meta)
+    return SweepResult(attach_groups(pd.DataFrame(rows), groups, n), meta)
 
 
 class _Reuse:
@@ -300,4 +342,4 @@ def _batched(bridge: Any, metric: Metric, batch: Batch, layers: list[int]) -> np
     return out
 
 
-__all__ = ["METHODS", "SweepResult", "mlp_zero_sweep"]
+__all__ = ["METHODS", "OWN_GROUP", "SweepResult", "attach_groups", "group_mean_se", "mlp_zero_sweep"]

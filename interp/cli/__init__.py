@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from interp.cli.common import add_ablate, add_checkpoint, add_placement
+from interp.cli.common import add_ablate, add_checkpoint, add_placement, add_verdict_rule
 from interp.cli.layers import cmd_finetune, cmd_plant, cmd_report, cmd_sweep
 from interp.cli.measure import cmd_metrics, cmd_navigate, cmd_next_token, cmd_probe
 from interp.cli.pragworld import add_pragworld
@@ -158,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-size", type=int, help="examples per forward (default: all at once)")
     s.add_argument("--out", help="output folder (default: <checkpoint>/../sweep_<kind>/)")
     s.add_argument("--seed", type=int, default=0, help="edit positions, fresh sequences, bootstrap (default 0)")
+    add_verdict_rule(s)
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     add_placement(s, device_map=True)
     s.set_defaults(fn=cmd_sweep)

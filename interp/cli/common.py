@@ -75,3 +75,20 @@ def add_ablate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ablate", action="append", metavar="SITE",
                         help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
                              "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it")
+
+
+def add_verdict_rule(p: argparse.ArgumentParser) -> None:
+    """The layer-verdict flags (docs/concepts/verdicts.md): margin, confidence, family, resampling."""
+    p.add_argument("--min-effect", type=float, default=None, metavar="DELTA",
+                   help="the practical-effect margin in the metric's units: a layer is harmful/useful only when "
+                        "its interval clears ±DELTA, negligible when it lies inside (default per metric: 0.01 nats "
+                        "for token/continuation loss, 0.01 for P(gold) and the legal-token mass)")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="confidence of the intervals, simultaneous over the layers unless --per-layer (default 0.95)")
+    p.add_argument("--per-layer", action="store_true",
+                   help="one marginal interval per layer instead of the simultaneous band (expect about "
+                        "(1 − confidence) × layers false verdicts on a model with no effects)")
+    p.add_argument("--resample", choices=("groups", "rows"), default="groups",
+                   help="bootstrap unit: groups (default: a PragWorld original with its alterations; a world "
+                        "sequence alone) or rows one by one (too narrow on grouped rows)")
+    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")

@@ -25,7 +25,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     data=args.data, n=n, method=args.method, layers=layers, out=args.out, seed=args.seed,
                     batch_size=args.batch_size, length=args.length, edit_at=args.edit_at, grouping=args.grouping,
                     placement=placement_from_args(args),
-                    verify_top=args.verify_top, log=sys.stderr,
+                    verify_top=args.verify_top, log=sys.stderr, n_boot=args.n_boot, confidence=args.confidence,
+                    per_layer=args.per_layer, min_effect=args.min_effect, resample=args.resample,
                     prepend_bos={"auto": None, "on": True, "off": False}[args.prepend_bos],
                     chat_template={"auto": None, "on": True, "off": False}[args.chat_template])
     if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports

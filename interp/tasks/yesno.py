@@ -17,7 +17,10 @@ A :class:`YesNoTask` holds the rows (the schema of
   answer (:meth:`training_rows`) — supervised fine-tuning as the reference ran it (LLaMA-Factory
   SFT masks the prompt). The reference's SFT also appends an EOS to the response; here the answer
   is the one token the label prompt is scored on, and no EOS follows it;
-- categories, groups and the (original, alteration) pairs (:meth:`pairs`).
+- categories, groups and the (original, alteration) pairs (:meth:`pairs`). The group is the
+  verdicts' resampling unit (:mod:`interp.analysis.verdicts`): an original and its alterations
+  share most of their text, so their effects are not independent; a pair belongs to the group of
+  its original (:meth:`pair_groups`). Rows without a ``group`` column are each their own group.
 
 ``interp sweep --data CSV``, ``interp pragworld eval --prompt label|benchmark`` and ``interp
 finetune`` with ``[data] kind = "pragworld"`` all build their inputs here, so one row is asked the
@@ -44,6 +47,8 @@ from torch import Tensor
 from interp.tasks.tokens import Tokenization, check_length, own_tokenizer, pad_id_of, pad_right, yes_no_token_ids
 
 PROMPT_KINDS = ("label", "benchmark", "dialogue")
+#: what a group of a yes/no task is (``meta["groups"]`` of its sweeps)
+GROUP_UNIT = "PragWorld group: an original conversation and its alterations"
 
 
 def dialogue_prompt(context: str, question: str) -> str:
@@ -201,6 +206,18 @@ class YesNoTask:
             return ["original"] * len(self.rows)
         return [c if isinstance(c, str) else "original" for c in self.rows["category"]]
 
+    @property
+    def groups(self) -> np.ndarray:
+        """Each row's group id (the rows' ``group`` column; without one, each row its own)."""
+        if "group" not in self.rows:
+            return np.arange(len(self.rows))
+        return self.rows["group"].to_numpy()
+
+    def pair_groups(self, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+        """The group of each (original, alteration) pair: its original row's."""
+        g = self.groups
+        return np.array([g[o] for o, _ in pairs])
+
     def pairs(self) -> tuple[list[tuple[int, int]], int]:
         """``(pairs, unpaired)``: every (original row, alteration row) of a group, in row order, and
         how many alterations have no original in their group."""
@@ -235,4 +252,4 @@ class YesNoTask:
                 "metric": "two_way_prob: P(gold) in the softmax over the yes/no logits at the last prompt token"}
 
 
-__all__ = ["PROMPT_KINDS", "YesNoTask", "dialogue_prompt", "p_yes", "two_way_prob"]
+__all__ = ["GROUP_UNIT", "PROMPT_KINDS", "YesNoTask", "dialogue_prompt", "p_yes", "two_way_prob"]

@@ -1,13 +1,16 @@
-"""Layer-sweep figures: each layer's mean effect with its bootstrap interval, coloured by verdict
-(:func:`draw_layer_effects`), and the layer × position (or head) activation-patching heatmap
+"""Layer-sweep figures: each layer's mean effect with the interval its verdict reads, coloured by
+verdict (:func:`draw_layer_effects`), and the layer × position (or head) activation-patching
+heatmap with the cells whose simultaneous interval clears the margin marked
 (:func:`draw_patching_heatmap`).
 
 Input: :class:`~interp.analysis.verdicts.LayerVerdicts` (or a
 :class:`~interp.analysis.sweeps.SweepResult`, whose verdicts are then computed with the defaults).
 The bar is the mean *effect* (metric with the intervention − metric clean, in the metric's own
-units); the error bar is the bootstrap interval of that mean (for a lower-is-better metric the
-verdicts hold the interval of the oriented benefit, flipped back here). Colours: useful green,
-harmful red, neutral grey.
+units); the thick error bar is the interval the verdict reads (simultaneous over the layers unless
+the verdicts are per layer), the thin one inside it each layer's own (marginal) interval (for a
+lower-is-better metric the verdicts hold the intervals of the oriented benefit, flipped back
+here); the grey band is ±``min_effect``, the margin. Colours: useful green, harmful red,
+negligible light grey, inconclusive amber.
 
 matplotlib is imported inside the function and drawn on an Agg canvas (no GUI, no pyplot state).
 """
@@ -27,11 +30,11 @@ def save_png(fig: Any, path: str | Path) -> Path:
     return path
 
 
-VERDICT_COLOURS = {"useful": "#2a9d3f", "harmful": "#d1372b", "neutral": "#9a9a9a"}
+VERDICT_COLOURS = {"useful": "#2a9d3f", "harmful": "#d1372b", "negligible": "#c8c8c8", "inconclusive": "#e0a030"}
 
 
 def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | None = None) -> Path:
-    """PNG of per-layer mean effects with bootstrap intervals, bars coloured by verdict."""
+    """PNG of per-layer mean effects with their intervals and the margin, bars coloured by verdict."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
@@ -52,14 +55,28 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     layers = f["layer"].to_numpy(dtype=int)
     mean = f["mean_effect"].to_numpy(dtype=float)
     lo, hi = verdicts.effect_interval()
-    yerr = np.vstack([np.clip(mean - lo, 0, None), np.clip(hi - mean, 0, None)])
+    mlo, mhi = verdicts.effect_interval(marginal=True)
+
+    def err(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # an infinite or missing interval: no bar (marked ∞)
+        e = np.vstack([np.clip(mean - a, 0, None), np.clip(b - mean, 0, None)])
+        return np.where(np.isfinite(e), e, 0.0)
+
     colours = [VERDICT_COLOURS.get(str(v), "#9a9a9a") for v in f["verdict"]]
 
     fig = Figure(figsize=(max(4.0, 0.6 * len(layers) + 2.0), 3.6), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     x = np.arange(len(layers))
-    ax.bar(x, mean, color=colours, yerr=yerr, capsize=4, ecolor="0.2", edgecolor="0.3", linewidth=0.5)
+    delta = verdicts.min_effect
+    if delta > 0:
+        ax.axhspan(-delta, delta, color="0.88", zorder=0, linewidth=0)
+    ax.bar(x, mean, color=colours, edgecolor="0.3", linewidth=0.5, zorder=2)
+    ax.errorbar(x, mean, yerr=err(lo, hi), fmt="none", ecolor="0.15", elinewidth=1.4, capsize=4, zorder=3)
+    if not verdicts.meta.get("per_layer", True) and "marginal_low" in f:
+        ax.errorbar(x, mean, yerr=err(mlo, mhi), fmt="none", ecolor="0.55", elinewidth=0.8, capsize=2, zorder=4)
+    for j in np.flatnonzero(~(np.isfinite(lo) & np.isfinite(hi))):
+        ax.annotate("∞" if np.isinf(lo[j]) or np.isinf(hi[j]) else "no CI", (x[j], mean[j]), fontsize=8,
+                    ha="center", va="bottom", xytext=(0, 3), textcoords="offset points")
     ax.axhline(0.0, color="0.3", linewidth=0.8)
     ax.set_xticks(x)
     ax.set_xticklabels([str(v) for v in layers])
@@ -69,20 +86,25 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     ax.set_ylabel(f"mean effect on {metric}\n(intervened − clean; {better} is better)")
     conf = verdicts.meta.get("confidence")
     handles = [Patch(color=c, label=v) for v, c in VERDICT_COLOURS.items()]
+    if delta > 0:
+        handles.append(Patch(color="0.88", label=f"±{delta:g} margin"))
+    family = "per layer" if verdicts.meta.get("per_layer", True) else "simultaneous\n(thin: per layer)"
     ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              title=f"{int(round(conf * 100))}% bootstrap CI" if conf else None, title_fontsize=8)
+              title=f"{int(round(conf * 100))}% CI, {family}" if conf else None, title_fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
     return save_png(fig, path)
 
 
 def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "restored",
-                          title: str | None = None) -> Path:
+                          title: str | None = None, cells: Any = None) -> Path:
     """PNG heatmap of a :class:`~interp.analysis.activation_patching.PatchingMap`: layers as rows,
     positions (or heads) as columns; ``restored`` (default): mean effect / mean clean − corrupted
     gap, the share of the gap one patched activation restores; else the mean of a frame column
     over examples (``effect``: the raw change; ``recovered``: per-example ratios).
-    Diverging colours centred on 0; position labels from ``meta["labels"]`` when present."""
+    Diverging colours centred on 0; position labels from ``meta["labels"]`` when present.
+    ``cells`` (:class:`~interp.analysis.verdicts.MapVerdicts`): a dot on every cell whose
+    simultaneous interval lies beyond the margin (``above`` or ``below``)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.figure import Figure
@@ -105,7 +127,15 @@ def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "restor
                        rotation=90 if labels else 0, fontsize=7)
     ax.set_yticks(np.arange(values.shape[0]))
     ax.set_yticklabels([str(r) for r in grid.index])
-    ax.set_xlabel("position" if axis == "pos" else "head")
+    marks = ""
+    if cells is not None:
+        rows, cols = {v: i for i, v in enumerate(grid.index)}, {v: j for j, v in enumerate(grid.columns)}
+        marked = [(rows[a], cols[b]) for which in ("above", "below") for a, b in cells.cells(which)
+                  if a in rows and b in cols]
+        ax.scatter([c for _, c in marked], [r for r, _ in marked], s=8, c="k", marker="o")
+        marks = (f"; •: effect beyond ±{cells.meta['min_effect']:g} "
+                 f"({int(round(100 * cells.meta['confidence']))}% {cells.meta['family'].split(' (')[0]})")
+    ax.set_xlabel(("position" if axis == "pos" else "head") + marks, fontsize=8 if marks else None)
     ax.set_ylabel(f"layer ({patching.meta.get('component', '')})")
     n = patching.meta.get("n_examples")
     cbar = fig.colorbar(im, ax=ax)

@@ -441,8 +441,27 @@ def _verdict_cell(r: dict[str, Any] | None) -> str:
     return f"{r.get('verdict')} ({_est(r.get('effect'), lo=ci[0], hi=ci[1])})"
 
 
+def verdict_note(rule: dict[str, Any]) -> str:
+    """The sentence under the verdict table: what was measured and the rule, from a sweep summary's
+    ``verdict_rule`` (a /1-era results file without one: the old rule, said as such)."""
+    what = ("Mean effect of zeroing the layer's MLP on the per-token next-token loss (nats), with its "
+            "interval. ")
+    if not rule or rule.get("min_effect") is None:
+        return what + ("95 % per-layer percentile interval over rows (the interp.layer_verdicts/1 rule): "
+                       "harmful when the interval lies below 0, useful above.")
+    conf = int(round(100 * float(rule.get("confidence") or 0.95)))
+    family = "per layer" if rule.get("per_layer") else "simultaneous over all layers"
+    unit = (f"{rule.get('n_groups')} groups resampled ({rule.get('groups')})" if rule.get("resample") == "groups"
+            else "rows resampled")
+    d = rule["min_effect"]
+    return what + (f"{conf} % intervals, {family}; {unit}. Harmful: removing the MLP lowers the loss by more "
+                   f"than the margin {d:g} ({rule.get('min_effect_reason')}) — the whole interval below −{d:g}; "
+                   f"useful: the whole interval above +{d:g}; negligible: inside ±{d:g}; inconclusive: otherwise.")
+
+
 def _verdicts_part(results: dict[str, Any]) -> str:
-    rows = ((results.get("layers") or {}).get("mlp_zero") or {}).get("layers") or []
+    mlp = (results.get("layers") or {}).get("mlp_zero") or {}
+    rows = mlp.get("layers") or []
     if not rows:
         return ""
     plant = results.get("plant") or {}
@@ -469,12 +488,13 @@ def _verdicts_part(results: dict[str, Any]) -> str:
                      f"{_layers_text(found)} harmful and {_layers_text(useful)} useful.")
     else:
         parts.append(f"The MLP zero-out sweep calls {_layers_text(found)} harmful and {_layers_text(useful)} useful.")
+    rest = {v: [r["layer"] for r in rows if r.get("verdict") == v] for v in ("negligible", "inconclusive")}
+    if any(rest.values()):
+        parts.append("The others: " + "; ".join(f"{_layers_text(ls)} {v}" for v, ls in rest.items() if ls) + ".")
     head = ["layer", "planted"] + (["unplanted model"] if control else []) + ["analysed model"]
     body = [[r["layer"], "yes" if r["layer"] in planted else ""]
             + ([_verdict_cell(control.get(r["layer"]))] if control else []) + [_verdict_cell(r)] for r in rows]
-    note = ('<p class="note">Verdict (mean effect of zeroing the layer\'s MLP on the per-token next-token loss, '
-            "nats, with its 95 % paired-bootstrap interval): harmful when removing the MLP lowers the loss "
-            "(interval below 0), useful when it raises it.</p>")
+    note = f'<p class="note">{html.escape(verdict_note(mlp.get("verdict_rule") or {}))}</p>'
     return ("<h3>Layer verdicts: planted vs found</h3><p>" + " ".join(parts) + "</p>"
             + _rows_table(head, body, "findings") + note)
 
