@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import platform
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -185,20 +183,10 @@ def shipped_model(cfg: ExperimentConfig, folder: Path = DEMO_MODEL) -> dict[str,
     return m if m.get("recipe") == training_recipe(cfg) else None
 
 
-def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` where there is one, else the platform's)."""
-    info = Path("/proc/cpuinfo")
-    if info.is_file():
-        for line in info.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def package_model(run_dir: Path, out: Path = DEMO_MODEL, command: str = "make demo-model") -> Path:
     """Copy a finished run's ``best/`` checkpoint and training log into ``out`` with its manifest
     (the recipe, the data hashes, the training and next-token records, the machine)."""
-    import torch
+    from interp.machine import machine
 
     run_dir = Path(run_dir)
     results = json.loads((run_dir / "results.json").read_text())
@@ -210,8 +198,7 @@ def package_model(run_dir: Path, out: Path = DEMO_MODEL, command: str = "make de
     manifest = {"format": 1, "recipe": json.loads(json.dumps({k: results["config"][k] for k in RECIPE_KEYS})),
                 "data_sha256": data_hashes(run_dir), "train": results["train"], "next_token": results["next_token"],
                 "produced_by": command, "trained_from": str(run_dir),
-                "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
-                            "torch": torch.__version__},
+                "machine": machine(peak=False),
                 "train_wall_s": json.loads(timing.read_text())["wall_s"] if timing.is_file() else None}
     write_json(out / "manifest.json", manifest)
     return out
@@ -242,6 +229,8 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
                    shipped_folder: Path = DEMO_MODEL) -> dict[str, Any]:
     """Generate data, train (or start from the shipped model: module docstring; ``retrain``: never),
     run the next-token test; write and return ``results.json``."""
+    import torch
+
     from interp.models.gpt2 import build_gpt2, count_parameters
     from interp.worlds.encoding import encode_sequences
     from interp.train.trainer import train
@@ -289,8 +278,8 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
     result = train(model, train_ids, test_ids, cfg.train, run_dir, pad_id=vocab.pad_id,
                    save_model_fn=partial(_save, world=world), progress=progress,
                    run_info={"name": cfg.name})
-    write_json(run_dir / "train_timing.json", {"wall_s": round(time.perf_counter() - t_train), "threads":
-                                                __import__("torch").get_num_threads()})
+    write_json(run_dir / "train_timing.json", {"wall_s": round(time.perf_counter() - t_train),
+                                                "threads": torch.get_num_threads()})
     log(f"trained {result.steps} steps: train loss {result.final_train_loss:.4f}, best held-out loss "
         f"{result.best_eval_loss:.4f} at step {result.best_step}, {result.tokens_per_second:,.0f} tokens/s")
 

@@ -52,7 +52,10 @@ def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progres
     shipped demo model (:mod:`interp.experiment`) unless ``retrain``."""
     from interp.experiment import run_experiment
 
+    from interp.machine import machine
+
     timings: dict[str, float] = {}
+    here = machine()  # quoted beside the stage timings
     t = time.perf_counter()
     results = run_experiment(cfg, base, fresh=fresh, progress=progress, log=log, retrain=retrain)
     timings["train"] = time.perf_counter() - t
@@ -78,6 +81,7 @@ def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progres
                                        model=analysed)
             timings["fix"] = time.perf_counter() - t
     results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    results["machine"] = {**here, "date": time.strftime("%Y-%m-%d", time.gmtime())}
     write_json(run_dir / "results.json", results)
     t = time.perf_counter()
     from interp.viz.report import write_report
@@ -226,7 +230,7 @@ def plant_stage(run_dir: Path, cfg: PlantConfig, analysis: AnalysisConfig, progr
 
 
 #: the scalar metrics of the repair comparison (lower is better: the held-out loss and illegal turns);
-#: the greedy routes (streets) are scored for the model before, zeroed and unplanted only
+#: the greedy routes (streets) are scored for every model
 REPAIR_METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_compression_precision",
                   "mn_distinction_precision", "mn_distinction_recall", "routes_valid", "routes_illegal_turn")
 
