@@ -24,11 +24,10 @@ TABLE1 = (("next_token", "next-token"), ("probe", "probe"), ("compression_precis
 
 
 def _pm(row: dict, key: str) -> str:
-    v = row.get(key)
-    if v is None:
+    v, se = row.get(key), row.get(f"{key}_se")
+    if v is None or v != v:  # missing or NaN: no such cell (no probe of the oracle; no pair distinguished)
         return "—"
-    se = row.get(f"{key}_se")
-    return f"{v:.2f} ± {se:.2f}" if se is not None else f"{v:.2f}"
+    return f"{v:.2f} ± {se:.2f}" if se is not None and se == se else f"{v:.2f}"
 
 
 def _ci(v: float, lo: float | None, hi: float | None, fmt: str = ".3g") -> str:

@@ -120,10 +120,15 @@ class ExperimentConfig:
     curriculum: CurriculumConfig = field(default_factory=lambda: CurriculumConfig(
         max_tokens=(23, 43, 63), steps=(1000, 1000, 1000)))
     #: ``interp run`` only: world-model table and layer analyses, then HLS fine-tuning
-    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    #: sized for a short ``make demo`` (issue 22): the current-state probes (one L-BFGS fit per
+    #: layer, the world-model stage's main cost) on 100 training routes (last-layer accuracy 0.988
+    #: against 0.989 on 200), Myhill–Nerode on 50 state pairs, direct-effect patching of 100 edits
+    analysis: AnalysisConfig = field(default_factory=lambda: AnalysisConfig(mn_pairs=50, patch_n=100,
+                                                                            probe_train=100))
     #: ``interp run`` only: harm planted in known layers before the layer analyses (issue 14)
     plant: PlantConfig = field(default_factory=PlantConfig)
-    fix: FixConfig = field(default_factory=FixConfig)
+    #: the repair compared on 100 held-out routes and 50 state pairs (sized as ``analysis``)
+    fix: FixConfig = field(default_factory=lambda: FixConfig(mn_pairs=50, n_eval=100))
 
 
 def load_experiment(path: str | Path | None) -> tuple[ExperimentConfig, Path]:
