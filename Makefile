@@ -8,11 +8,12 @@ STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: setup demo test test-slow bench smollm2 smollm2-pragworld clean help
+.PHONY: setup demo demo-model test test-slow bench smollm2 smollm2-pragworld clean help
 
 help:
 	@echo "make setup      create .venv and install interp with its test tools"
 	@echo "make demo       run the main job on the embedded default (prints the run folder last)"
+	@echo "make demo-model retrain the shipped demo model (interp/demo_model/) from the embedded default"
 	@echo "make test       the default test suite"
 	@echo "make test-slow  the slow tests (longer training runs)"
 	@echo "make bench      the benchmarks (ratios measured side by side)"
@@ -30,6 +31,9 @@ setup: $(STAMP)
 
 demo: setup
 	$(BIN)/interp run
+
+demo-model: setup
+	$(BIN)/python experiments/demo_model.py
 
 test: setup
 	$(PYTEST) -q

@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("config", nargs="?", default=None, help="TOML file (default: embedded demo)")
         s.add_argument("--fresh", action="store_true", help="delete the run folder first instead of resuming")
         s.add_argument("--no-progress", action="store_true", help="no progress bars")
+        s.add_argument("--retrain", action="store_true",
+                       help="train from scratch even when the config's recipe is the shipped demo model's "
+                            "(default: start from the shipped checkpoint)")
         s.set_defaults(fn=cmd_train if name == "train" else cmd_run)
 
     s = sub.add_parser("next-token", help="the next-token test of a checkpoint")

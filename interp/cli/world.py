@@ -40,7 +40,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from interp.experiment import load_experiment, run_experiment
 
     cfg, base = load_experiment(args.config)
-    results = run_experiment(cfg, base, fresh=args.fresh, progress=not args.no_progress)
+    results = run_experiment(cfg, base, fresh=args.fresh, progress=not args.no_progress, retrain=args.retrain)
     print(results["run_dir"])
     return 0
 
@@ -57,6 +57,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(results["run_dir"])
         return 0
     cfg, base = load_experiment(args.config)
-    results = run_main_job(cfg, base, fresh=args.fresh, progress=not args.no_progress)
+    results = run_main_job(cfg, base, fresh=args.fresh, progress=not args.no_progress, retrain=args.retrain)
     print(results["run_dir"])
     return 0
