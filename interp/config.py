@@ -238,6 +238,9 @@ class FinetuneEval:
     qa: bool = True
     qa_groups: int = 200
     qa_bench_seed: int = 1000
+    #: PragWorld data: the label-prompt accuracies on the held-out rows (off when a caller runs its
+    #: own evaluation, e.g. :mod:`interp.pragworld_job`)
+    pragworld: bool = True
 
 
 @dataclass(frozen=True)
@@ -293,7 +296,27 @@ class FinetuneConfig:
 # ---- the stages of the main job (interp.pipeline) after training ------------------------------
 
 @dataclass(frozen=True)
-class AnalysisConfig:
+class VerdictRule:
+    """The layer-verdict settings (``docs/concepts/verdicts.md``) a config section carries."""
+
+    #: the practical-effect margin in the metric's units (None: the metric's default — 0.01 nats
+    #: per token for the losses, 0.01 for P(gold)), the confidence of intervals simultaneous over
+    #: the layers (``per_layer``: one marginal interval each) and the bootstrap unit
+    #: (``groups`` | ``rows``)
+    min_effect: float | None = None
+    confidence: float = 0.95
+    per_layer: bool = False
+    resample: Literal["groups", "rows"] = "groups"
+
+    def verdict_rule(self) -> dict[str, Any]:
+        """The verdict settings as keyword arguments of :func:`interp.sweep.run_sweep` and
+        :func:`interp.analysis.verdicts.layer_verdicts`."""
+        return {"min_effect": self.min_effect, "confidence": self.confidence, "per_layer": self.per_layer,
+                "resample": self.resample}
+
+
+@dataclass(frozen=True)
+class AnalysisConfig(VerdictRule):
     """The world-model table and the layer analyses (stages 2–3)."""
 
     enabled: bool = True
@@ -316,19 +339,6 @@ class AnalysisConfig:
     #: streets: held-out (origin, destination) pairs for greedy routes and map reconstruction (0: skip)
     map_routes: int = 200
     seed: int = 0
-    #: the layer verdicts (``docs/concepts/verdicts.md``): the practical-effect margin in the
-    #: metric's units (None: the metric's default — 0.01 nats per token for the losses), the
-    #: confidence of intervals simultaneous over the layers (``per_layer``: one marginal interval
-    #: each) and the bootstrap unit (``groups`` | ``rows``)
-    min_effect: float | None = None
-    confidence: float = 0.95
-    per_layer: bool = False
-    resample: Literal["groups", "rows"] = "groups"
-
-    def verdict_rule(self) -> dict[str, Any]:
-        """The verdict settings as keyword arguments of :func:`interp.sweep.run_sweep`."""
-        return {"min_effect": self.min_effect, "confidence": self.confidence, "per_layer": self.per_layer,
-                "resample": self.resample}
 
 
 @dataclass(frozen=True)
@@ -369,6 +379,105 @@ class FixConfig:
     mn_depth: int = 3
     #: streets: greedy routes between this many held-out pairs, before / zeroed / unplanted (0: none)
     routes: int = 100
+
+
+# ---- the PragWorld job on a pretrained model (interp.pragworld_job; `interp run` with job = "pragworld") ----
+
+@dataclass(frozen=True)
+class PragWorldEvalSettings:
+    """(a) PragWorld Table 1 on the manual split, both prompts."""
+
+    #: the first manual rows, whole groups (0: all 500); the fine-tuned models: ``after_rows``
+    #: (the before model is scored on those too, for the before/after table)
+    rows: int = 100
+    after_rows: int = 40
+    #: the published generation prompt through the chat template (as the paper ran open models);
+    #: the label prompt scored bare (as the reference layer analyses, the sweeps' own metric)
+    benchmark_chat_template: bool = True
+    label_chat_template: bool = False
+    max_new_tokens: int = 16
+    batch_size: int = 8
+    n_boot: int = 2000
+
+
+@dataclass(frozen=True)
+class PragWorldLayerSettings(VerdictRule):
+    """(b) MLP zero-out over every layer and direct-effect patching on the manual split; the
+    verdict rule's settings as in ``[analysis]`` of a world run."""
+
+    #: rows of the MLP zero-out sweep (first whole groups); after fine-tuning ``after_rows``, on
+    #: ``after_layers``: the layers (b) called harmful or useful (``found``) or ``all``
+    rows: int = 25
+    after_rows: int = 10
+    after_layers: Literal["found", "all"] = "found"
+    #: direct-effect pairs, from the ``eval.rows`` label scores: ``reference`` (the paper's filter:
+    #: the alteration answered correctly and the answer changed), with ``flip`` pairs (gold differs,
+    #: any answers) added when the reference leaves fewer than ``min_pairs`` (beyond the paper; said)
+    pairs: Literal["reference", "flip"] = "reference"
+    min_pairs: int = 2
+    max_pairs: int = 4
+    batch_size: int = 8
+    n_boot: int = 2000
+    #: the layers HLS/ULA take when the verdicts call none harmful/useful: ``raw`` (the paper's
+    #: rule A_ℓ vs A_0, no test; at most ``fallback_max`` layers, largest |effect| first) or ``none``
+    fallback: Literal["raw", "none"] = "raw"
+    fallback_max: int = 3
+
+
+@dataclass(frozen=True)
+class PragWorldFinetuneSettings:
+    """(c) Fine-tuning on the synthetic split: plain, HLS on the harmful layers, ULA on the useful."""
+
+    objectives: tuple[str, ...] = ("plain", "hls", "ula")
+    seeds: tuple[int, ...] = (0, 1)
+    steps: int = 24
+    batch_size: int = 4
+    lr: float = 2e-4
+    warmup_steps: int = 2
+    #: synthetic rows to draw batches from (0: all 2,158)
+    n_train: int = 0
+    beta: float = 1e-3
+    alpha: float = 1e-3
+    lora: LoraSettings = field(default_factory=lambda: LoraSettings(
+        enabled=True, r=16, alpha=32, target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                      "up_proj", "down_proj")))
+
+
+@dataclass(frozen=True)
+class PragWorldJobConfig:
+    """The PragWorld pipeline on a pretrained model (:mod:`interp.pragworld_job`)."""
+
+    #: marks the config for ``interp run`` (a world config has no ``job`` key)
+    job: Literal["pragworld"] = "pragworld"
+    name: str = "smollm2_pragworld"
+    #: a pinned model name (``interp models list``), a Hugging Face folder or a .gguf file
+    model: str = "smollm2-135m-instruct"
+    runs_dir: str = "runs"
+    #: the PragWorld splits (relative paths: from the current directory, the repository root)
+    manual: str = "../shared/data/pragworld/Manual_Dataset_500_Final.csv"
+    synthetic: str = "../shared/data/pragworld/synthetic_final.csv"
+    grouping: Literal["clean", "reference"] = "clean"
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+    eval: PragWorldEvalSettings = field(default_factory=PragWorldEvalSettings)
+    layers: PragWorldLayerSettings = field(default_factory=PragWorldLayerSettings)
+    finetune: PragWorldFinetuneSettings = field(default_factory=PragWorldFinetuneSettings)
+
+
+def config_job(path: str | Path) -> str:
+    """``"pragworld"`` for a :class:`PragWorldJobConfig` file (its ``job`` key), else ``"world"``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML ({e})") from None
+    job = data.get("job", "world")
+    if job not in ("world", "pragworld"):
+        raise ConfigError(f"{path}: job = {job!r} is not one of 'world' (the default) or 'pragworld'")
+    return job
 
 
 def load_finetune_config(path: str | Path) -> FinetuneConfig:

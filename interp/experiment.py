@@ -9,11 +9,23 @@ A run folder ``<runs_dir>/<name>/`` holds everything a run made::
     train_log.csv        loss, lr, tokens/s, eval loss per logged step
     next_token.csv/json  the next-token test of ``best`` on the held-out sequences
     results.json         every number of the run
+
+**The shipped demo model.** interp carries the demo's trained model (``interp/demo_model/``:
+the checkpoint, its training log and ``manifest.json`` — the recipe it was trained from, the
+SHA-256 of the data it saw, its training record, where and how long it trained). A config whose
+recipe (world, data, model, curriculum, train) equals the manifest's starts from that checkpoint
+instead of training (``results.json`` says so under ``train.shipped``), after checking that the
+data drawn here are byte-identical to the shipped model's; ``retrain=True`` (``--retrain``)
+trains from scratch with the same recipe. ``make demo-model`` (``experiments/demo_model.py``)
+produces the shipped folder.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
+import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -100,19 +112,26 @@ class ExperimentConfig:
     #: held-out sequences scored by the next-token test (0: all)
     eval_sequences: int = 1000
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(n_head=2))
+    #: seed 1 of model initialisation and batch order: the shipped demo model's (of the seeds
+    #: ``experiments/demo_seeds.py`` measured, seed 0 missed the 0.90 greedy-route bar: README)
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(n_head=2, seed=1))
     train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        steps=4500, batch_size=32, lr=2e-3, min_lr=2e-5, warmup_steps=100, eval_every=500,
-        eval_sequences=512))
+        steps=7000, batch_size=32, lr=2e-3, min_lr=2e-5, warmup_steps=100, eval_every=500,
+        eval_sequences=512, seed=1))
     #: stages on short sequences before ``train`` (the demo: 1,000 steps each on routes of ≤ 20,
     #: ≤ 40 and ≤ 60 turns; a route has its turns + 3 tokens)
     curriculum: CurriculumConfig = field(default_factory=lambda: CurriculumConfig(
         max_tokens=(23, 43, 63), steps=(1000, 1000, 1000)))
     #: ``interp run`` only: world-model table and layer analyses, then HLS fine-tuning
-    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    #: sized for a short ``make demo`` (issue 22): the current-state probes (one L-BFGS fit per
+    #: layer, the world-model stage's main cost) on 100 training routes (last-layer accuracy 0.988
+    #: against 0.989 on 200), Myhill–Nerode on 50 state pairs, direct-effect patching of 100 edits
+    analysis: AnalysisConfig = field(default_factory=lambda: AnalysisConfig(mn_pairs=50, patch_n=100,
+                                                                            probe_train=100))
     #: ``interp run`` only: harm planted in known layers before the layer analyses (issue 14)
     plant: PlantConfig = field(default_factory=PlantConfig)
-    fix: FixConfig = field(default_factory=FixConfig)
+    #: the repair compared on 100 held-out routes and 50 state pairs (sized as ``analysis``)
+    fix: FixConfig = field(default_factory=lambda: FixConfig(mn_pairs=50, n_eval=100))
 
 
 def load_experiment(path: str | Path | None) -> tuple[ExperimentConfig, Path]:
@@ -147,9 +166,81 @@ def make_data(world: World, cfg: DataConfig, base: Path) -> tuple[list[list[str]
     return split_sequences(world, sequences, cfg.test_fraction, cfg.seed)
 
 
+#: the shipped demo model (module docstring): ``checkpoint/``, ``train_log.csv``, ``manifest.json``
+DEMO_MODEL = Path(__file__).resolve().parent / "demo_model"
+#: the config sections that decide the trained weights
+RECIPE_KEYS = ("world", "data", "model", "curriculum", "train")
+
+
+def training_recipe(cfg: ExperimentConfig) -> dict[str, Any]:
+    """The parts of ``cfg`` that decide what training produces (not the name, folders or analyses)."""
+    d = to_dict(cfg)
+    return json.loads(json.dumps({k: d[k] for k in RECIPE_KEYS}))  # tuples → lists, as in a manifest
+
+
+def data_hashes(run_dir: Path) -> dict[str, str]:
+    """SHA-256 of ``data/train.txt`` and ``data/test.txt`` of a run folder."""
+    return {name: hashlib.sha256((Path(run_dir) / "data" / f"{name}.txt").read_bytes()).hexdigest()
+            for name in ("train", "test")}
+
+
+def shipped_model(cfg: ExperimentConfig, folder: Path = DEMO_MODEL) -> dict[str, Any] | None:
+    """The shipped model's manifest when ``cfg``'s training recipe is the one it was trained from."""
+    manifest = folder / "manifest.json"
+    if not manifest.is_file():
+        return None
+    m = json.loads(manifest.read_text())
+    return m if m.get("recipe") == training_recipe(cfg) else None
+
+
+def package_model(run_dir: Path, out: Path = DEMO_MODEL, command: str = "make demo-model") -> Path:
+    """Copy a finished run's ``best/`` checkpoint and training log into ``out`` with its manifest
+    (the recipe, the data hashes, the training and next-token records, the machine)."""
+    from interp.machine import machine
+
+    run_dir = Path(run_dir)
+    results = json.loads((run_dir / "results.json").read_text())
+    timing = run_dir / "train_timing.json"
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(run_dir / "best", out / "checkpoint")
+    shutil.copy2(run_dir / "train_log.csv", out / "train_log.csv")
+    manifest = {"format": 1, "recipe": json.loads(json.dumps({k: results["config"][k] for k in RECIPE_KEYS})),
+                "data_sha256": data_hashes(run_dir), "train": results["train"], "next_token": results["next_token"],
+                "produced_by": command, "trained_from": str(run_dir),
+                "machine": machine(peak=False),
+                "train_wall_s": json.loads(timing.read_text())["wall_s"] if timing.is_file() else None}
+    write_json(out / "manifest.json", manifest)
+    return out
+
+
+def _start_from_shipped(manifest: dict[str, Any], run_dir: Path, folder: Path, log) -> dict[str, Any] | None:
+    """Put the shipped checkpoint in ``run_dir/best`` when the data drawn here are the ones it was
+    trained on; its training record (or None, said, when the data differ)."""
+    here = data_hashes(run_dir)
+    if here != manifest["data_sha256"]:
+        log(f"the data drawn here differ from the shipped model's (SHA-256 {here} vs {manifest['data_sha256']}): "
+            "training from scratch instead")
+        return None
+    for name in ("best", "last"):
+        if (run_dir / name).exists():
+            shutil.rmtree(run_dir / name)
+    shutil.copytree(folder / "checkpoint", run_dir / "best")
+    shutil.copy2(folder / "train_log.csv", run_dir / "train_log.csv")
+    log(f"model: the shipped demo model ({folder}; trained by `{manifest['produced_by']}`, "
+        f"{manifest['train']['steps']} steps, best held-out loss {manifest['train']['best_eval_loss']:.4f}); "
+        "--retrain trains it from scratch")
+    return {**manifest["train"], "shipped": {"path": str(folder), "produced_by": manifest["produced_by"],
+                                             "machine": manifest["machine"], "train_wall_s": manifest["train_wall_s"]}}
+
+
 def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool = False,
-                   progress: bool = True, log=print) -> dict[str, Any]:
-    """Generate data, train, run the next-token test; write and return ``results.json``."""
+                   progress: bool = True, log=print, retrain: bool = False,
+                   shipped_folder: Path = DEMO_MODEL) -> dict[str, Any]:
+    """Generate data, train (or start from the shipped model: module docstring; ``retrain``: never),
+    run the next-token test; write and return ``results.json``."""
+    import torch
+
     from interp.models.gpt2 import build_gpt2, count_parameters
     from interp.worlds.encoding import encode_sequences
     from interp.train.trainer import train
@@ -173,6 +264,16 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
     write_json(run_dir / "config.json", to_dict(cfg))
     write_json(run_dir / "world.json", world.spec())
     vocab = world.vocab
+    manifest = None if retrain else shipped_model(cfg, shipped_folder)
+    record = _start_from_shipped(manifest, run_dir, shipped_folder, log) if manifest else None
+    if record is not None:
+        nt = test_best(run_dir, world, test_seqs, cfg.eval_sequences, progress, log)
+        results = {"config": to_dict(cfg), "world": world.describe(),
+                   "data": {"train": len(train_seqs), "test": len(test_seqs)}, "train": record,
+                   "next_token": nt.summary()}
+        write_json(run_dir / "results.json", results)
+        results["run_dir"] = str(run_dir)
+        return results
     train_ids = encode_sequences(train_seqs, vocab, cfg.model.n_ctx)
     test_ids = encode_sequences(test_seqs, vocab, cfg.model.n_ctx)
     log(f"data: {len(train_seqs)} train / {len(test_seqs)} test sequences, "
@@ -181,11 +282,14 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
     model = build_gpt2(vocab, cfg.model)
     log(f"model: GPT-2 {cfg.model.n_layer} layers × {cfg.model.d_model} wide, "
         f"{count_parameters(model):,} parameters, vocabulary {len(vocab)}")
+    t_train = time.perf_counter()
     stages = train_curriculum(model, train_ids, test_ids, cfg.curriculum, cfg.train, vocab.pad_id, run_dir,
                               progress, log, run_info={"name": cfg.name})
     result = train(model, train_ids, test_ids, cfg.train, run_dir, pad_id=vocab.pad_id,
                    save_model_fn=partial(_save, world=world), progress=progress,
                    run_info={"name": cfg.name})
+    write_json(run_dir / "train_timing.json", {"wall_s": round(time.perf_counter() - t_train),
+                                                "threads": torch.get_num_threads()})
     log(f"trained {result.steps} steps: train loss {result.final_train_loss:.4f}, best held-out loss "
         f"{result.best_eval_loss:.4f} at step {result.best_step}, {result.tokens_per_second:,.0f} tokens/s")
 

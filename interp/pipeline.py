@@ -2,7 +2,8 @@
 
 Stages, each writing into the run folder ``<runs_dir>/<name>/``:
 
-1. **train** (:func:`interp.experiment.run_experiment`): data → GPT-2 → next-token test.
+1. **train** (:func:`interp.experiment.run_experiment`): data → GPT-2 → next-token test (the
+   embedded default: the shipped demo model, ``--retrain`` to train it).
 2. **world model** (Vafa et al. 2024, Table 1): the trained model beside two references, an
    untrained transformer of the same shape and the true world model (the oracle), each with the
    next-token test, the best layer's current-state probe and the Myhill–Nerode metrics →
@@ -45,14 +46,18 @@ from interp.results import write_json
 
 
 def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progress: bool = True,
-                 log: Callable[[str], Any] = print) -> dict[str, Any]:
+                 log: Callable[[str], Any] = print, retrain: bool = False) -> dict[str, Any]:
     """Run every enabled stage of ``cfg`` (an :class:`~interp.experiment.ExperimentConfig`) and
-    return the ``results.json`` content (plus ``run_dir``)."""
+    return the ``results.json`` content (plus ``run_dir``). The embedded default starts from the
+    shipped demo model (:mod:`interp.experiment`) unless ``retrain``."""
     from interp.experiment import run_experiment
 
+    from interp.machine import machine
+
     timings: dict[str, float] = {}
+    here = machine()  # quoted beside the stage timings
     t = time.perf_counter()
-    results = run_experiment(cfg, base, fresh=fresh, progress=progress, log=log)
+    results = run_experiment(cfg, base, fresh=fresh, progress=progress, log=log, retrain=retrain)
     timings["train"] = time.perf_counter() - t
     run_dir = Path(results.pop("run_dir"))
     if cfg.analysis.enabled:
@@ -76,6 +81,7 @@ def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progres
                                        model=analysed)
             timings["fix"] = time.perf_counter() - t
     results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    results["machine"] = {**here, "date": time.strftime("%Y-%m-%d", time.gmtime())}
     write_json(run_dir / "results.json", results)
     t = time.perf_counter()
     from interp.viz.report import write_report
@@ -224,7 +230,7 @@ def plant_stage(run_dir: Path, cfg: PlantConfig, analysis: AnalysisConfig, progr
 
 
 #: the scalar metrics of the repair comparison (lower is better: the held-out loss and illegal turns);
-#: the greedy routes (streets) are scored for the model before, zeroed and unplanted only
+#: the greedy routes (streets) are scored for every model
 REPAIR_METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_compression_precision",
                   "mn_distinction_precision", "mn_distinction_recall", "routes_valid", "routes_illegal_turn")
 
@@ -275,6 +281,11 @@ def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress:
     if routes:
         extra += [{**r, "model": "before", "seed": None}
                   for r in route_metrics(ckpt.bridge, ckpt.world, heldout, routes, seed=ev.seed)]
+        for objective in ft.objectives:  # the fine-tuned models' greedy routes, every seed
+            for seed in ft.seeds:
+                tuned = Path(report.out) / f"{objective}_s{seed}" / "model"
+                extra += [{**r, "model": objective, "seed": seed}
+                          for r in route_metrics(load_bridge(tuned), ckpt.world, heldout, routes, seed=ev.seed)]
     names = ["plain", "hls", "zeroed"]
     if model.resolve() != (run_dir / "best").resolve():
         extra += [{**r, "model": "unplanted", "seed": None}

@@ -41,6 +41,7 @@ ROOMS = (
     "viz",                             # figures and the report, drawn from results
     "train",                           # the one loop, regularisers, planting, fine-tuning
     "sweep",                           # the layer-analysis job (``interp sweep``)
+    "pragworld_job",                   # PragWorld on a pretrained model (``interp run`` with job = "pragworld")
     "experiment",                      # the train-and-test job (``interp train``)
     "pipeline",                        # the main job (``interp run``)
     "cli",                             # the ``interp`` command

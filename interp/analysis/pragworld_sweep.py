@@ -39,19 +39,25 @@ import torch
 from interp.analysis.scoring import Batch, forward
 
 
-def reference_pairs(bridge: Any, task: Any, batch_size: int = 32) -> tuple[list[tuple[int, int]], dict[str, int]]:
+def reference_pairs(bridge: Any, task: Any, batch_size: int = 32, p_gold: Any = None
+                    ) -> tuple[list[tuple[int, int]], dict[str, int]]:
     """``(pairs, skipped)``: the (original row, alteration row) pairs of ``task`` (a
     :class:`interp.tasks.YesNoTask`) that the reference patches (§6.1) — the model answers the
     alteration correctly (P(gold) > 0.5) *and* its answer differs from the original's — and how
     many pairs each reason left out (``no original in group``, ``alteration answered wrongly``,
-    ``answer unchanged``)."""
-    ids, mask = task.inputs()
-    metric = task.metric()
-    p_gold = np.concatenate([
-        metric(forward(bridge, ids[a:a + batch_size], mask[a:a + batch_size]),
-               Batch(ids[a:a + batch_size], mask[a:a + batch_size],
-                     torch.arange(a, min(a + batch_size, len(task))))).float().cpu().numpy()
-        for a in range(0, len(task), batch_size)])
+    ``answer unchanged``). ``p_gold``: each row's P(gold) when already computed (e.g. by the label
+    evaluation; then ``bridge`` is not run)."""
+    if p_gold is None:
+        ids, mask = task.inputs()
+        metric = task.metric()
+        p_gold = np.concatenate([
+            metric(forward(bridge, ids[a:a + batch_size], mask[a:a + batch_size]),
+                   Batch(ids[a:a + batch_size], mask[a:a + batch_size],
+                         torch.arange(a, min(a + batch_size, len(task))))).float().cpu().numpy()
+            for a in range(0, len(task), batch_size)])
+    p_gold = np.asarray(p_gold, dtype=float)
+    if p_gold.shape != (len(task),):
+        raise ValueError(f"p_gold has shape {p_gold.shape}, expected one value per task row ({len(task)})")
     gold = task.gold
     answer = np.where(p_gold > 0.5, gold, 1 - gold)
     candidates, unpaired = task.pairs()

@@ -128,15 +128,15 @@ def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int
             add("mlp_out_sq", _est(v.numpy()), layer)
     del hf
     dialogue_qa = ev.qa and task.kind == "world" and _is_dialogue(task.world)
-    need_bridge = (ev.sweep or (task.kind == "world" and (ev.next_token or ev.mn)) or task.kind == "pragworld"
-                   or dialogue_qa)
+    pragworld = task.kind == "pragworld" and ev.pragworld
+    need_bridge = ev.sweep or (task.kind == "world" and (ev.next_token or ev.mn)) or pragworld or dialogue_qa
     bridge = load_bridge(path, placement=placement) if need_bridge else None
     if task.kind == "world" and ev.next_token:
         from interp.metrics.suite import NEXT_TOKEN, world_model_metrics
 
         for name, e in world_model_metrics(bridge, task.world, task.eval_sequences, NEXT_TOKEN)[0].items():
             add(name, {"value": e.mean, "se": e.se, "n": e.n})
-    if task.kind == "pragworld":
+    if pragworld:
         extra["pragworld"] = _pragworld_scores(bridge, task, add)
     if dialogue_qa:
         extra["dialogue_qa"] = _dialogue_qa(bridge, task, ev, add)

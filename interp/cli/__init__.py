@@ -10,6 +10,7 @@ import sys
 from interp.cli.common import add_ablate, add_checkpoint, add_placement, add_verdict_rule
 from interp.cli.layers import cmd_finetune, cmd_plant, cmd_report, cmd_sweep
 from interp.cli.measure import cmd_metrics, cmd_navigate, cmd_next_token, cmd_probe
+from interp.cli.models import add_models
 from interp.cli.pragworld import add_pragworld
 from interp.cli.world import cmd_data, cmd_run, cmd_train, cmd_worlds
 
@@ -37,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (("train", "train a GPT-2 on a world from a TOML config and run the next-token test"),
                        ("run", "the main job: train, world-model metrics, layer sweeps, HLS fine-tuning, "
-                               "report (default: the embedded demo config)")):
+                               "report (default: the embedded demo config); a config with job = \"pragworld\" runs "
+                               "the PragWorld pipeline on a pretrained model instead (e.g. "
+                               "experiments/configs/smollm2_pragworld.toml)")):
         s = sub.add_parser(name, help=text)
         if name == "train":
             s.add_argument("--config", required=True, help="TOML file (see experiments/configs/)")
@@ -45,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("config", nargs="?", default=None, help="TOML file (default: embedded demo)")
         s.add_argument("--fresh", action="store_true", help="delete the run folder first instead of resuming")
         s.add_argument("--no-progress", action="store_true", help="no progress bars")
+        s.add_argument("--retrain", action="store_true",
+                       help="train from scratch even when the config's recipe is the shipped demo model's "
+                            "(default: start from the shipped checkpoint)")
         s.set_defaults(fn=cmd_train if name == "train" else cmd_run)
 
     s = sub.add_parser("next-token", help="the next-token test of a checkpoint")
@@ -124,8 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "PragWorld CSV: the sweep then scores its yes/no questions (label prompt)")
     s.add_argument("--grouping", choices=("clean", "reference"), default="clean",
                    help="PragWorld CSV: how rows form groups (see interp pragworld score)")
-    s.add_argument("--n", type=int, default=None,
-                   help="at most this many sequences (default 200) or PragWorld rows (default all)")
+    s.add_argument("--n", "--limit", dest="n", type=int, default=None, metavar="N",
+                   help="at most this many sequences (default 200) or PragWorld rows (default all); --limit: "
+                        "the same, the name interp pragworld eval uses")
     s.add_argument("--kind", choices=("mlp-zero", "direct-effect", "activation-patching"), default="mlp-zero",
                    help="mlp-zero: zero each layer's MLP output, per-example next-token loss (default); "
                         "direct-effect: patch resid_pre from a one-token state-changing edit into the "
@@ -212,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_report)
 
     add_pragworld(sub)
+    add_models(sub)
     return p
 
 

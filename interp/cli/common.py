@@ -67,7 +67,9 @@ def placement_from_args(args: argparse.Namespace):
 
 def add_checkpoint(parser: argparse.ArgumentParser) -> None:
     """``--model CHECKPOINT`` and ``--world`` (override the world the checkpoint carries)."""
-    parser.add_argument("--model", required=True, help="checkpoint folder (e.g. runs/demo/best)")
+    parser.add_argument("--model", required=True,
+                        help="checkpoint folder (e.g. runs/demo/best); with a PragWorld CSV any Hugging Face model "
+                             "folder or a .gguf file (converted once into the cache, see interp models)")
     parser.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
 
 

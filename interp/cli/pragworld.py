@@ -113,8 +113,8 @@ def add_pragworld(sub) -> None:
     s.set_defaults(fn=cmd_pragworld_score)
 
     s = pw.add_parser("eval", help="ask a model every row (resumable) and score it")
-    s.add_argument("--model", required=True, help="checkpoint folder or a Hugging Face model name in the local "
-                                                  "cache (never downloaded)")
+    s.add_argument("--model", required=True, help="checkpoint folder, a .gguf file (converted once into the cache, "
+                                                  "see interp models) or a Hugging Face hub name")
     s.add_argument("--data", required=True, help="PragWorld CSV (manual or synthetic split)")
     s.add_argument("--prompt", choices=("benchmark", "label"), default="benchmark",
                    help="benchmark (default): greedy generation read by the yes/no parser; label: P(yes) from "
@@ -131,7 +131,8 @@ def add_pragworld(sub) -> None:
     s.add_argument("--chat-template", choices=("auto", "on", "off"), default="auto",
                    help="wrap the prompt as a user message of the tokenizer's chat template: auto (default: "
                         "when it has one), on, off")
-    s.add_argument("--limit", type=int, help="only the first N data rows")
+    s.add_argument("--limit", "--n", dest="limit", type=int, metavar="N",
+                   help="only the first N data rows (--n: the same, the name interp sweep uses)")
     add_placement(s, device_map=True)
     s.add_argument("--fresh", action="store_true", help="discard earlier responses in --out instead of resuming")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")

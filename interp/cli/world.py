@@ -40,16 +40,23 @@ def cmd_train(args: argparse.Namespace) -> int:
     from interp.experiment import load_experiment, run_experiment
 
     cfg, base = load_experiment(args.config)
-    results = run_experiment(cfg, base, fresh=args.fresh, progress=not args.no_progress)
+    results = run_experiment(cfg, base, fresh=args.fresh, progress=not args.no_progress, retrain=args.retrain)
     print(results["run_dir"])
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from interp.config import config_job
     from interp.experiment import load_experiment
     from interp.pipeline import run_main_job
 
+    if args.config is not None and config_job(args.config) == "pragworld":  # a pretrained model on PragWorld
+        from interp.pragworld_job import load_job_config, run_pragworld_job
+
+        results = run_pragworld_job(load_job_config(args.config), fresh=args.fresh, progress=not args.no_progress)
+        print(results["run_dir"])
+        return 0
     cfg, base = load_experiment(args.config)
-    results = run_main_job(cfg, base, fresh=args.fresh, progress=not args.no_progress)
+    results = run_main_job(cfg, base, fresh=args.fresh, progress=not args.no_progress, retrain=args.retrain)
     print(results["run_dir"])
     return 0

@@ -8,7 +8,10 @@ unparseable prediction (None) is wrong, and its rate is reported separately. All
 - ``flip`` / ``invariant``: over alterations labelled flip (gold changes) / invariant;
 - ``robust``: the share of groups (an original and all its alterations) answered entirely
   correctly — the paper's headline number — with a seeded percentile bootstrap interval over
-  groups (groups are the independent units) and the group-level standard error.
+  groups (groups are the independent units) and the group-level standard error;
+- every other accuracy gets a *cluster* bootstrap interval from the same group draws
+  (``<key>_ci_low`` / ``<key>_ci_high``): rows of one group share most of their text, so
+  resampling rows independently would give intervals too narrow.
 
 Per category (the seven alterations) and per length bucket (short < 11 utterances, medium 11–15,
 long > 15) the same accuracies are tabulated, with a robust accuracy restricted to the category
@@ -172,8 +175,12 @@ def score_pragworld(rows: Any, predictions: Any, *, n_boot: int = 2000, seed: in
     ok = per_group["robust"].to_numpy(dtype=float)
     est = mean_se(ok)
     rng = np.random.default_rng(seed)
-    boots = ok[rng.integers(0, len(ok), size=(n_boot, len(ok)))].mean(axis=1) if len(ok) else np.array([math.nan])
+    draws = rng.integers(0, len(ok), size=(n_boot, len(ok)))
+    boots = ok[draws].mean(axis=1) if len(ok) else np.array([math.nan])
     lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2]) * 100
+    masks = {"yes": gold == 1, "no": gold == 0, "original": ~altered, "altered": altered, "flip": is_flip,
+             "invariant": is_inv, "total": np.ones_like(correct)}
+    row_ci = _cluster_intervals(correct, group, per_group["group"].to_numpy(), draws, masks, level) if len(ok) else {}
 
     summary: dict[str, Any] = {
         "robust": 100.0 * est.mean, "yes": _pct(correct, gold == 1), "no": _pct(correct, gold == 0),
@@ -183,6 +190,7 @@ def score_pragworld(rows: Any, predictions: Any, *, n_boot: int = 2000, seed: in
         "groups": len(per_group), "rows": len(rows),
         "unparseable": float(100.0 * unparseable.mean()) if len(rows) else math.nan,
         "robust_ci_low": float(lo), "robust_ci_high": float(hi), "robust_se": 100.0 * est.se,
+        **{f"{k}_ci_{end}": v for k, (a, b) in row_ci.items() for end, v in (("low", a), ("high", b))},
         "ci_level": level, "n_boot": n_boot, "seed": seed,
         "robust_groups": int(ok.sum()), "n_unparseable": int(unparseable.sum()),
         "n_yes": int((gold == 1).sum()), "n_no": int((gold == 0).sum()),
@@ -193,6 +201,31 @@ def score_pragworld(rows: Any, predictions: Any, *, n_boot: int = 2000, seed: in
     return PragWorldScore(_clean(summary), per_example, per_group, _per_category(rows, correct),
                           _per_length(rows, correct, per_group), est,
                           {"n_boot": n_boot, "seed": seed, "level": level, **info})
+
+
+def _cluster_intervals(correct: np.ndarray, group: np.ndarray, groups: np.ndarray, draws: np.ndarray,
+                       masks: dict[str, np.ndarray], level: float) -> dict[str, tuple[float, float]]:
+    """Percentile intervals (%) of each row-level accuracy under the *cluster* bootstrap: every
+    resample draws whole groups (the rows of ``draws``, indices into the sorted ``groups``), so an
+    original and its alterations, which share most of their text, move together. The robust
+    interval uses the same draws."""
+    pos = np.searchsorted(groups, group)  # each row's group number
+    counts = np.zeros((draws.shape[0], len(groups)))
+    for b in range(draws.shape[0]):
+        counts[b] = np.bincount(draws[b], minlength=len(groups))
+    w = counts[:, pos]  # [n_boot, rows]: how often each row is drawn
+    q = [(1 - level) / 2, 1 - (1 - level) / 2]
+    out = {}
+    for key, m in masks.items():
+        den = (w * m).sum(axis=1)
+        if not m.any():
+            out[key] = (math.nan, math.nan)
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = (w * (m & correct)).sum(axis=1) / den
+        lo, hi = np.nanquantile(acc, q) * 100
+        out[key] = (float(lo), float(hi))
+    return out
 
 
 def _accuracies(correct: np.ndarray, gold: np.ndarray, mask: np.ndarray) -> dict[str, Any]:

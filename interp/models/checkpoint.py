@@ -6,7 +6,8 @@ Layout of a checkpoint folder::
     tokenizer.json, tokenizer_config.json  # word-level tokenizer over the world's vocabulary
     interp.json                         # {"format": 1, "vocab": [...], "world": world.spec()}
 
-:func:`load_bridge` boots *any* HF folder or hub id through ``TransformerBridge.boot_transformers``
+:func:`load_bridge` boots *any* HF folder, GGUF file (converted once into the cache,
+:mod:`interp.models.gguf`) or hub id through ``TransformerBridge.boot_transformers``
 — the same path as a user's pretrained GPT-2, Pythia, Qwen or Llama — so every analysis has one
 code path. A hub id resolves the standard Hugging Face way (:func:`resolve_model`: download when
 the network allows, the local cache otherwise; the process environment is never changed), on
@@ -124,8 +125,21 @@ def _looks_like_path(name: str) -> bool:
             or name.endswith("/"))
 
 
+def local_model(path_or_name: str | os.PathLike) -> str:
+    """``path_or_name`` with a ``.gguf`` file replaced by its converted folder in the cache
+    (:func:`interp.models.gguf.gguf_folder`, made on first use); any other name unchanged. The one
+    place a GGUF file becomes a model folder: :func:`resolve_model` and
+    :func:`interp.tasks.own_tokenizer` call it."""
+    from interp.models.gguf import gguf_folder, is_gguf
+
+    if is_gguf(path_or_name):
+        return str(gguf_folder(path_or_name))
+    return str(path_or_name)
+
+
 def resolve_model(path_or_name: str | os.PathLike) -> str:
-    """A local HF folder (checked) or a Hugging Face hub id resolved the standard way.
+    """A local HF folder (checked), a GGUF file (its converted folder, :func:`local_model`) or a
+    Hugging Face hub id resolved the standard way.
 
     A hub id goes through ``huggingface_hub`` with the process's own settings (``HF_HOME`` /
     ``HF_HUB_CACHE``, ``HF_TOKEN``, ``HF_HUB_OFFLINE``): downloaded when the network allows, read
@@ -133,7 +147,7 @@ def resolve_model(path_or_name: str | os.PathLike) -> str:
     :class:`CheckpointError` names the model and both causes (no download, not in the cache).
     Returns the string to hand to ``from_pretrained`` / ``boot_transformers``.
     """
-    name = str(path_or_name)
+    name = local_model(path_or_name)
     path = Path(name).expanduser()
     if path.exists():
         _check_folder(path)

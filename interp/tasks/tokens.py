@@ -50,14 +50,18 @@ class TokenizationError(ValueError):
 def own_tokenizer(source: Any) -> Any:
     """The model's own Hugging Face tokenizer.
 
-    ``source``: a model folder or hub name (``AutoTokenizer.from_pretrained``), a TransformerBridge
-    (reloaded from its tokenizer's ``name_or_path``, see the module docstring), or a tokenizer
-    (returned as is). Never ``trust_remote_code``.
+    ``source``: a model folder or hub name (``AutoTokenizer.from_pretrained``), a ``.gguf`` file
+    (the tokenizer and chat template of its converted folder,
+    :func:`interp.models.checkpoint.local_model`), a TransformerBridge (reloaded from its
+    tokenizer's ``name_or_path``, see the module docstring), or a tokenizer (returned as is).
+    Never ``trust_remote_code``.
     """
     from transformers import AutoTokenizer
 
+    from interp.models.checkpoint import local_model
+
     if isinstance(source, (str, os.PathLike)):
-        return AutoTokenizer.from_pretrained(str(source))
+        return AutoTokenizer.from_pretrained(local_model(source))
     if hasattr(source, "hook_dict") and hasattr(source, "cfg"):  # a TransformerBridge
         tok = getattr(source, "tokenizer", None)
         name = getattr(tok, "name_or_path", None) if tok is not None else None

@@ -152,7 +152,7 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
     (None on the others)."""
     import torch
 
-    from interp.models.checkpoint import _check_folder, hf_dims, load_bridge, load_hf_model
+    from interp.models.checkpoint import _check_folder, hf_dims, load_bridge, load_hf_model, local_model
     from interp.results import write_json
     from interp.stats import markdown_table, summarise
     from interp.models.parallel import gather, make_accelerator
@@ -169,7 +169,7 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
     at = eval_placement(cfg, acc.device)  # evaluation (and the verdict check) load where training runs
     main = acc.is_main_process
     say = (log or (lambda s: print(s, file=sys.stderr))) if main else (lambda s: None)
-    ckpt = Path(cfg.checkpoint)
+    ckpt = Path(local_model(cfg.checkpoint))  # a .gguf: its converted folder
     _check_folder(ckpt)
     out = cfg.out_dir
     n_layers, d_model = hf_dims(ckpt)

@@ -107,28 +107,17 @@ def _unused_id(rows: list[list[int]], preferred: int | None, vocab_size: int) ->
     raise ValueError("every token id occurs in the data: no id is free to mark padding")
 
 
-def _whole_groups(rows: pd.DataFrame, n: int) -> pd.DataFrame:
-    """The first groups of ``rows`` that fit in ``n`` rows (0: all): robust accuracy needs whole groups."""
-    if n <= 0 or len(rows) <= n:
-        return rows.reset_index(drop=True)
-    sizes = rows.groupby("group", sort=False).size()
-    keep = sizes.index[sizes.cumsum() <= n]
-    if not len(keep):
-        keep = sizes.index[:1]
-    return rows[rows["group"].isin(set(keep))].reset_index(drop=True)
-
-
 def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
     """PragWorld rows asked as everywhere else (:class:`interp.tasks.YesNoTask`: the label prompt,
     the model's own tokenizer settings); trained on prompt + gold answer token, with the loss on
     the answer (``data.loss_on = "answer"``, the default) or on every token (``"all"``)."""
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.benchmarks.pragworld import first_groups, load_pragworld
     from interp.tasks import YesNoTask
 
     if not data.train or not data.test:
         raise ConfigError("pragworld data needs data.train and data.test (CSV files)")
     train_rows = _cap(load_pragworld(data.train).rows, data.n_train)
-    test_rows = _whole_groups(load_pragworld(data.test).rows, data.n_eval)
+    test_rows = first_groups(load_pragworld(data.test).rows, data.n_eval)
     train = YesNoTask.pragworld(checkpoint, train_rows, prompt="label", prepend_bos=data.prepend_bos)
     test = YesNoTask.pragworld(checkpoint, test_rows, prompt="label", prepend_bos=data.prepend_bos,
                                tokenizer=train.tokenization.tokenizer)

@@ -176,3 +176,67 @@ def draw_probe_layers(probes: dict[str, dict[str, Any]], path: str | Path, title
 
 
 __all__ = ["VERDICT_COLOURS", "draw_layer_effects", "draw_patching_heatmap", "draw_probe_layers"]
+
+
+def draw_layer_accuracy(verdicts: Any, path: str | Path, title: str | None = None, ylabel: str = "accuracy") -> Path:
+    """PNG in the layout of PragWorld's layer plots (the Phi-3.5-mini figures of §6.2): the
+    accuracy with each layer's MLP zeroed (``a_layer``, the paper's A_ℓ), bars coloured by the
+    verdict, against the unablated accuracy A_0 (dashed). From
+    :class:`~interp.analysis.verdicts.LayerVerdicts` computed with a ``threshold``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    f = verdicts.frame
+    if f.empty:
+        raise ValueError("no layers to draw")
+    layers = f["layer"].to_numpy(dtype=int)
+    acc = 100 * f["a_layer"].to_numpy(dtype=float)
+    a0 = 100 * float(f["a_0"].iloc[0])
+    fig = Figure(figsize=(max(4.0, 0.32 * len(layers) + 2.5), 3.4), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(layers))
+    ax.bar(x, acc, color=[VERDICT_COLOURS.get(str(v), "#9a9a9a") for v in f["verdict"]], edgecolor="0.3",
+           linewidth=0.4)
+    ax.axhline(a0, color="0.2", linestyle="--", linewidth=1.0, label=f"no layer zeroed: {a0:.1f}")
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(v) for v in layers], fontsize=7)
+    ax.set_xlabel("layer whose MLP output is zeroed")
+    ax.set_ylabel(f"{ylabel} (%)")
+    lo = max(0.0, min(acc.min(), a0) - 5)
+    ax.set_ylim(lo, min(100.0, max(acc.max(), a0) + 5))
+    handles = [Patch(color=c, label=v) for v, c in VERDICT_COLOURS.items()] + ax.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              title="verdict (bootstrap)", title_fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return save_png(fig, path)
+
+
+def draw_category_effects(by_category: Any, path: str | Path, title: str | None = None,
+                          label: str = "mean effect on P(gold)") -> Path:
+    """PNG heatmap of the mean effect per layer × alteration category (``LayerVerdicts.by_category``):
+    which alterations each layer's removal helps (red) or hurts (blue) — PragWorld §6.2 reads it to
+    name the alteration most affected by harmful layers."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if by_category is None or by_category.empty:
+        raise ValueError("no per-category effects to draw")
+    grid = by_category.sort_index()
+    vals = grid.to_numpy(dtype=float).T  # categories × layers
+    lim = float(np.nanmax(np.abs(vals))) or 1.0
+    fig = Figure(figsize=(max(4.5, 0.3 * grid.shape[0] + 3.0), 0.42 * grid.shape[1] + 1.6), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(vals, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim)
+    ax.set_xticks(np.arange(grid.shape[0]))
+    ax.set_xticklabels([str(v) for v in grid.index], fontsize=7)
+    ax.set_yticks(np.arange(grid.shape[1]))
+    ax.set_yticklabels([str(c) for c in grid.columns], fontsize=7)
+    ax.set_xlabel("layer")
+    fig.colorbar(im, ax=ax, label=label, shrink=0.9)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return save_png(fig, path)

@@ -327,6 +327,7 @@ def collect(run_dir: Path, max_rows: int = 20) -> _Collected:
     coll = _Collected()
     results = run_dir / "results.json"
     skip = set()
+    data: Any = None
     if results.is_file():
         skip.add("results.json")
         try:
@@ -343,8 +344,9 @@ def collect(run_dir: Path, max_rows: int = 20) -> _Collected:
                 "Summary", f'<p class="missing">results.json is not valid JSON: {html.escape(str(e))}</p>'))
     else:
         coll.missing.append("results.json (the run's summary) — the run may not have finished")
+    world_job = not (isinstance(data, dict) and data.get("job") == "pragworld")  # a PragWorld job trains nothing
     for name, what in (("train_log.csv", "training log"), ("next_token.csv", "next-token test")):
-        if not (run_dir / name).is_file():
+        if world_job and not (run_dir / name).is_file():
             coll.missing.append(f"{name} ({what})")
 
     top = _folder_body(run_dir, run_dir, max_rows, coll, skip, heading=3)
@@ -374,7 +376,7 @@ def collect(run_dir: Path, max_rows: int = 20) -> _Collected:
     ck_body = _checkpoints_and_data(run_dir, checkpoints)
     if ck_body:
         coll.sections.append(Section("Checkpoints and data", ck_body))
-    if not checkpoints:
+    if not checkpoints and world_job:
         coll.missing.append("checkpoints (no best/ or last/ model folder)")
     return coll
 
@@ -543,12 +545,78 @@ def _repair_part(fix: dict[str, Any]) -> str:
             + _rows_table(["metric", *[names[m] for m in models]], body, "findings") + note)
 
 
+_T1_KEYS = ("robust", "yes", "no", "original", "altered", "flip", "invariant")
+_BA_MODELS = ("before", "plain", "hls", "ula", "hls_vs_plain", "ula_vs_plain")
+_BA_NAMES = {"before": "before", "plain": "plain", "hls": "HLS", "ula": "ULA", "hls_vs_plain": "HLS − plain",
+             "ula_vs_plain": "ULA − plain"}
+
+
+def _pragworld_part(pw: dict[str, Any]) -> str:
+    """The PragWorld job's findings (:mod:`interp.pragworld_job`): Table 1 beside the paper, the
+    layer verdicts and the before/after table, each led by a sentence."""
+    if not pw:
+        return ""
+    name = html.escape(str(pw.get("model_name", "the model")))
+    rows = pw.get("rows") or {}
+    t1 = pw.get("table1") or []
+    ours = [r for r in t1 if "(paper)" not in str(r.get("model"))]
+    lead = []
+    for r in ours:
+        lead.append(f"{html.escape(str(r['model']))}: robust {_est(r.get('robust'), lo=r.get('robust_lo'), hi=r.get('robust_hi'))}, "
+                    f"yes {_est(r.get('yes'), lo=r.get('yes_lo'), hi=r.get('yes_hi'))}, "
+                    f"no {_est(r.get('no'), lo=r.get('no_lo'), hi=r.get('no_hi'))}")
+    body = [[r.get("model"), *[_est(r.get(k), lo=r.get(f"{k}_lo"), hi=r.get(f"{k}_hi")) for k in _T1_KEYS],
+             _est(r.get("unparseable"))] for r in t1]
+    out = [f"<h3>PragWorld Table 1 (manual split, first {rows.get('eval')} rows)</h3><p>"
+           + "; ".join(lead) + ".</p>" + _rows_table(["model", *_T1_KEYS, "unparseable"], body, "findings")
+           + '<p class="note">%; brackets: 95 % cluster bootstrap over PragWorld groups. The paper\'s rows: all 500 '
+             "rows, generation prompt, reference grouping (98 groups).</p>"]
+    lay = pw.get("layers") or {}
+    mz = lay.get("mlp_zero") or {}
+    if mz:
+        de = lay.get("direct_effect") or {}
+        text = (f"MLP zero-out over {len(mz.get('layers') or [])} layers on {rows.get('sweep')} rows calls "
+                f"{_layers_text(mz.get('harmful') or [])} harmful and {_layers_text(mz.get('useful') or [])} useful. "
+                f"HLS suppresses {_layers_text(lay.get('hls_layers') or [])} ({html.escape(str(lay.get('hls_why')))}); "
+                f"ULA amplifies {_layers_text(lay.get('ula_layers') or [])} ({html.escape(str(lay.get('ula_why')))}). ")
+        if de.get("layers"):
+            text += (f"Direct-effect patching of {de.get('patched')} pairs ({html.escape(str(de.get('rule')))}; the "
+                     f"reference's filter kept {de.get('reference_pairs')}, skipped {html.escape(str(de.get('skipped')))}) "
+                     f"calls {_layers_text(de.get('harmful') or [])} harmful and {_layers_text(de.get('useful') or [])} useful.")
+        dl = {r["layer"]: r for r in de.get("layers") or []}
+        body = [[r["layer"], _verdict_cell(r), r.get("raw_verdict"), _verdict_cell(dl.get(r["layer"]))]
+                for r in mz["layers"]]
+        out.append("<h3>Layer verdicts</h3><p>" + text + "</p>"
+                   + _rows_table(["layer", "MLP zero-out: verdict (effect on P(gold))", "paper's raw rule (accuracy)",
+                                  "direct effect: verdict"], body, "findings"))
+    ba = pw.get("before_after") or []
+    if ba:
+        ft = pw.get("finetune") or {}
+        keep = [r for r in ba if str(r.get("metric")).startswith(("label_", "benchmark_"))
+                or (r.get("metric") in ("sweep_effect_p_gold", "direct_effect_p_gold"))
+                or (r.get("metric") == "mlp_out_sq" and r.get("layer") in set(lay.get("hls_layers") or [])
+                    | set(lay.get("ula_layers") or []))]
+        models = [m for m in _BA_MODELS if any(_num_ok(r.get(m)) for r in keep)]
+        body = [[r["metric"] + ("" if r.get("layer") is None else f" (layer {r['layer']})")]
+                + [_est(r.get(m), lo=r.get(f"{m}_lo"), hi=r.get(f"{m}_hi")) for m in models] for r in keep]
+        out.append(f"<h3>Before / after fine-tuning</h3><p>{', '.join(ft.get('objectives') or [])} × seeds "
+                   f"{ft.get('seeds')}, {ft.get('steps')} steps of {ft.get('batch_size')} synthetic rows "
+                   f"(lr {ft.get('lr')}, LoRA {'on' if (ft.get('lora') or {}).get('enabled') else 'off'}, "
+                   f"β = {ft.get('beta')}, α = {ft.get('alpha')}); evaluated on the first {rows.get('eval_after')} "
+                   f"manual rows (prompts) and {rows.get('sweep_after')} rows (sweep).</p>"
+                   + _rows_table(["metric", *[_BA_NAMES[m] for m in models]], body, "findings")
+                   + '<p class="note">before: its 95 % cluster-bootstrap interval; an objective: mean over seeds '
+                     "with a t interval over seeds; − plain: the per-seed difference (same batches).</p>")
+    return "\n".join(out)
+
+
 def findings_html(results: dict[str, Any]) -> str:
     """The report's first screen, from ``results.json``: the world-model table, the layer verdicts
-    (planted vs found) and the repair result with intervals, each led by a sentence; empty when
-    the run has none of them."""
-    parts = [_world_model_part(results.get("world_model") or {}), _verdicts_part(results),
-             _repair_part(results.get("fix") or {})]
+    (planted vs found) and the repair result with intervals — or, for a PragWorld job on a
+    pretrained model, its Table 1, layer verdicts and before/after table — each led by a
+    sentence; empty when the run has none of them."""
+    parts = [_pragworld_part(results.get("pragworld") or {}), _world_model_part(results.get("world_model") or {}),
+             _verdicts_part(results), _repair_part(results.get("fix") or {})]
     return "\n".join(p for p in parts if p)
 
 

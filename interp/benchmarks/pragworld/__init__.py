@@ -22,6 +22,7 @@ from interp.benchmarks.pragworld.data import (
     PragWorldData,
     PragWorldFormatError,
     count_utterances,
+    first_groups,
     length_bucket,
     load_pragworld,
     normalise_category,
@@ -31,6 +32,6 @@ from interp.benchmarks.pragworld.parse import normalise_prediction, parse_yes_no
 from interp.benchmarks.pragworld.prompts import PROMPTS, benchmark_prompt, build_prompt, label_prompt
 
 __all__ = ["CATEGORIES", "GROUPINGS", "LENGTH_BUCKETS", "PROMPTS", "Dropped", "PragWorldData",
-           "PragWorldFormatError", "benchmark_prompt", "build_prompt", "count_utterances", "label_prompt",
+           "PragWorldFormatError", "benchmark_prompt", "build_prompt", "count_utterances", "first_groups", "label_prompt",
            "length_bucket", "load_pragworld", "normalise_category", "normalise_prediction", "parse_yes_no",
            "write_pragworld_csv"]

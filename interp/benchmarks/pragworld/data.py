@@ -453,6 +453,18 @@ def _apply_grouping(rows: pd.DataFrame, grouping: str, path: Path | None) -> pd.
     return rows[front + [c for c in rows.columns if c not in front]]
 
 
+def first_groups(rows: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The first groups of ``rows`` (in file order) that fit in ``n`` rows, whole (0: all rows; at
+    least one group): robust accuracy and the group bootstrap need whole groups."""
+    if n <= 0 or len(rows) <= n:
+        return rows.reset_index(drop=True)
+    sizes = rows.groupby("group", sort=False).size()
+    keep = sizes.index[sizes.cumsum() <= n]
+    if not len(keep):
+        keep = sizes.index[:1]
+    return rows[rows["group"].isin(set(keep))].reset_index(drop=True)
+
+
 def write_pragworld_csv(rows: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write rows in the manual-split layout, so :func:`load_pragworld` reads them back.
 

@@ -1,0 +1,115 @@
+"""Is the demo recipe competent on every training seed? Train it on several seeds and score each.
+
+Trains the embedded default (:class:`interp.experiment.ExperimentConfig`: the demo's data, model,
+curriculum and ``[train]``) once per seed — ``model.seed`` (initialisation) and ``train.seed``
+(batch order) both set to it, the data fixed — through :func:`interp.experiment.run_experiment`,
+the path of ``interp train``. Each run is scored as the README's competence table is: greedy
+routes between the first ``--routes`` held-out (origin, destination) pairs (valid share and
+failures) and P(end | at the destination) on the first ``--routes`` held-out routes, beside the
+ideal predictor's (:class:`~interp.models.lm.IdealLM`). The bar (issue 22): valid ≥ 0.90 and
+|P(end) − ideal| ≤ 0.05 on every seed. A finished seed's run folder is reused.
+
+    python experiments/demo_seeds.py --seeds 0 1 2                   # ≈ 17 min a seed on 2 cores
+    python experiments/demo_seeds.py --seeds 1 --threads 1 &          # seeds side by side, one core each
+    python experiments/demo_seeds.py --seeds 0 1 2 --score-only       # the table of finished seeds
+
+Writes ``--out`` (default ``runs/demo_seeds``): ``seed<k>/`` run folders, ``competence.csv`` and
+``competence.md`` (one row a seed, then min / mean / max).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from interp.experiment import ExperimentConfig, run_experiment  # noqa: E402
+from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences  # noqa: E402
+from interp.models.checkpoint import load_checkpoint  # noqa: E402
+from interp.models.lm import BridgeLM, IdealLM  # noqa: E402
+from interp.worlds.io import read_sequences  # noqa: E402
+
+#: the competence bar of issue 22
+MIN_VALID, MAX_P_END_GAP = 0.90, 0.05
+
+
+def seed_config(seed: int, out: Path) -> ExperimentConfig:
+    """The embedded default with its training seeds set to ``seed`` (the data unchanged)."""
+    cfg = ExperimentConfig()
+    return replace(cfg, name=f"seed{seed}", runs_dir=str(out), model=replace(cfg.model, seed=seed),
+                   train=replace(cfg.train, seed=seed))
+
+
+def score(run: Path, n_routes: int) -> dict:
+    """Greedy routes and P(end | at the destination) of ``run/best`` beside the ideal predictor."""
+    ckpt = load_checkpoint(run / "best")
+    world = ckpt.world
+    test = read_sequences(run / "data" / "test.txt", world)
+    pairs = pairs_from_sequences(test)[:n_routes]
+    row = {}
+    for name, lm in {"model": BridgeLM(ckpt.bridge, world.vocab), "ideal": IdealLM(world)}.items():
+        routes = decode_routes(lm, world, pairs)
+        end = end_at_destination(lm, world, test[:n_routes])
+        row[f"{name}_valid"], row[f"{name}_p_end"] = routes.valid.mean, end["p_end"]
+        if name == "model":
+            row["failures"] = json.dumps(routes.failures())
+    results = json.loads((run / "results.json").read_text())
+    row["best_eval_loss"] = results["train"]["best_eval_loss"]
+    timing = run / "train_timing.json"  # written when this script trained the seed
+    row["train_s"] = json.loads(timing.read_text())["wall_s"] if timing.exists() else float("nan")
+    row["p_end_gap"] = row["model_p_end"] - row["ideal_p_end"]
+    row["competent"] = bool(row["model_valid"] >= MIN_VALID and abs(row["p_end_gap"]) <= MAX_P_END_GAP)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--out", default="runs/demo_seeds")
+    ap.add_argument("--routes", type=int, default=200, help="held-out pairs and routes scored (default 200)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--score-only", action="store_true", help="score finished seeds only, train nothing")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    rows = []
+    for seed in args.seeds:
+        run = out / f"seed{seed}"
+        if not (run / "results.json").exists():
+            if args.score_only:
+                print(f"seed {seed}: not trained ({run}/results.json missing), skipped", flush=True)
+                continue
+            t = time.perf_counter()
+            run_experiment(seed_config(seed, out), REPO, progress=False)
+            (run / "train_timing.json").write_text(json.dumps({"wall_s": round(time.perf_counter() - t),
+                                                              "threads": torch.get_num_threads()}))
+        row = {"seed": seed, **score(run, args.routes)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if not rows:
+        sys.exit("no finished seed to score")
+    df = pd.DataFrame(rows)
+    cols = ["model_valid", "model_p_end", "ideal_p_end", "p_end_gap", "best_eval_loss", "train_s"]
+    summary = df[cols].agg(["min", "mean", "max"])
+    df.to_csv(out / "competence.csv", index=False)
+    table = df[["seed", *cols, "competent", "failures"]].to_markdown(index=False, floatfmt=".3f")
+    (out / "competence.md").write_text(table + "\n\n" + summary.to_markdown(floatfmt=".3f") + "\n")
+    print(table, "\n", summary.to_string(float_format=lambda x: f"{x:.3f}"), sep="")
+    print(f"competent on {int(df.competent.sum())} of {len(df)} seeds "
+          f"(valid ≥ {MIN_VALID}, |P(end) − ideal| ≤ {MAX_P_END_GAP})")
+
+
+if __name__ == "__main__":
+    main()
