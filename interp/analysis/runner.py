@@ -179,6 +179,7 @@ def accelerator() -> Any | None:
 
 
 def is_main(acc: Any | None) -> bool:
+    """Whether this process writes files: no accelerator, or its main process."""
     return acc is None or bool(acc.is_main_process)
 
 

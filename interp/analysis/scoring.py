@@ -119,6 +119,7 @@ def token_loss(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[
 
 
 def metric_name(metric: Metric) -> str:
+    """A metric's name for tables and ``run.json``: its ``__name__``, else its type's."""
     return getattr(metric, "__name__", type(metric).__name__)
 
 

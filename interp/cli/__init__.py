@@ -16,6 +16,8 @@ from interp.cli.world import cmd_data, cmd_run, cmd_train, cmd_worlds
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``interp`` argument parser: every command, its options and their help (the CLI reference
+    of the docs is generated from it)."""
     p = argparse.ArgumentParser(
         prog="interp",
         description="World models in sequence models: train on a world (a DFA), test the model's "
@@ -28,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("data", help="generate a world's sequences into train.txt / test.txt")
     s.add_argument("--world", required=True, help="e.g. streets, streets:edges.csv, connect4, othello, dfa:x.json")
     s.add_argument("--n", type=int, default=10000, help="sequences to draw before the split (default 10000)")
-    s.add_argument("--test-fraction", type=float, default=0.1)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--test-fraction", type=float, default=0.1,
+                   help="share of the sequences held out as test.txt (default 0.1)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the draw and the split (default 0)")
     s.add_argument("--out", required=True, help="output folder")
     s.set_defaults(fn=cmd_data)
 
@@ -54,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_checkpoint(s)
     s.add_argument("--data", help="sequence file (default: the run's data/test.txt)")
     s.add_argument("--n", type=int, default=1000, help="at most this many sequences (default 1000)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of fresh sequences when there is no data file (default 0)")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     add_ablate(s)
     add_placement(s)
@@ -90,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reconstruct", action="store_true", help="reconstruct the map the model's routes imply")
     s.add_argument("--map-from", choices=("sample", "greedy"), default="sample",
                    help="routes to reconstruct from: sampled at temperature 1 as in App. B (default), or greedy")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="pairs, detours and sampled routes (default 0)")
     s.add_argument("--out", help="write routes.csv, detours.csv, map_*.csv, map.png, navigate.json here")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     add_placement(s)
@@ -113,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-nodes", type=int, default=4096,
                    help="skip a pair whose tree exceeds this many nodes at one depth (default 4096)")
     s.add_argument("--max-states", type=int, default=1000, help="state cap for --pairs all (default 1000)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="states, prefixes and sampled continuations (default 0)")
     s.add_argument("--out", help="write myhill_nerode.csv (per pair) and myhill_nerode.json here")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
@@ -231,6 +234,7 @@ def _quiet_hf() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``interp`` command line; bad input exits 2 with the error, Ctrl-C 130."""
     args = build_parser().parse_args(argv)
     _quiet_hf()
     from interp.config import ConfigError

@@ -101,7 +101,7 @@ class Alignment:
         Like a diff tool, the common prefix and suffix are matched first and ``difflib`` aligns only
         what lies between: a one-token substitution then pairs every other position with itself.
         (``difflib`` alone may pair a repeated token with its shifted copy — ``W W E E`` vs ``W W N
-        E`` matched ``E``₂ with ``E``₃ — which is an equally long but position-shifting match.)"""
+        E`` matched ``E₂`` with ``E₃`` — which is an equally long but position-shifting match.)"""
         a, b = list(dest), list(source)
         head = 0
         while head < min(len(a), len(b)) and a[head] == b[head]:

@@ -151,6 +151,8 @@ class PairOutcome:
 
 @dataclass
 class EngineStats:
+    """Work counters of the suffix-tree engine: LM calls, the rows they read, groups."""
+
     #: LM calls (``start`` / ``extend``: one per tree level of a group; the LM splits each into
     #: network forwards of its own size) and the rows they read
     forwards: int = 0

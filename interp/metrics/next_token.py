@@ -37,6 +37,9 @@ from interp.worlds.base import World
 
 @dataclass
 class NextTokenResult:
+    """The next-token test: the share of legal top-1 predictions per position and per sequence, with
+    the per-position table."""
+
     position_share: Estimate
     sequence_share: Estimate
     positions: int

@@ -83,6 +83,8 @@ def residual_hook_name(layer: int, n_layers: int | None = None) -> str:
 
 
 def layer_name(layer: int, n_layers: int | None = None) -> str:
+    """A probe layer's display name: ``embed``, ``block L``, or ``final`` (after the final
+    LayerNorm)."""
     if layer == EMBED:
         return "embed"
     return "final" if n_layers is not None and layer == n_layers else f"block {layer}"

@@ -98,6 +98,8 @@ def to_markdown(table: pd.DataFrame) -> str:
 
 
 def save_table(table: pd.DataFrame, folder: str | Path, stem: str = "table1") -> tuple[Path, Path]:
+    """Write the world-model table as ``<stem>.csv`` and ``<stem>.md`` into ``folder``; returns both
+    paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     csv, md = folder / f"{stem}.csv", folder / f"{stem}.md"

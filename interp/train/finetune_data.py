@@ -143,6 +143,7 @@ def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
 
 
 def load_task(checkpoint: Path, data: FinetuneData) -> Task:
+    """The fine-tuning task of a config's ``[data]``: world sequences or PragWorld rows."""
     return world_task(checkpoint, data) if data.kind == "world" else pragworld_task(checkpoint, data)
 
 

@@ -38,6 +38,7 @@ WORLD_KINDS: dict[str, tuple[str, str, str]] = {
 
 
 def world_class(kind: str) -> type[World]:
+    """The :class:`World` class of a world kind (``streets``, ``dfa``, …), imported on demand."""
     if kind not in WORLD_KINDS:
         raise WorldError(f"unknown world {kind!r}; known worlds: {', '.join(WORLD_KINDS)}")
     module, cls, _ = WORLD_KINDS[kind]

@@ -13,6 +13,8 @@ from interp.worlds.base import IllegalTokenError, World, WorldError
 
 
 def write_sequences(path: str | Path, sequences: Iterable[Sequence[str]]) -> Path:
+    """Write sequences one per line (tokens separated by spaces), atomically (a temporary file
+    renamed); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")

@@ -122,6 +122,8 @@ class Subject:
 
 @dataclass(frozen=True)
 class Put:
+    """An utterance: ``SUBJECT [did not] put NUMBER OBJECT in LOCATION``."""
+
     speaker: str
     subject: Subject
     negated: bool
@@ -136,6 +138,8 @@ class Put:
 
 @dataclass(frozen=True)
 class Move:
+    """An utterance: ``SUBJECT [did not] move(d) all OBJECT to LOCATION``."""
+
     speaker: str
     subject: Subject
     negated: bool
@@ -190,6 +194,7 @@ def utterance_text(u: Utterance) -> str:
 
 
 def with_speaker(u: Utterance, speaker: str) -> Utterance:
+    """The same utterance said by ``speaker``."""
     return replace(u, speaker=speaker)
 
 

@@ -27,6 +27,7 @@ def clause_kind(lex: Lexicon, quant: str) -> tuple[str, int | None]:
 
 
 def clause_truth(lex: Lexicon, facts: S.Facts, clause: Clause) -> bool:
+    """Whether one clause of a question holds in ``facts``."""
     kind, n = clause_kind(lex, clause.quant)
     return S.clause_value(facts, kind, n, lex.objects.index(clause.obj), lex.locations.index(clause.loc))
 

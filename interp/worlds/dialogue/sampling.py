@@ -39,6 +39,7 @@ def _pick(rng: np.random.Generator, seq):
 
 
 def random_subject(world, rng: np.random.Generator) -> Subject:
+    """A random subject: one agent, or two joined by ``and`` / ``or``."""
     agents = world.lexicon.agents
     if rng.random() < P_TWO_AGENTS:
         i, j = rng.choice(len(agents), size=2, replace=False)

@@ -46,6 +46,7 @@ QUESTION_TYPES = (QUANTITY, UNIVERSAL, EXISTENTIAL, LOCATION)
 
 
 def empty_facts(n_objects: int, n_locations: int) -> Facts:
+    """The facts before anything is said: no object at any location."""
     return ((0,) * n_locations,) * n_objects
 
 
