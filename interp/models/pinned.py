@@ -81,6 +81,7 @@ def pinned(name: str) -> PinnedModel:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes (hex), read in chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
