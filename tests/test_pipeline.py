@@ -17,13 +17,14 @@ from interp.pipeline import choose_hls_layers, run_main_job
 
 
 def _numbers(results: dict, runs_dir: str | None = None) -> dict:
-    """results.json without what legitimately differs between runs (timings, throughput); NaN as
+    """results.json without what legitimately differs between runs (timings, throughput, the machine
+    and its measured matmul peak); NaN as
     None so that equal files compare equal; with ``runs_dir``, that folder's path written as
     ``<runs>`` (so runs in two folders compare)."""
     def clean(x):
         if isinstance(x, dict):
             return {k: clean(v) for k, v in x.items()
-                    if k not in ("seconds", "elapsed_s", "tokens_per_s", "tokens_per_second")}
+                    if k not in ("seconds", "elapsed_s", "tokens_per_s", "tokens_per_second", "machine")}
         if isinstance(x, list):
             return [clean(v) for v in x]
         if isinstance(x, str) and runs_dir:
