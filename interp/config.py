@@ -78,16 +78,20 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
         raise ConfigError(f"{where}: {e}") from None
 
 
-def load_toml(cls: type[T], path: str | Path) -> T:
-    """Read a TOML file into dataclass ``cls``; errors name the file and the key."""
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The parsed TOML file at ``path``; a missing file or invalid TOML is a :class:`ConfigError`."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML ({e})") from None
-    return from_dict(cls, data, where=str(path))
+
+
+def load_toml(cls: type[T], path: str | Path) -> T:
+    """Read a TOML file into dataclass ``cls``; errors name the file and the key."""
+    return from_dict(cls, read_toml(path), where=str(path))
 
 
 def to_dict(obj: Any) -> dict[str, Any]:
@@ -467,14 +471,7 @@ class PragWorldJobConfig:
 
 def config_job(path: str | Path) -> str:
     """``"pragworld"`` for a :class:`PragWorldJobConfig` file (its ``job`` key), else ``"world"``."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML ({e})") from None
-    job = data.get("job", "world")
+    job = read_toml(path).get("job", "world")
     if job not in ("world", "pragworld"):
         raise ConfigError(f"{path}: job = {job!r} is not one of 'world' (the default) or 'pragworld'")
     return job

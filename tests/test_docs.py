@@ -192,6 +192,8 @@ def test_the_docstring_rule_catches_a_dataclass_without_one():
 
 
 def _commands(parser: argparse.ArgumentParser, prefix: str = "interp"):
+    """Every sub-command, walked here on purpose rather than taken from the docs extension: the
+    CLI page is checked against an enumeration that is not the one that wrote it."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help for a in action._choices_actions}
