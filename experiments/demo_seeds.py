@@ -12,6 +12,8 @@ ideal predictor's (:class:`~interp.models.lm.IdealLM`). The bar (issue 22): vali
     python experiments/demo_seeds.py --seeds 0 1 2                   # ≈ 17 min a seed on 2 cores
     python experiments/demo_seeds.py --seeds 1 --threads 1 &          # seeds side by side, one core each
     python experiments/demo_seeds.py --seeds 0 1 2 --score-only       # the table of finished seeds
+    python experiments/demo_seeds.py --config experiments/configs/competence/wide.toml \
+        --out runs/demo_seeds_wide --seeds 2                           # a candidate recipe
 
 Writes ``--out`` (default ``runs/demo_seeds``): ``seed<k>/`` run folders, ``competence.csv`` and
 ``competence.md`` (one row a seed, then min / mean / max).
@@ -34,6 +36,7 @@ sys.path.insert(0, str(REPO))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
+from interp.config import load_toml  # noqa: E402
 from interp.experiment import ExperimentConfig, run_experiment  # noqa: E402
 from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences  # noqa: E402
 from interp.models.checkpoint import load_checkpoint  # noqa: E402
@@ -44,9 +47,10 @@ from interp.worlds.io import read_sequences  # noqa: E402
 MIN_VALID, MAX_P_END_GAP = 0.90, 0.05
 
 
-def seed_config(seed: int, out: Path) -> ExperimentConfig:
-    """The embedded default with its training seeds set to ``seed`` (the data unchanged)."""
-    cfg = ExperimentConfig()
+def seed_config(seed: int, out: Path, config: str | None = None) -> ExperimentConfig:
+    """The embedded default (or the recipe of ``config``, an ``interp run`` TOML) with its training
+    seeds set to ``seed`` (the data unchanged)."""
+    cfg = load_toml(ExperimentConfig, config) if config else ExperimentConfig()
     return replace(cfg, name=f"seed{seed}", runs_dir=str(out), model=replace(cfg.model, seed=seed),
                    train=replace(cfg.train, seed=seed))
 
@@ -77,6 +81,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", default="runs/demo_seeds")
+    ap.add_argument("--config", help="a candidate recipe (an `interp run` TOML; default: the embedded default)")
     ap.add_argument("--routes", type=int, default=200, help="held-out pairs and routes scored (default 200)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--score-only", action="store_true", help="score finished seeds only, train nothing")
@@ -92,7 +97,7 @@ def main() -> None:
                 print(f"seed {seed}: not trained ({run}/results.json missing), skipped", flush=True)
                 continue
             t = time.perf_counter()
-            run_experiment(seed_config(seed, out), REPO, progress=False)
+            run_experiment(seed_config(seed, out, args.config), REPO, progress=False)
             (run / "train_timing.json").write_text(json.dumps({"wall_s": round(time.perf_counter() - t),
                                                               "threads": torch.get_num_threads()}))
         row = {"seed": seed, **score(run, args.routes)}

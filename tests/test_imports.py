@@ -27,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: the rooms, bottom up (README "Layout"). Plumbing (imports nothing of interp) first, then the flow:
+#: the rooms, bottom up (docs/architecture.md). Plumbing (imports nothing of interp) first, then the flow:
 #: files → worlds → models → tasks → hooks → metrics → analysis → figures → training → the jobs.
 ROOMS = (
     "results", "config", "stats",     # plumbing: result protocol, TOML configs, intervals
@@ -136,7 +136,7 @@ def module_cycles(edges: list[Edge]) -> list[list[str]]:
 
 def _explain(e: Edge) -> str:
     return (f"{e.source.replace('.', '/')}.py:{e.line} imports {e.target}: room {room_of(e.source)!r} sits below "
-            f"{room_of(e.target)!r} (ROOMS in tests/test_imports.py, README 'Layout')")
+            f"{room_of(e.target)!r} (ROOMS in tests/test_imports.py, docs/architecture.md)")
 
 
 # ---------------------------------------------------------------- the checks on interp itself

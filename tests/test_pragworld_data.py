@@ -301,7 +301,7 @@ TABLE1 = {  # paper Table 1, manual split: robust / yes / no / original / altere
     "Phi-3.5-mini-instruct": (48.98, 66.06, 86.10, 78.57, 74.13, 74.10, 74.36),
     "gpt-3.5-turbo-dec23": (42.86, 52.71, 93.72, 71.43, 70.90, 71.94, 69.23),
 }
-CLEAN = {  # the same responses under the clean grouping (88 groups), as in the README
+CLEAN = {  # the same responses under the clean grouping (88 groups), as in docs/reproductions/pragworld-responses.md
     "Llama-3.2-1B-Instruct": (10.23, 10.83, 95.96, 50.00, 48.54, 55.40, 45.05),
     "Phi-3.5-mini-instruct": (46.59, 66.06, 86.10, 78.41, 74.27, 74.10, 74.36),
     "gpt-3.5-turbo-dec23": (42.05, 52.71, 93.72, 75.00, 70.15, 71.94, 69.23),
