@@ -69,7 +69,7 @@ def block(results: dict) -> str:
     rule = sweep.get("verdict_rule", {})
     harmful = [x for x in sweep["layers"] if x["verdict"] == "harmful"]
     if plant.get("layers"):
-        found = "; ".join(f"layer {x['layer']} {x['effect']:+.3g} nats [{x['ci'][0]:+.3g}, {x['ci'][1]:+.3g}]"
+        found = "; ".join(f"layer {x['layer']} (zeroed, held-out loss {x['effect']:+.3g} nats [{x['ci'][0]:+.3g}, {x['ci'][1]:+.3g}])"
                           for x in harmful) or "none"
         rows.append(f"| harm planted in layer{'s' if len(plant['layers']) > 1 else ''} "
                     f"{', '.join(map(str, plant['layers']))}'s MLP ({plant['share']:.0%} {plant['corruption'].replace('_', ' ')}, "
