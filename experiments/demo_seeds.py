@@ -4,9 +4,9 @@ Trains the embedded default (:class:`interp.experiment.ExperimentConfig`: the de
 curriculum and ``[train]``) once per seed — ``model.seed`` (initialisation) and ``train.seed``
 (batch order) both set to it, the data fixed — through :func:`interp.experiment.run_experiment`,
 the path of ``interp train``. Each run is scored as the README's competence table is: greedy
-routes between the first ``--routes`` held-out (origin, destination) pairs (valid share and
-failures) and P(end | at the destination) on the first ``--routes`` held-out routes, beside the
-ideal predictor's (:class:`~interp.models.lm.IdealLM`). The bar (issue 22): valid ≥ 0.90 and
+routes between the first ``--routes`` held-out (origin, destination) pairs (valid share,
+failures, and how many go wrong at turn ≥ ``LATE_TURN``) and P(end | at the destination) on the
+first ``--routes`` held-out routes, beside the ideal predictor's (:class:`~interp.models.lm.IdealLM`). The bar (issue 22): valid ≥ 0.90 and
 |P(end) − ideal| ≤ 0.05 on every seed. A finished seed's run folder is reused.
 
     python experiments/demo_seeds.py --seeds 0 1 2                   # ≈ 17 min a seed on 2 cores
@@ -45,6 +45,9 @@ from interp.worlds.io import read_sequences  # noqa: E402
 
 #: the competence bar of issue 22
 MIN_VALID, MAX_P_END_GAP = 0.90, 0.05
+#: a failed route counts as *late* when it fails at or after this turn (the data's walks last at
+#: most 99: near the cap a walk must reach its destination in the turns left)
+LATE_TURN = 80
 
 
 def seed_config(seed: int, out: Path, config: str | None = None) -> ExperimentConfig:
@@ -68,6 +71,9 @@ def score(run: Path, n_routes: int) -> dict:
         row[f"{name}_valid"], row[f"{name}_p_end"] = routes.valid.mean, end["p_end"]
         if name == "model":
             row["failures"] = json.dumps(routes.failures())
+            bad = routes.per_route[~routes.per_route.valid.astype(bool)]
+            turn = bad.first_illegal.where(bad.first_illegal >= 0, bad.directions)  # where it went wrong
+            row["late_failures"] = int((turn >= LATE_TURN).sum())
     results = json.loads((run / "results.json").read_text())
     row["best_eval_loss"] = results["train"]["best_eval_loss"]
     timing = run / "train_timing.json"  # written when this script trained the seed
@@ -109,7 +115,7 @@ def main() -> None:
     cols = ["model_valid", "model_p_end", "ideal_p_end", "p_end_gap", "best_eval_loss", "train_s"]
     summary = df[cols].agg(["min", "mean", "max"])
     df.to_csv(out / "competence.csv", index=False)
-    table = df[["seed", *cols, "competent", "failures"]].to_markdown(index=False, floatfmt=".3f")
+    table = df[["seed", *cols, "competent", "failures", "late_failures"]].to_markdown(index=False, floatfmt=".3f")
     (out / "competence.md").write_text(table + "\n\n" + summary.to_markdown(floatfmt=".3f") + "\n")
     print(table, "\n", summary.to_string(float_format=lambda x: f"{x:.3f}"), sep="")
     print(f"competent on {int(df.competent.sum())} of {len(df)} seeds "

@@ -1,0 +1,80 @@
+"""Trial (issue 22): one more stage on long routes after a finished demo-recipe run, then score it.
+
+Where the demo recipe's greedy routes fail is late: most failed routes go wrong at turn ≥ 80
+(``experiments/demo_seeds.py`` counts them as ``late_failures``), where a random walk of at most
+99 turns must reach its destination in the turns left — the rarest part of the data. This trial
+trains the run's final weights (``RUN/last``) ``--steps`` more on the training routes of at least
+``--from-turn`` turns, the loss counted only from that turn on. That keeps the data's conditionals
+unbiased there: whether a route lasts ≥ N turns is known from its first N turns, so selecting long
+routes changes nothing the counted tokens condition on. ``[train]``'s settings otherwise, with
+peak learning rate ``--lr`` (cosine to ``min_lr``), a fresh optimizer and batch order ``seed +
+100``. Scored as ``demo_seeds.py`` scores (best held-out checkpoint of the stage).
+
+    python experiments/tail_stage_trial.py runs/demo_seeds_long/seed0 runs/tail_trial/seed0 \
+        --config experiments/configs/competence/long.toml      # ≈ 11 min on one core
+    python experiments/demo_seeds.py --out runs/tail_trial --seeds 0 1 2 --score-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from demo_seeds import score  # noqa: E402
+from interp.config import load_toml  # noqa: E402
+from interp.experiment import ExperimentConfig, _save  # noqa: E402
+from interp.models.checkpoint import load_checkpoint  # noqa: E402
+from interp.train.trainer import train  # noqa: E402
+from interp.worlds.encoding import encode_sequences  # noqa: E402
+from interp.worlds.io import read_sequences  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run", type=Path, help="a finished run folder (its last/ weights are continued)")
+    ap.add_argument("out", type=Path, help="the trial's run folder")
+    ap.add_argument("--config", help="the run's recipe (an `interp run` TOML; default: the embedded default)")
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--from-turn", type=int, default=60, help="routes of ≥ this many turns; loss from it on")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    from transformers import GPT2LMHeadModel
+
+    cfg = load_toml(ExperimentConfig, args.config) if args.config else ExperimentConfig()
+    seed = json.loads((args.run / "config.json").read_text())["train"]["seed"]
+    world = load_checkpoint(args.run / "best").world
+    shutil.copytree(args.run / "data", args.out / "data", dirs_exist_ok=True)
+    train_ids = encode_sequences(read_sequences(args.run / "data" / "train.txt", world), world.vocab, cfg.model.n_ctx)
+    test_ids = encode_sequences(read_sequences(args.run / "data" / "test.txt", world), world.vocab, cfg.model.n_ctx)
+    pad = world.vocab.pad_id
+    # a row is <bos> origin destination d1 … dk end: turn t is at index t + 2
+    long_rows = ((train_ids != pad).sum(dim=1) - 1) >= args.from_turn + 3
+    loss_from = torch.full((int(long_rows.sum()),), args.from_turn + 2, dtype=torch.long)
+    print(f"{int(long_rows.sum())} of {len(train_ids)} training routes have ≥ {args.from_turn} turns", flush=True)
+    model = GPT2LMHeadModel.from_pretrained(args.run / "last").train()
+    stage = replace(cfg.train, steps=args.steps, lr=args.lr, seed=seed + 100)
+    t0 = time.perf_counter()
+    res = train(model, train_ids[long_rows], test_ids, stage, args.out, pad_id=pad,
+                save_model_fn=partial(_save, world=world), progress=False, loss_from=loss_from)
+    (args.out / "results.json").write_text(json.dumps({"train": res.to_dict(), "from": str(args.run),
+                                                       "stage": vars(args) | {"run": str(args.run), "out": str(args.out)}}))
+    (args.out / "train_timing.json").write_text(json.dumps({"wall_s": round(time.perf_counter() - t0),
+                                                            "threads": args.threads}))
+    print(json.dumps(score(args.out, 200)))
+
+
+if __name__ == "__main__":
+    main()
