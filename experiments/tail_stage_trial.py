@@ -8,10 +8,11 @@ trains the run's final weights (``RUN/last``) ``--steps`` more on the training r
 unbiased there: whether a route lasts ≥ N turns is known from its first N turns, so selecting long
 routes changes nothing the counted tokens condition on. ``[train]``'s settings otherwise, with
 peak learning rate ``--lr`` (cosine to ``min_lr``), a fresh optimizer and batch order ``seed +
-100``. Scored as ``demo_seeds.py`` scores (best held-out checkpoint of the stage).
+100``. Scored as ``demo_seeds.py`` scores (best held-out checkpoint of the stage). ``--from-turn 0``
+is the control: the same continuation on every route and token.
 
     python experiments/tail_stage_trial.py runs/demo_seeds_long/seed0 runs/tail_trial/seed0 \
-        --config experiments/configs/competence/long.toml      # ≈ 11 min on one core
+        --config experiments/configs/competence/long.toml      # 11 min (three at once on 2 cores)
     python experiments/demo_seeds.py --out runs/tail_trial --seeds 0 1 2 --score-only
 """
 
@@ -47,7 +48,7 @@ def main() -> None:
     ap.add_argument("--config", help="the run's recipe (an `interp run` TOML; default: the embedded default)")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--from-turn", type=int, default=60, help="routes of ≥ this many turns; loss from it on")
+    ap.add_argument("--from-turn", type=int, default=60, help="routes of ≥ this many turns; loss from it on (0: all routes, all tokens)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -62,7 +63,8 @@ def main() -> None:
     pad = world.vocab.pad_id
     # a row is <bos> origin destination d1 … dk end: turn t is at index t + 2
     long_rows = ((train_ids != pad).sum(dim=1) - 1) >= args.from_turn + 3
-    loss_from = torch.full((int(long_rows.sum()),), args.from_turn + 2, dtype=torch.long)
+    loss_from = (torch.full((int(long_rows.sum()),), args.from_turn + 2, dtype=torch.long)
+                 if args.from_turn > 0 else None)  # 0: every route, every token (a plain continuation)
     print(f"{int(long_rows.sum())} of {len(train_ids)} training routes have ≥ {args.from_turn} turns", flush=True)
     model = GPT2LMHeadModel.from_pretrained(args.run / "last").train()
     stage = replace(cfg.train, steps=args.steps, lr=args.lr, seed=seed + 100)
