@@ -6,8 +6,9 @@ curriculum and ``[train]``) once per seed — ``model.seed`` (initialisation) an
 the path of ``interp train``. Each run is scored as the README's competence table is: greedy
 routes between the first ``--routes`` held-out (origin, destination) pairs (valid share,
 failures, and how many go wrong at turn ≥ ``LATE_TURN``) and P(end | at the destination) on the
-first ``--routes`` held-out routes, beside the ideal predictor's (:class:`~interp.models.lm.IdealLM`). The bar (issue 22): valid ≥ 0.90 and
-|P(end) − ideal| ≤ 0.05 on every seed. A finished seed's run folder is reused.
+first ``--routes`` held-out routes, beside the ideal predictor's
+(:class:`~interp.models.lm.IdealLM`). The bar (issue 22): valid ≥ 0.90 and |P(end) − ideal| ≤ 0.05
+on every seed. A finished seed's run folder is reused.
 
     python experiments/demo_seeds.py --seeds 0 1 2                   # ≈ 17 min a seed on 2 cores
     python experiments/demo_seeds.py --seeds 1 --threads 1 &          # seeds side by side, one core each
@@ -115,7 +116,8 @@ def main() -> None:
     cols = ["model_valid", "model_p_end", "ideal_p_end", "p_end_gap", "best_eval_loss", "train_s"]
     summary = df[cols].agg(["min", "mean", "max"])
     df.to_csv(out / "competence.csv", index=False)
-    table = df[["seed", *cols, "competent", "failures", "late_failures"]].to_markdown(index=False, floatfmt=".3f")
+    table = df[["seed", *cols, "competent", "failures", "late_failures"]].to_markdown(index=False,
+                                                                                      floatfmt=".3f")
     (out / "competence.md").write_text(table + "\n\n" + summary.to_markdown(floatfmt=".3f") + "\n")
     print(table, "\n", summary.to_string(float_format=lambda x: f"{x:.3f}"), sep="")
     print(f"competent on {int(df.competent.sum())} of {len(df)} seeds "
