@@ -24,7 +24,6 @@ import shutil
 import sys
 import time
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,9 +33,10 @@ import torch  # noqa: E402
 
 from demo_seeds import score  # noqa: E402
 from interp.config import load_toml  # noqa: E402
-from interp.experiment import ExperimentConfig, _save  # noqa: E402
-from interp.models.checkpoint import load_checkpoint  # noqa: E402
+from interp.experiment import ExperimentConfig  # noqa: E402
+from interp.models.checkpoint import save_checkpoint  # noqa: E402
 from interp.train.trainer import train  # noqa: E402
+from interp.worlds import world_from_spec  # noqa: E402
 from interp.worlds.encoding import encode_sequences  # noqa: E402
 from interp.worlds.io import read_sequences  # noqa: E402
 
@@ -48,7 +48,8 @@ def main() -> None:
     ap.add_argument("--config", help="the run's recipe (an `interp run` TOML; default: the embedded default)")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--from-turn", type=int, default=60, help="routes of ≥ this many turns; loss from it on (0: all routes, all tokens)")
+    ap.add_argument("--from-turn", type=int, default=60,
+                    help="routes of ≥ this many turns; loss from it on (0: all routes, all tokens)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -56,7 +57,7 @@ def main() -> None:
 
     cfg = load_toml(ExperimentConfig, args.config) if args.config else ExperimentConfig()
     seed = json.loads((args.run / "config.json").read_text())["train"]["seed"]
-    world = load_checkpoint(args.run / "best").world
+    world = world_from_spec(json.loads((args.run / "world.json").read_text()))
     shutil.copytree(args.run / "data", args.out / "data", dirs_exist_ok=True)
     train_ids = encode_sequences(read_sequences(args.run / "data" / "train.txt", world), world.vocab, cfg.model.n_ctx)
     test_ids = encode_sequences(read_sequences(args.run / "data" / "test.txt", world), world.vocab, cfg.model.n_ctx)
@@ -70,9 +71,9 @@ def main() -> None:
     stage = replace(cfg.train, steps=args.steps, lr=args.lr, seed=seed + 100)
     t0 = time.perf_counter()
     res = train(model, train_ids[long_rows], test_ids, stage, args.out, pad_id=pad,
-                save_model_fn=partial(_save, world=world), progress=False, loss_from=loss_from)
-    (args.out / "results.json").write_text(json.dumps({"train": res.to_dict(), "from": str(args.run),
-                                                       "stage": vars(args) | {"run": str(args.run), "out": str(args.out)}}))
+                save_model_fn=lambda m, path: save_checkpoint(m, world, path), progress=False, loss_from=loss_from)
+    stage_args = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    (args.out / "results.json").write_text(json.dumps({"train": res.to_dict(), "stage": stage_args}))
     (args.out / "train_timing.json").write_text(json.dumps({"wall_s": round(time.perf_counter() - t0),
                                                             "threads": args.threads}))
     print(json.dumps(score(args.out, 200)))
