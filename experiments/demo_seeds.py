@@ -5,7 +5,8 @@ curriculum and ``[train]``) once per seed — ``model.seed`` (initialisation) an
 (batch order) both set to it, the data fixed — through :func:`interp.experiment.run_experiment`,
 the path of ``interp train``. Each run is scored as the README's competence table is: greedy
 routes between the first ``--routes`` held-out (origin, destination) pairs (valid share,
-failures, and how many go wrong at turn ≥ ``LATE_TURN``) and P(end | at the destination) on the
+failures, how many fail at turn ≥ ``LATE_TURN``, and how many end in a back-and-forth loop, see
+:func:`trailing_loops`) and P(end | at the destination) on the
 first ``--routes`` held-out routes, beside the ideal predictor's
 (:class:`~interp.models.lm.IdealLM`). The bar (issue 22): valid ≥ 0.90 and |P(end) − ideal| ≤ 0.05
 on every seed. A finished seed's run folder is reused.
@@ -43,12 +44,15 @@ from interp.metrics.navigation import decode_routes, end_at_destination, pairs_f
 from interp.models.checkpoint import load_checkpoint  # noqa: E402
 from interp.models.lm import BridgeLM, IdealLM  # noqa: E402
 from interp.worlds.io import read_sequences  # noqa: E402
+from interp.worlds.streets.graph import END  # noqa: E402
 
 #: the competence bar of issue 22
 MIN_VALID, MAX_P_END_GAP = 0.90, 0.05
 #: a failed route counts as *late* when it fails at or after this turn (the data's walks last at
 #: most 99: near the cap a walk must reach its destination in the turns left)
 LATE_TURN = 80
+#: turns of back-and-forth at a route's end that make a loop
+MIN_LOOP = 10
 
 
 def seed_config(seed: int, out: Path, config: str | None = None) -> ExperimentConfig:
@@ -57,6 +61,28 @@ def seed_config(seed: int, out: Path, config: str | None = None) -> ExperimentCo
     cfg = load_toml(ExperimentConfig, config) if config else ExperimentConfig()
     return replace(cfg, name=f"seed{seed}", runs_dir=str(out), model=replace(cfg.model, seed=seed),
                    train=replace(cfg.train, seed=seed))
+
+
+def trailing_loops(routes: pd.DataFrame, world) -> pd.DataFrame:
+    """Which greedy routes end in a back-and-forth loop between two intersections (``W E W E …``,
+    ≥ ``MIN_LOOP`` turns to the route's end), from which turn, and whether the destination is one
+    of the two. A route looping through its destination fails when the model never says ``end``
+    there before the cap; one looping elsewhere has ranked two near-equal turns the wrong way."""
+    rows = []
+    for origin, dest, tokens in zip(routes.origin, routes.destination, routes.tokens):
+        state, nodes = world.step(world.step(world.start(), origin), dest), [origin]
+        for token in tokens.split():
+            if token not in world.legal(state) or token == END:
+                break
+            state = world.step(state, token)
+            nodes.append(world.state_label(state))
+        start = len(nodes) - 2  # the loop's first turn: walk back while node[t] == node[t - 2]
+        while start > 0 and nodes[start - 1] == nodes[start + 1]:
+            start -= 1
+        loop = len(nodes) - 1 - start >= MIN_LOOP
+        rows.append({"loop": loop, "loop_from": start if loop else -1,
+                     "through_destination": loop and dest in nodes[start:]})
+    return pd.DataFrame(rows, index=routes.index)
 
 
 def score(run: Path, n_routes: int) -> dict:
@@ -75,6 +101,9 @@ def score(run: Path, n_routes: int) -> dict:
             bad = routes.per_route[~routes.per_route.valid.astype(bool)]
             turn = bad.first_illegal.where(bad.first_illegal >= 0, bad.directions)  # where it went wrong
             row["late_failures"] = int((turn >= LATE_TURN).sum())
+            loops = trailing_loops(bad, world)
+            row["loops"], row["loops_through_destination"] = int(loops.loop.sum()), int(loops.through_destination.sum())
+            row["loop_from_median"] = float(loops.loop_from[loops.loop].median()) if loops.loop.any() else None
     results = json.loads((run / "results.json").read_text())
     row["best_eval_loss"] = results["train"]["best_eval_loss"]
     timing = run / "train_timing.json"  # written when this script trained the seed
@@ -116,7 +145,8 @@ def main() -> None:
     cols = ["model_valid", "model_p_end", "ideal_p_end", "p_end_gap", "best_eval_loss", "train_s"]
     summary = df[cols].agg(["min", "mean", "max"])
     df.to_csv(out / "competence.csv", index=False)
-    table = df[["seed", *cols, "competent", "failures", "late_failures"]].to_markdown(index=False,
+    table = df[["seed", *cols, "competent", "failures", "late_failures",
+                "loops", "loops_through_destination", "loop_from_median"]].to_markdown(index=False,
                                                                                       floatfmt=".3f")
     (out / "competence.md").write_text(table + "\n\n" + summary.to_markdown(floatfmt=".3f") + "\n")
     print(table, "\n", summary.to_string(float_format=lambda x: f"{x:.3f}"), sep="")
