@@ -8,7 +8,7 @@ starts from on every machine. ``--from RUN`` packages a finished run instead of 
 checking that its recipe is the embedded default's (e.g. seed 1 of ``experiments/demo_seeds.py``,
 which trains that same recipe).
 
-    python experiments/demo_model.py                          # ≈ 65 min (one of 3 jobs on 2 cores), then packages
+    python experiments/demo_model.py                          # ≈ 22 min on 2 cores, then packages
     python experiments/demo_model.py --from runs/demo_seeds/seed1
 """
 

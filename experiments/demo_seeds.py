@@ -11,7 +11,7 @@ first ``--routes`` held-out routes, beside the ideal predictor's
 (:class:`~interp.models.lm.IdealLM`). The bar (issue 22): valid ≥ 0.90 and |P(end) − ideal| ≤ 0.05
 on every seed. A finished seed's run folder is reused.
 
-    python experiments/demo_seeds.py --seeds 0 1 2                   # one after another (a seed: ≈ 65 min as 1 of 3 jobs on 2 cores)
+    python experiments/demo_seeds.py --seeds 0 1 2                   # one after another, ≈ 22 min a seed on 2 cores
     python experiments/demo_seeds.py --seeds 1 --threads 1 &          # seeds side by side, one core each
     python experiments/demo_seeds.py --seeds 0 1 2 --score-only       # the table of finished seeds
     python experiments/demo_seeds.py --config experiments/configs/competence/wide.toml \

@@ -67,7 +67,7 @@ def test_the_demo_reproduces_the_readme_from_the_shipped_model(tmp_path):
 
 @pytest.mark.slow
 def test_the_demo_recipe_retrained_is_competent(tmp_path):
-    """`--retrain`: the embedded default trained from scratch (≈ 65 min as one of three one-thread jobs on 2 cores) is competent
+    """`--retrain`: the embedded default trained from scratch (22 min on 2 cores: 0.995 valid, P(end) 0.364) is competent
     by the bar of experiments/demo_seeds.py — greedy routes ≥ 0.90 valid, P(end | at the
     destination) within 0.05 of the ideal predictor's — not bitwise equal to the shipped model."""
     from dataclasses import replace
