@@ -99,7 +99,7 @@ def score(run: Path, n_routes: int) -> dict:
         if name == "model":
             row["failures"] = json.dumps(routes.failures())
             bad = routes.per_route[~routes.per_route.valid.astype(bool)]
-            turn = bad.first_illegal.where(bad.first_illegal >= 0, bad.directions)  # where it went wrong
+            turn = bad.first_illegal.where(bad.first_illegal >= 0, bad.directions)  # where it failed
             row["late_failures"] = int((turn >= LATE_TURN).sum())
             loops = trailing_loops(bad, world)
             row["loops"], row["loops_through_destination"] = int(loops.loop.sum()), int(loops.through_destination.sum())

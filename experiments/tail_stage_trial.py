@@ -1,8 +1,10 @@
 """Trial (issue 22): one more stage on long routes after a finished demo-recipe run, then score it.
 
-Where the demo recipe's greedy routes fail is late: most failed routes go wrong at turn ≥ 80
-(``experiments/demo_seeds.py`` counts them as ``late_failures``), where a random walk of at most
-99 turns must reach its destination in the turns left — the rarest part of the data. This trial
+Most of the 30,000-route recipe's failed greedy routes fail at turn ≥ 80 (``late_failures`` in
+``experiments/demo_seeds.py``), where a random walk of at most 99 turns must reach its
+destination in the turns left — the rarest part of the data. (They go wrong earlier, in a loop
+begun in the first turns: ``trailing_loops`` there; this stage did not make every seed competent,
+more routes did — ``docs/reproductions/demo-training.md``.) This trial
 trains the run's final weights (``RUN/last``) ``--steps`` more on the training routes of at least
 ``--from-turn`` turns, the loss counted only from that turn on. That keeps the data's conditionals
 unbiased there: whether a route lasts ≥ N turns is known from its first N turns, so selecting long
