@@ -108,8 +108,7 @@ def compare(a: np.ndarray, e: np.ndarray) -> str:
 
     a, e = np.asarray(a).ravel(), np.asarray(e).ravel()
     pear = float(np.corrcoef(a, e)[0, 1]) if a.std() > 0 and e.std() > 0 else float("nan")
-    return (f"spearman {spearman(a, e):+.2f}, pearson {pear:+.2f}, "
-            f"same sign {np.mean(np.sign(a) == np.sign(e)):.2f}")
+    return f"spearman {spearman(a, e):+.2f}, pearson {pear:+.2f}, same sign {np.mean(np.sign(a) == np.sign(e)):.2f}"
 
 
 def bench_model(label: str, bridge, world, args) -> float:
@@ -124,8 +123,10 @@ def bench_model(label: str, bridge, world, args) -> float:
     P = int(clean.shape[1])
     with torch.no_grad():  # touch every weight once (safetensors are memory-mapped) before measuring
         bridge(clean)
-    print(f"\n== {label}: {L} layers, d_model {bridge.cfg.d_model}, {H} heads; {args.n} pairs × {P} tokens; "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"\n== {label}: {L} layers, d_model {bridge.cfg.d_model}, {H} heads; {args.n} pairs × {P} tokens; "
+        f"torch threads {torch.get_num_threads()}"
+    )
 
     def att(comp):
         return lambda: activation_attribution(bridge, clean, corrupted, metric, comp).mean().to_numpy()
@@ -137,20 +138,25 @@ def bench_model(label: str, bridge, world, args) -> float:
             else:
                 res = mlp_zero_sweep(bridge, clean, token_loss, method=method, higher_is_better=False)
             return res.per_layer()["mean_effect"].to_numpy()
+
         return run
 
     groups = {
         f"layer x head map ({L * H} cells)": {
-            "TransformerLens loop (exact)": lambda: tl_map(bridge, "get_act_patch_attn_head_out_all_pos", clean,
-                                                           corrupted, metric),
-            "attribution": att("heads")},
+            "TransformerLens loop (exact)": lambda: tl_map(
+                bridge, "get_act_patch_attn_head_out_all_pos", clean, corrupted, metric
+            ),
+            "attribution": att("heads"),
+        },
         f"layer x position resid_pre map ({L * P} cells)": {
             "TransformerLens loop (exact)": lambda: tl_map(bridge, "get_act_patch_resid_pre", clean, corrupted, metric),
-            "attribution": att("resid_pre")},
+            "attribution": att("resid_pre"),
+        },
         f"MLP zero-out by layer ({L} sites)": {
             "interp loop (exact, 1 + L forwards)": mlp("loop"),
             "interp reuse (exact)": mlp("reuse"),
-            "attribution": mlp("attribution")},
+            "attribution": mlp("attribution"),
+        },
     }
     head_speedup = float("nan")
     for title, runs in groups.items():
@@ -181,8 +187,10 @@ def bench_model(label: str, bridge, world, args) -> float:
         if title.startswith("MLP"):
             bound = (1 + (L - 1) / 2) / 3
             ratio = base / statistics.median(times["attribution"])
-            print(f"  layer-only MLP sweep: attribution / exact reuse speed-up {ratio:.2f}x; "
-                  f"bound (1 + (L-1)/2) / 3 = {bound:.2f}x at L = {L}")
+            print(
+                f"  layer-only MLP sweep: attribution / exact reuse speed-up {ratio:.2f}x; "
+                f"bound (1 + (L-1)/2) / 3 = {bound:.2f}x at L = {L}"
+            )
     return head_speedup
 
 

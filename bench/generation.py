@@ -46,13 +46,28 @@ def build_model(folder: Path, texts: list[str], vocab: int, layers: int, d_model
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+    core.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=vocab,
+            special_tokens=["<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=core.get_vocab_size(), n_positions=1024, n_embd=d_model,
-                                       n_layer=layers, n_head=max(1, d_model // 64), bos_token_id=0, eos_token_id=0))
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=core.get_vocab_size(),
+            n_positions=1024,
+            n_embd=d_model,
+            n_layer=layers,
+            n_head=max(1, d_model // 64),
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    )
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return tok
@@ -80,9 +95,11 @@ def main() -> None:
         bridge = load_bridge(tmp)
     ids = [tok(p)["input_ids"] for p in prompts]
     lengths = [len(x) for x in ids]
-    print(f"GPT-2 {args.layers} layers, d_model {args.d_model}, BPE vocab {len(tok)}; {len(ids)} benchmark "
-          f"prompts of {min(lengths)}–{max(lengths)} tokens (mean {sum(lengths) / len(lengths):.0f}), right-padded "
-          f"in one batch; {args.new} new tokens each; {args.rounds} interleaved rounds, 1 thread")
+    print(
+        f"GPT-2 {args.layers} layers, d_model {args.d_model}, BPE vocab {len(tok)}; {len(ids)} benchmark "
+        f"prompts of {min(lengths)}–{max(lengths)} tokens (mean {sum(lengths) / len(lengths):.0f}), right-padded "
+        f"in one batch; {args.new} new tokens each; {args.rounds} interleaved rounds, 1 thread"
+    )
     for label, ivs in (("no intervention", []), ("zero mlp_out:1 active", [zero("mlp_out:1")])):
         times: dict[str, list[float]] = {"cached": [], "full": []}
         outs: dict[str, list[list[int]]] = {}
@@ -91,13 +108,16 @@ def main() -> None:
             for _ in range(args.rounds):
                 for name in ("cached", "full"):
                     t0 = time.perf_counter()
-                    outs[name] = greedy_generate(bridge, ids, pad_id=tok.pad_token_id, max_new_tokens=args.new,
-                                                 use_cache=name == "cached")
+                    outs[name] = greedy_generate(
+                        bridge, ids, pad_id=tok.pad_token_id, max_new_tokens=args.new, use_cache=name == "cached"
+                    )
                     times[name].append(time.perf_counter() - t0)
         same = outs["cached"] == outs["full"]
         med = {k: statistics.median(v) for k, v in times.items()}
-        print(f"{label}: cached {med['cached']:.3f} s, full recompute {med['full']:.3f} s (medians); "
-              f"full / cached = {med['full'] / med['cached']:.2f}x; identical token ids: {same}")
+        print(
+            f"{label}: cached {med['cached']:.3f} s, full recompute {med['full']:.3f} s (medians); "
+            f"full / cached = {med['full'] / med['cached']:.2f}x; identical token ids: {same}"
+        )
         if not same:
             sys.exit("the two paths disagree")
 

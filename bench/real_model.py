@@ -59,8 +59,12 @@ def run_with_hooks_loop(bridge, ids, mask, metric) -> np.ndarray:
     with torch.no_grad():
         out.append(metric(bridge(ids, attention_mask=mask, position_ids=pos), batch).numpy())
         for layer in range(bridge.cfg.n_layers):
-            logits = bridge.run_with_hooks(ids, fwd_hooks=[(f"blocks.{layer}.hook_mlp_out", lambda a, hook: a * 0)],
-                                           attention_mask=mask, position_ids=pos)
+            logits = bridge.run_with_hooks(
+                ids,
+                fwd_hooks=[(f"blocks.{layer}.hook_mlp_out", lambda a, hook: a * 0)],
+                attention_mask=mask,
+                position_ids=pos,
+            )
             out.append(metric(logits, batch).numpy())
     return np.stack(out)
 
@@ -75,20 +79,45 @@ def step_cost(folder, task, objective: str, lora: bool, steps: int) -> float:
 
     model = load_hf_model(folder)
     if lora:
-        model = _apply_lora(model, LoraSettings(enabled=True, r=16, alpha=32, target_modules=(
-            "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")))
+        model = _apply_lora(
+            model,
+            LoraSettings(
+                enabled=True,
+                r=16,
+                alpha=32,
+                target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+            ),
+        )
     seqs, start = task.training_rows()
     pad = 49151
     width = max(map(len, seqs))
     ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
-    terms = [] if objective == "plain" else [HLS([11, 28, 29], 1e-3)] if objective == "hls" else [
-        ULA(ULAHeads([3, 4, 10], 576, ("no", "yes"), seed=0), 1e-3)]
+    terms = (
+        []
+        if objective == "plain"
+        else [HLS([11, 28, 29], 1e-3)]
+        if objective == "hls"
+        else [ULA(ULAHeads([3, 4, 10], 576, ("no", "yes"), seed=0), 1e-3)]
+    )
     times = []
     for k in range(steps + 1):
-        cfg = TrainConfig(steps=1, batch_size=4, lr=1e-4, min_lr=1e-5, warmup_steps=0, eval_every=0, checkpoint_every=0,
-                          seed=k)
-        _, dt = timed(lambda: train(model, ids, None, cfg, None, pad_id=pad, loss_terms=terms,
-                                    labels=torch.tensor(task.gold), loss_from=torch.tensor(start), progress=False))
+        cfg = TrainConfig(
+            steps=1, batch_size=4, lr=1e-4, min_lr=1e-5, warmup_steps=0, eval_every=0, checkpoint_every=0, seed=k
+        )
+        _, dt = timed(
+            lambda: train(
+                model,
+                ids,
+                None,
+                cfg,
+                None,
+                pad_id=pad,
+                loss_terms=terms,
+                labels=torch.tensor(task.gold),
+                loss_from=torch.tensor(start),
+                progress=False,
+            )
+        )
         if k:
             times.append(dt)
     return float(np.median(times))
@@ -100,17 +129,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=2, help="timed fine-tuning steps per variant (default 2)")
     p.add_argument("--no-finetune", action="store_true", help="skip the fine-tuning steps")
     args = p.parse_args(argv)
-    from interp.machine import matmul_peak
-
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.benchmarks.pragworld import load_pragworld
+    from interp.machine import matmul_peak
     from interp.metrics.pragworld_eval import generate_responses, score_label_prompts
     from interp.models import load_bridge
     from interp.models.pinned import get_model
     from interp.tasks import YesNoTask
 
     peak = matmul_peak()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); fp32 torch.mm peak {peak / 1e9:.1f} GFLOP/s")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); fp32 torch.mm peak {peak / 1e9:.1f} GFLOP/s"
+    )
     folder = get_model("smollm2-135m-instruct")
     bridge = load_bridge(folder)
     n_params = sum(p.numel() for p in bridge.parameters())
@@ -118,52 +148,70 @@ def main(argv: list[str] | None = None) -> None:
     task = YesNoTask.pragworld(folder, rows, prompt="label")
     ids, mask = task.inputs()
     tokens = int(mask.sum())
-    print(f"{args.rows} label prompts, {tokens / args.rows:.0f} tokens each on average; {n_params / 1e6:.0f}M parameters")
+    print(
+        f"{args.rows} label prompts, {tokens / args.rows:.0f} tokens each on average; {n_params / 1e6:.0f}M parameters"
+    )
     _, dt = timed(lambda: score_label_prompts(bridge, task.prompts, batch_size=args.rows, chat_template=False))
-    print(f"label forward: {args.rows / dt:.2f} rows/s ({dt / args.rows:.2f} s a row); "
-          f"{2 * n_params * tokens / dt / 1e9:.1f} GFLOP/s = {2 * n_params * tokens / dt / peak:.0%} of the peak")
+    print(
+        f"label forward: {args.rows / dt:.2f} rows/s ({dt / args.rows:.2f} s a row); "
+        f"{2 * n_params * tokens / dt / 1e9:.1f} GFLOP/s = {2 * n_params * tokens / dt / peak:.0%} of the peak"
+    )
     bench = YesNoTask.pragworld(folder, rows, prompt="benchmark", chat_template=True)
-    _, dt = timed(lambda: generate_responses(bridge, bench.prompts, batch_size=args.rows, chat_template=True,
-                                             max_new_tokens=16))
-    print(f"benchmark prompt, chat template, cached greedy generation (≤ 16 tokens): {args.rows / dt:.2f} rows/s "
-          f"({dt / args.rows:.2f} s a row)")
+    _, dt = timed(
+        lambda: generate_responses(bridge, bench.prompts, batch_size=args.rows, chat_template=True, max_new_tokens=16)
+    )
+    print(
+        f"benchmark prompt, chat template, cached greedy generation (≤ 16 tokens): {args.rows / dt:.2f} rows/s "
+        f"({dt / args.rows:.2f} s a row)"
+    )
     metric = task.metric()
     L = int(bridge.cfg.n_layers)
     base, t_loop = timed(lambda: run_with_hooks_loop(bridge, ids, mask, metric))
-    sweep, t_reuse = timed(lambda: mlp_zero_sweep(bridge, ids, metric, mask, None, batch_size=args.rows,
-                                                  method="reuse"))
+    sweep, t_reuse = timed(
+        lambda: mlp_zero_sweep(bridge, ids, metric, mask, None, batch_size=args.rows, method="reuse")
+    )
     wide = sweep.frame.pivot(index="example", columns="layer", values="ablated").to_numpy().T
-    diff = max(float(np.abs(wide - base[1:]).max()), float(np.abs(sweep.frame.groupby("example").clean.first().to_numpy()
-                                                                   - base[0]).max()))
-    print(f"MLP zero-out, {L} layers, {args.rows} rows: run_with_hooks loop {t_loop:.1f} s ({t_loop / args.rows:.1f} s a "
-          f"row), reuse {t_reuse:.1f} s ({t_reuse / args.rows:.1f} s a row): {t_loop / t_reuse:.2f}× (forward-count "
-          f"ratio 2L/(L+1) = {2 * L / (L + 1):.2f}); max |ΔP(gold)| {diff:.1e}")
+    diff = max(
+        float(np.abs(wide - base[1:]).max()),
+        float(np.abs(sweep.frame.groupby("example").clean.first().to_numpy() - base[0]).max()),
+    )
+    print(
+        f"MLP zero-out, {L} layers, {args.rows} rows: run_with_hooks loop {t_loop:.1f} s ({t_loop / args.rows:.1f} s a "
+        f"row), reuse {t_reuse:.1f} s ({t_reuse / args.rows:.1f} s a row): {t_loop / t_reuse:.2f}× (forward-count "
+        f"ratio 2L/(L+1) = {2 * L / (L + 1):.2f}); max |ΔP(gold)| {diff:.1e}"
+    )
     from interp.analysis.attribution import mlp_zero_attribution
 
     def log_p_gold(logits, batch):
         return torch.log(metric(logits, batch).clamp_min(1e-12))
 
     for name, m in (("P(gold)", metric), ("log P(gold)", log_p_gold)):
-        exact = sweep if m is metric else mlp_zero_sweep(bridge, ids, m, mask, None, batch_size=args.rows,
-                                                         method="reuse")
+        exact = (
+            sweep if m is metric else mlp_zero_sweep(bridge, ids, m, mask, None, batch_size=args.rows, method="reuse")
+        )
         atp, t_atp = timed(lambda: mlp_zero_attribution(bridge, ids, m, mask, batch_size=args.rows))
         e = exact.frame.pivot(index="example", columns="layer", values="effect")
         a = atp.frame.pivot(index="example", columns="layer", values="effect").loc[e.index, e.columns]
         live = e.to_numpy().ravel() != 0
         same = float((np.sign(a.to_numpy().ravel()) == np.sign(e.to_numpy().ravel()))[live].mean())
-        print(f"attribution vs exact MLP zero-out on {name}: Spearman {spearman(a.to_numpy().ravel(), e.to_numpy().ravel()):.2f} "
-              f"over {e.size} cells, same sign on {same:.0%} of live cells; per-layer means Spearman "
-              f"{spearman(a.mean().to_numpy(), e.mean().to_numpy()):.2f}; {t_atp:.1f} s (exact reuse {t_reuse:.1f} s)")
+        print(
+            f"attribution vs exact MLP zero-out on {name}: Spearman {spearman(a.to_numpy().ravel(), e.to_numpy().ravel()):.2f} "
+            f"over {e.size} cells, same sign on {same:.0%} of live cells; per-layer means Spearman "
+            f"{spearman(a.mean().to_numpy(), e.mean().to_numpy()):.2f}; {t_atp:.1f} s (exact reuse {t_reuse:.1f} s)"
+        )
     del bridge
     if args.no_finetune:
         return
-    four = YesNoTask.pragworld(folder, load_pragworld(MANUAL.with_name("synthetic_final.csv")).rows.iloc[:4],
-                               prompt="label")
+    four = YesNoTask.pragworld(
+        folder, load_pragworld(MANUAL.with_name("synthetic_final.csv")).rows.iloc[:4], prompt="label"
+    )
     for lora in (False, True):
         costs = {o: step_cost(folder, four, o, lora, args.steps) for o in ("plain", "hls", "ula")}
-        print(f"fine-tuning step, 4 rows, {'LoRA r 16 (all linear layers)' if lora else 'full weights'}: "
-              + ", ".join(f"{o} {c:.1f} s" for o, c in costs.items())
-              + f" (HLS / plain {costs['hls'] / costs['plain']:.2f}, ULA / plain {costs['ula'] / costs['plain']:.2f})")
+        print(
+            f"fine-tuning step, 4 rows, {'LoRA r 16 (all linear layers)' if lora else 'full weights'}: "
+            + ", ".join(f"{o} {c:.1f} s" for o, c in costs.items())
+            + f" (HLS / plain {costs['hls'] / costs['plain']:.2f}, ULA / plain {costs['ula'] / costs['plain']:.2f})"
+        )
 
 
 if __name__ == "__main__":

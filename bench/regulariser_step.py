@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from interp.models import ModelConfig, build_gpt2  # noqa: E402
 from interp.train import TrainConfig, train  # noqa: E402
-from interp.worlds.encoding import encode_sequences  # noqa: E402
 from interp.train.regularisers import (  # noqa: E402
     HLS,
     ULA,
@@ -43,6 +42,7 @@ from interp.train.regularisers import (  # noqa: E402
     mlp_modules,
 )
 from interp.worlds import parse_world  # noqa: E402
+from interp.worlds.encoding import encode_sequences  # noqa: E402
 
 
 class SecondForwardHLS:
@@ -61,7 +61,9 @@ class SecondForwardHLS:
 
     def partial(self, batch):
         outs = []
-        handles = [m.register_forward_hook(lambda mod, a, o: outs.append(o)) for m in mlp_modules(self.model, self.layers)]
+        handles = [
+            m.register_forward_hook(lambda mod, a, o: outs.append(o)) for m in mlp_modules(self.model, self.layers)
+        ]
         try:
             self.model(batch.inputs)
         finally:
@@ -96,13 +98,22 @@ def main() -> None:
 
         def fresh_model():
             return build_gpt2(world.vocab, mcfg)
+
     seqs = world.generate(2000, np.random.default_rng(0))
     ids = encode_sequences(seqs, world.vocab)
     raw = last_state_labels(world, seqs)
     coding = LabelCoding.fit(raw)
     labels = coding.encode(raw)
-    cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=3e-4, min_lr=3e-5, warmup_steps=5,
-                      eval_every=0, checkpoint_every=0, seed=0)
+    cfg = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=3e-4,
+        min_lr=3e-5,
+        warmup_steps=5,
+        eval_every=0,
+        checkpoint_every=0,
+        seed=0,
+    )
     probe = fresh_model()
     d_model = int(probe.config.hidden_size if hasattr(probe.config, "hidden_size") else probe.config.n_embd)
 
@@ -116,16 +127,19 @@ def main() -> None:
         return [SecondForwardHLS(layers, 1e-3)]
 
     kinds = ["plain", "hls", "ula", "hls-2fwd"]
-    print(f"world: {world.describe()}; model: {sum(p.numel() for p in probe.parameters()):,} parameters, "
-          f"hooks on layers {layers}; batch {args.batch_size}; {args.steps} steps "
-          f"× {args.rounds} rounds; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(
+        f"world: {world.describe()}; model: {sum(p.numel() for p in probe.parameters()):,} parameters, "
+        f"hooks on layers {layers}; batch {args.batch_size}; {args.steps} steps "
+        f"× {args.rounds} rounds; torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
     train(fresh_model(), ids, None, TrainConfig(**{**cfg.__dict__, "steps": 3}), labels=labels, progress=False)
     per_step: dict[str, list[float]] = {k: [] for k in kinds}
     for r in range(args.rounds):
         line = []
         for kind in kinds:
-            hist = train(fresh_model(), ids, None, cfg, loss_terms=terms_for(kind), labels=labels,
-                         progress=False).history
+            hist = train(
+                fresh_model(), ids, None, cfg, loss_terms=terms_for(kind), labels=labels, progress=False
+            ).history
             per_step[kind].append(float(hist["elapsed_s"].iloc[-1]) / args.steps)
             line.append(f"{kind} {per_step[kind][-1] * 1e3:.1f} ms")
         print(f"round {r + 1}: " + ", ".join(line))
@@ -133,7 +147,13 @@ def main() -> None:
     print("\nmedian over rounds (and the fastest round, least disturbed by other load on the machine):")
     for kind in kinds:
         t, m = statistics.median(per_step[kind]), min(per_step[kind])
-        target = " (target ≤ 1.15)" if kind in ("hls", "ula") else " (the reference's second forward)" if kind == "hls-2fwd" else ""
+        target = (
+            " (target ≤ 1.15)"
+            if kind in ("hls", "ula")
+            else " (the reference's second forward)"
+            if kind == "hls-2fwd"
+            else ""
+        )
         print(f"{kind:>9}: {t * 1e3:7.1f} ms/step  {t / base:.3f}× plain   (fastest: {m / best:.3f}×){target}")
 
 

@@ -80,9 +80,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", default="runs/demo/best")
     p.add_argument("--n", type=int, default=200, help="held-out sequences (default 200, as interp sweep)")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=64,
-                   help="examples per forward of interp's sweeps (default 64, the library default: "
-                        "length-grouped chunks); 0 = all at once, as the baseline")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="examples per forward of interp's sweeps (default 64, the library default: "
+        "length-grouped chunks); 0 = all at once, as the baseline",
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
@@ -92,20 +96,28 @@ def main(argv: list[str] | None = None) -> None:
     ids = encode_sequences(seqs, world.vocab, int(bridge.cfg.n_ctx))
     mask = (ids != world.vocab.pad_id).long()
     n_layers = int(bridge.cfg.n_layers)
-    print(f"model: {what}; {n_layers} layers, d_model {bridge.cfg.d_model}; batch {tuple(ids.shape)}; "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"model: {what}; {n_layers} layers, d_model {bridge.cfg.d_model}; batch {tuple(ids.shape)}; "
+        f"torch threads {torch.get_num_threads()}"
+    )
 
     def ours(method):
         def run():
-            res = mlp_zero_sweep(bridge, ids, token_loss, mask, batch_size=args.batch_size or None, method=method,
-                                 higher_is_better=False)
+            res = mlp_zero_sweep(
+                bridge, ids, token_loss, mask, batch_size=args.batch_size or None, method=method, higher_is_better=False
+            )
             wide = res.frame.pivot(index="example", columns="layer", values="ablated").to_numpy().T
             clean = res.frame[res.frame.layer == 0].sort_values("example")["clean"].to_numpy()
             return np.vstack([clean, wide])
+
         return run
 
-    runs = {"run_with_hooks loop (baseline)": lambda: baseline(bridge, ids, mask, token_loss),
-            "interp reuse": ours("reuse"), "interp batched": ours("batched"), "interp loop": ours("loop")}
+    runs = {
+        "run_with_hooks loop (baseline)": lambda: baseline(bridge, ids, mask, token_loss),
+        "interp reuse": ours("reuse"),
+        "interp batched": ours("batched"),
+        "interp loop": ours("loop"),
+    }
     for fn in runs.values():  # warm-up
         fn()
     times: dict[str, list[float]] = {k: [] for k in runs}

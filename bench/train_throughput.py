@@ -32,8 +32,8 @@ from interp.machine import matmul_peak  # noqa: E402
 from interp.models import ModelConfig, build_gpt2  # noqa: E402
 from interp.train import TrainConfig, make_batch, train  # noqa: E402
 from interp.train.data import batch_indices  # noqa: E402
-from interp.worlds.encoding import encode_sequences  # noqa: E402
 from interp.worlds import parse_world  # noqa: E402
+from interp.worlds.encoding import encode_sequences  # noqa: E402
 
 
 def minimal_loop(model, batches, lr: float) -> float:
@@ -67,17 +67,26 @@ def main() -> None:
     seqs = world.generate(4000, np.random.default_rng(0))
     ids = encode_sequences(seqs, world.vocab, mcfg.n_ctx)
     # identical batches for both loops: the ratio measures the trainer's own overhead
-    tcfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, warmup_steps=5, eval_every=0,
-                       checkpoint_every=0, length_bucketing=False, seed=0)
+    tcfg = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        warmup_steps=5,
+        eval_every=0,
+        checkpoint_every=0,
+        length_bucketing=False,
+        seed=0,
+    )
     bucketed_cfg = TrainConfig(**{**tcfg.__dict__, "length_bucketing": True})
     batches = [make_batch(ids[batch_indices(len(ids), tcfg.batch_size, tcfg.seed, s)], 0) for s in range(tcfg.steps)]
     tokens = sum(b.n_tokens for b in batches)
     computed = sum(b.inputs.numel() for b in batches)
     widths = [b.inputs.shape[1] for b in batches]
     print(f"world: {world.describe()}")
-    print(f"model: {mcfg}; batch {tcfg.batch_size}; {tcfg.steps} steps; {tokens:,} target tokens "
-          f"({computed:,} positions computed, mean width {statistics.mean(widths):.1f}); "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(
+        f"model: {mcfg}; batch {tcfg.batch_size}; {tcfg.steps} steps; {tokens:,} target tokens "
+        f"({computed:,} positions computed, mean width {statistics.mean(widths):.1f}); "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
 
     peak_before = matmul_peak()
     # warm up both paths once
@@ -93,8 +102,10 @@ def main() -> None:
                 times.append(time.perf_counter() - t)
             if cfg is bucketed_cfg:
                 bucketed_rate = res.tokens_per_second  # its batches differ: report its own count
-        print(f"round {r + 1}: minimal loop {tokens / hand[-1]:,.0f} tok/s, trainer {tokens / ours[-1]:,.0f} tok/s, "
-              f"trainer with length bucketing {bucketed_rate:,.0f} tok/s")
+        print(
+            f"round {r + 1}: minimal loop {tokens / hand[-1]:,.0f} tok/s, trainer {tokens / ours[-1]:,.0f} tok/s, "
+            f"trainer with length bucketing {bucketed_rate:,.0f} tok/s"
+        )
     t_hand, t_ours = statistics.median(hand), statistics.median(ours)
     peak = max(peak_before, matmul_peak())  # measured before and after the rounds
     model = build_gpt2(world.vocab, mcfg)
@@ -104,8 +115,10 @@ def main() -> None:
     print(f"trainer: {tokens / t_ours:,.0f} target tokens/s; achieved {achieved / 1e9:.1f} GFLOP/s")
     print(f"matmul peak (best fp32 torch.mm of 1024^2 and 2048^2, before and after): {peak / 1e9:.1f} GFLOP/s")
     print(f"achieved / peak: {achieved / peak:.1%} (target >= 35%)")
-    print(f"length bucketing (the trainer's default) vs the same trainer on random batches: "
-          f"{statistics.median(ours) / statistics.median(bucketed):.2f}x wall-clock speed-up for the same steps")
+    print(
+        f"length bucketing (the trainer's default) vs the same trainer on random batches: "
+        f"{statistics.median(ours) / statistics.median(bucketed):.2f}x wall-clock speed-up for the same steps"
+    )
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ def mean_sd(groups: np.ndarray, rho: float) -> float:
     """The true standard deviation of a layer's mean for unit scale: √(ρ Σ m_g² / n² + (1 − ρ)/n)."""
     _, m = np.unique(groups, return_counts=True)
     n = len(groups)
-    return math.sqrt(rho * (m ** 2).sum() / n ** 2 + (1 - rho) / n)
+    return math.sqrt(rho * (m**2).sum() / n**2 + (1 - rho) / n)
 
 
 def _noise(rng: np.random.Generator, shape: tuple[int, ...], dist: str) -> np.ndarray:
@@ -90,8 +90,15 @@ def _noise(rng: np.random.Generator, shape: tuple[int, ...], dist: str) -> np.nd
     return rng.standard_t(3, shape) / math.sqrt(3.0)  # unit variance
 
 
-def simulate(rng: np.random.Generator, groups: np.ndarray, theta: np.ndarray, scale: np.ndarray, dist: str,
-             rho: float = 0.6, tau: float = 0.5) -> np.ndarray:
+def simulate(
+    rng: np.random.Generator,
+    groups: np.ndarray,
+    theta: np.ndarray,
+    scale: np.ndarray,
+    dist: str,
+    rho: float = 0.6,
+    tau: float = 0.5,
+) -> np.ndarray:
     """``effect[row, layer]``: θ + s·(√ρ·group part + √(1−ρ)·row part), each part a share τ common
     to every layer (module docstring)."""
     _, g = np.unique(groups, return_inverse=True)
@@ -105,9 +112,16 @@ def sweep_of(effects: np.ndarray, groups: np.ndarray):
     from interp.analysis.sweeps import SweepResult
 
     n, n_l = effects.shape
-    frame = pd.DataFrame({"example": np.tile(np.arange(n), n_l), "layer": np.repeat(np.arange(n_l), n),
-                          "clean": 0.0, "ablated": effects.T.ravel(), "effect": effects.T.ravel(),
-                          "group": np.tile(groups, n_l)})
+    frame = pd.DataFrame(
+        {
+            "example": np.tile(np.arange(n), n_l),
+            "layer": np.repeat(np.arange(n_l), n),
+            "clean": 0.0,
+            "ablated": effects.T.ravel(),
+            "effect": effects.T.ravel(),
+            "group": np.tile(groups, n_l),
+        }
+    )
     return SweepResult(frame, {"metric": "simulated", "higher_is_better": True, "groups": "simulated groups"})
 
 
@@ -145,8 +159,15 @@ def student_sf(x: np.ndarray, df: float) -> np.ndarray:
     return np.where(x >= 0, tail, 1.0 - tail)
 
 
-def holm(effects: np.ndarray, groups: np.ndarray, n_boot: int, seed: int, delta: float, alpha: float = 0.05,
-         p_values: str = "bootstrap") -> np.ndarray:
+def holm(
+    effects: np.ndarray,
+    groups: np.ndarray,
+    n_boot: int,
+    seed: int,
+    delta: float,
+    alpha: float = 0.05,
+    p_values: str = "bootstrap",
+) -> np.ndarray:
     """Verdicts by Holm's step-down over the 3L one-sided tests (module docstring) of the
     studentized statistics (θ̂ ∓ δ)/ŝe, with p-values from the bootstrap-t replicates of the
     shipped rule (``bootstrap``: (1 + #{t* beyond}) / (B + 1)) or from Student's t with G − 1
@@ -178,20 +199,24 @@ def holm(effects: np.ndarray, groups: np.ndarray, n_boot: int, seed: int, delta:
         reject[j] = True
     n_l = len(est)
     out = np.full(n_l, "inconclusive", dtype=object)
-    out[reject[2 * n_l:]] = "negligible"
+    out[reject[2 * n_l :]] = "negligible"
     out[reject[:n_l]] = "harmful"
-    out[reject[n_l:2 * n_l]] = "useful"
+    out[reject[n_l : 2 * n_l]] = "useful"
     return out
 
 
 def false_verdicts(verdict: np.ndarray, theta: np.ndarray, delta: float) -> np.ndarray:
     """Per layer: does the verdict claim something the truth contradicts?"""
-    return (((verdict == "harmful") & (theta <= delta)) | ((verdict == "useful") & (theta >= -delta))
-            | ((verdict == "negligible") & (np.abs(theta) > delta)))
+    return (
+        ((verdict == "harmful") & (theta <= delta))
+        | ((verdict == "useful") & (theta >= -delta))
+        | ((verdict == "negligible") & (np.abs(theta) > delta))
+    )
 
 
-def one_sweep(effects: np.ndarray, groups: np.ndarray, theta: np.ndarray, n_boot: int, seed: int,
-              rules: tuple[str, ...]) -> dict[tuple[str, float], dict[str, float]]:
+def one_sweep(
+    effects: np.ndarray, groups: np.ndarray, theta: np.ndarray, n_boot: int, seed: int, rules: tuple[str, ...]
+) -> dict[tuple[str, float], dict[str, float]]:
     """Every rule at every margin of :data:`MARGINS` on one simulated sweep: false verdicts,
     coverage, right calls (keyed by (rule, margin); the /1 rule only at its own margin, 0)."""
     from interp.analysis.verdicts import classify, layer_verdicts, legacy_verdicts
@@ -224,10 +249,14 @@ def one_sweep(effects: np.ndarray, groups: np.ndarray, theta: np.ndarray, n_boot
         wrong = false_verdicts(verdict, theta, margin)
         right = np.where(theta > 0, verdict == "harmful", verdict == "useful")
         out[(rule, margin)] = {
-            "any_false": float(wrong.any()), "n_false": float(wrong.sum()),
+            "any_false": float(wrong.any()),
+            "n_false": float(wrong.sum()),
             "covered": math.nan if iv is None else float(((iv[0] <= theta) & (theta <= iv[1])).all()),
-            "right": float(right[affected].sum()), "affected": float(affected.sum()),
-            "negligible": float((verdict[null] == "negligible").sum()), "null": float(null.sum())}
+            "right": float(right[affected].sum()),
+            "affected": float(affected.sum()),
+            "negligible": float((verdict[null] == "negligible").sum()),
+            "null": float(null.sum()),
+        }
     return out
 
 
@@ -241,9 +270,17 @@ def design(name: str, n_layers: int, dist: str, k: int, rng: np.random.Generator
     return groups, scale, theta, se
 
 
-def run_design(name: str, n_layers: int, dist: str, k: int, reps: int, n_boot: int, seed: int,
-               theta: np.ndarray | None = None, rules: tuple[str, ...] = RULES
-               ) -> dict[tuple[str, float], dict[str, float]]:
+def run_design(
+    name: str,
+    n_layers: int,
+    dist: str,
+    k: int,
+    reps: int,
+    n_boot: int,
+    seed: int,
+    theta: np.ndarray | None = None,
+    rules: tuple[str, ...] = RULES,
+) -> dict[tuple[str, float], dict[str, float]]:
     rng = np.random.default_rng(seed)
     groups, scale, th, _ = design(name, n_layers, dist, k, rng)
     th = th if theta is None else theta
@@ -262,8 +299,9 @@ def _p(x: float, reps: int) -> tuple[float, float]:
     return p, math.sqrt(p * (1 - p) / reps)
 
 
-def calibration_rows(totals: dict[tuple[str, float], dict[str, float]], reps: int,
-                     **where: object) -> list[dict[str, object]]:
+def calibration_rows(
+    totals: dict[tuple[str, float], dict[str, float]], reps: int, **where: object
+) -> list[dict[str, object]]:
     rows = []
     for (rule, margin), t in totals.items():
         fwer, fwer_se = _p(t["any_false"], reps)
@@ -271,9 +309,22 @@ def calibration_rows(totals: dict[tuple[str, float], dict[str, float]], reps: in
         power = t["right"] / t["affected"] if t["affected"] else math.nan
         power_se = math.sqrt(power * (1 - power) / t["affected"]) if t["affected"] else math.nan
         negl = t["negligible"] / t["null"] if t["null"] else math.nan
-        rows.append({**where, "margin": "none" if rule == "v1" else margin, "rule": rule, "fwer": fwer, "fwer_se": fwer_se, "coverage": cov, "coverage_se": cov_se,
-                     "false_per_sweep": t["n_false"] / reps, "power": power, "power_se": power_se,
-                     "null_negligible": negl, "reps": reps})
+        rows.append(
+            {
+                **where,
+                "margin": "none" if rule == "v1" else margin,
+                "rule": rule,
+                "fwer": fwer,
+                "fwer_se": fwer_se,
+                "coverage": cov,
+                "coverage_se": cov_se,
+                "false_per_sweep": t["n_false"] / reps,
+                "power": power,
+                "power_se": power_se,
+                "null_negligible": negl,
+                "reps": reps,
+            }
+        )
     return rows
 
 
@@ -287,15 +338,20 @@ def meets_bar(r: object) -> bool:
 
 
 def markdown(cal: pd.DataFrame, power: pd.DataFrame) -> str:
-    lines = ["| rows | layers | noise | true effects | margin δ | rule | FWER | coverage | false / sweep | power | "
-             "nulls negligible | bar |", "|" + "---|" * 12]
+    lines = [
+        "| rows | layers | noise | true effects | margin δ | rule | FWER | coverage | false / sweep | power | "
+        "nulls negligible | bar |",
+        "|" + "---|" * 12,
+    ]
     for r in cal.itertuples(index=False):
         bar = ("✓" if meets_bar(r) else "✗") if r.rule == "shipped" else ""
         margin = r.margin if isinstance(r.margin, str) else f"{r.margin:g}"
-        lines.append(f"| {r.structure} | {r.layers} | {r.noise} | {r.effects} | {margin} | {r.rule} | "
-                     f"{_fmt(r.fwer, r.fwer_se)} | "
-                     f"{_fmt(r.coverage, r.coverage_se)} | {r.false_per_sweep:.3f} | {_fmt(r.power, r.power_se)} | "
-                     f"{'–' if math.isnan(r.null_negligible) else f'{r.null_negligible:.3f}'} | {bar} |")
+        lines.append(
+            f"| {r.structure} | {r.layers} | {r.noise} | {r.effects} | {margin} | {r.rule} | "
+            f"{_fmt(r.fwer, r.fwer_se)} | "
+            f"{_fmt(r.coverage, r.coverage_se)} | {r.false_per_sweep:.3f} | {_fmt(r.power, r.power_se)} | "
+            f"{'–' if math.isnan(r.null_negligible) else f'{r.null_negligible:.3f}'} | {bar} |"
+        )
     lines += ["", "Power by effect size (one harmful layer at θ = δ + k·SE; share of sweeps calling it harmful):", ""]
     ks = sorted(power.k.unique())
     lines += ["| rows | layers | rule | " + " | ".join(f"k = {k:g}" for k in ks) + " |", "|" + "---|" * (3 + len(ks))]
@@ -319,8 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     structures = ["groups 40x5"] if args.quick else ["independent", "groups 40x5", "pragworld manual"]
-    cells = [(st, n_l, dist, k) for st in structures for n_l in (4, 30) for dist in ("gaussian", "t3")
-             for k in (0, 1, 5)]
+    cells = [
+        (st, n_l, dist, k) for st in structures for n_l in (4, 30) for dist in ("gaussian", "t3") for k in (0, 1, 5)
+    ]
     t0 = time.perf_counter()
     rows = []
     for i, (st, n_l, dist, k) in enumerate(tqdm(cells, desc="designs")):
@@ -330,8 +387,12 @@ def main(argv: list[str] | None = None) -> int:
     cal.to_csv(out / "calibration.csv", index=False)
     power_rows = []
     reps = args.power_reps or args.reps
-    for j, (st, n_l) in enumerate(tqdm([(s, n) for s in ("groups 40x5", "pragworld manual")[: 1 if args.quick else 2]
-                                        for n in (4, 30)], desc="power")):
+    for j, (st, n_l) in enumerate(
+        tqdm(
+            [(s, n) for s in ("groups 40x5", "pragworld manual")[: 1 if args.quick else 2] for n in (4, 30)],
+            desc="power",
+        )
+    ):
         rng = np.random.default_rng(10_000 + j)
         groups, _, _, se = design(st, n_l, "gaussian", 0, rng)
         for k in (0, 1, 2, 3, 4, 5):
@@ -342,19 +403,32 @@ def main(argv: list[str] | None = None) -> int:
                 if rule != "v1" and margin != MARGIN:
                     continue
                 pw, pw_se = _p(t["right"], reps)
-                power_rows.append({"structure": st, "layers": n_l, "rule": rule, "k": k, "power": pw,
-                                   "power_se": pw_se, "reps": reps})
+                power_rows.append(
+                    {"structure": st, "layers": n_l, "rule": rule, "k": k, "power": pw, "power_se": pw_se, "reps": reps}
+                )
     power = pd.DataFrame(power_rows)
     power.to_csv(out / "power.csv", index=False)
     seconds = time.perf_counter() - t0
     text = markdown(cal, power)
     cmd = "python bench/verdict_calibration.py " + " ".join(argv if argv is not None else sys.argv[1:])
     (out / "calibration.md").write_text(f"Command: `{cmd.strip()}`; {seconds / 60:.1f} min.\n\n{text}\n")
-    (out / "calibration.json").write_text(json.dumps({
-        "command": cmd.strip(), "reps": args.reps, "n_boot": args.n_boot, "seed": args.seed, "margin": MARGIN,
-        "se_target": SE_TARGET, "rules": RULES, "seconds": round(seconds, 1), "machine": platform.platform(),
-        "all_designs_meet_the_bar": bool(all(meets_bar(r) for r in cal[cal.rule == "shipped"].itertuples()))},
-        indent=2))
+    (out / "calibration.json").write_text(
+        json.dumps(
+            {
+                "command": cmd.strip(),
+                "reps": args.reps,
+                "n_boot": args.n_boot,
+                "seed": args.seed,
+                "margin": MARGIN,
+                "se_target": SE_TARGET,
+                "rules": RULES,
+                "seconds": round(seconds, 1),
+                "machine": platform.platform(),
+                "all_designs_meet_the_bar": bool(all(meets_bar(r) for r in cal[cal.rule == "shipped"].itertuples())),
+            },
+            indent=2,
+        )
+    )
     print(text)
     print(f"\n{seconds / 60:.1f} min; wrote {out}")
     return 0

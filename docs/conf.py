@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
-sys.path.insert(0, str(DOCS.parent))      # this tree's interp, ahead of any installed one
+sys.path.insert(0, str(DOCS.parent))  # this tree's interp, ahead of any installed one
 sys.path.insert(0, str(DOCS / "_ext"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -23,10 +23,10 @@ copyright = "the interp authors, MIT licence"
 release = version = "0.1.0"
 
 extensions = [
-    "myst_nb",                 # MyST markdown pages and .ipynb notebooks (includes myst_parser)
+    "myst_nb",  # MyST markdown pages and .ipynb notebooks (includes myst_parser)
     "sphinx.ext.autodoc",
     "sphinx.ext.mathjax",
-    "interp_docs",             # docs/_ext: CLI reference, API pages, rooms table, cross-references
+    "interp_docs",  # docs/_ext: CLI reference, API pages, rooms table, cross-references
 ]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store"]

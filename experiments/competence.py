@@ -55,8 +55,10 @@ def by_turns(lms, world, sequences, edges=(0, 10, 25, 50, 75, 100)) -> str:
                 turns.append(p - 2)
                 ended.append(float(s[p] == "end"))
     end_id = world.vocab.id("end")
-    p_end = {name: torch.cat([lm.logprobs(prefixes[i:i + 256])[:, end_id].exp()
-                              for i in range(0, len(prefixes), 256)]) for name, lm in lms.items()}
+    p_end = {
+        name: torch.cat([lm.logprobs(prefixes[i : i + 256])[:, end_id].exp() for i in range(0, len(prefixes), 256)])
+        for name, lm in lms.items()
+    }
     p_end["data"] = torch.tensor(ended)
     t = torch.tensor(turns)
     lines = []
@@ -74,8 +76,12 @@ def main() -> None:
     ap.add_argument("runs", nargs="+", help="run folders with best/, data/test.txt, train_log.csv")
     ap.add_argument("--routes", type=int, default=200)
     ap.add_argument("--nll", type=int, default=100)
-    ap.add_argument("--by-turns-on", choices=("test", "train"), default="test",
-                    help="the routes of the by-turns table: held-out (default) or the model's own training routes")
+    ap.add_argument(
+        "--by-turns-on",
+        choices=("test", "train"),
+        default="test",
+        help="the routes of the by-turns table: held-out (default) or the model's own training routes",
+    )
     ap.add_argument("--by-turns-n", type=int, default=None, help="routes of the by-turns table (default --routes)")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -87,15 +93,22 @@ def main() -> None:
         log = pd.read_csv(run / "train_log.csv") if (run / "train_log.csv").exists() else None
         lms = {"model": BridgeLM(ckpt.bridge, world.vocab), "ideal": IdealLM(world)}
         pairs = pairs_from_sequences(test)[: args.routes]
-        row = {"run": str(run),
-               "steps": int(log["step"].max()) if log is not None else None,
-               "best_eval_loss": float(log["eval_loss"].min()) if log is not None else None}
+        row = {
+            "run": str(run),
+            "steps": int(log["step"].max()) if log is not None else None,
+            "best_eval_loss": float(log["eval_loss"].min()) if log is not None else None,
+        }
         for name, lm in lms.items():
             routes = decode_routes(lm, world, pairs)
             end = end_at_destination(lm, world, test[: args.routes])
-            row.update({f"{name}_valid": routes.valid.mean, f"{name}_p_end": end["p_end"],
-                        f"{name}_argmax_end": end["argmax_end"],
-                        f"{name}_nll": nll_per_token(lm, world, test[: args.nll])})
+            row.update(
+                {
+                    f"{name}_valid": routes.valid.mean,
+                    f"{name}_p_end": end["p_end"],
+                    f"{name}_argmax_end": end["argmax_end"],
+                    f"{name}_nll": nll_per_token(lm, world, test[: args.nll]),
+                }
+            )
             if name == "model":
                 row["model_failures"] = routes.failures()
         rows.append(row)

@@ -61,8 +61,9 @@ def main() -> None:
     n_sequences = kv.pop("n_sequences", 30000)
     model_keys = {f.name for f in dataclasses.fields(ModelConfig)}
     mcfg = ModelConfig(**{"n_head": 2, **{k: v for k, v in kv.items() if k in model_keys}})
-    base = dict(batch_size=32, lr=2e-3, min_lr=2e-4, warmup_steps=100, eval_every=500, eval_sequences=512,
-                checkpoint_every=0)
+    base = dict(
+        batch_size=32, lr=2e-3, min_lr=2e-4, warmup_steps=100, eval_every=500, eval_sequences=512, checkpoint_every=0
+    )
     base.update({k: v for k, v in kv.items() if k not in model_keys})
     world = parse_world("streets")
     tr, te = split_sequences(world, world.generate(n_sequences, np.random.default_rng(0)), 0.1, 0)
@@ -79,16 +80,37 @@ def main() -> None:
         stops = sorted({*range(1000, steps, 1000), steps}) if i == len(stages) - 1 else [steps]
         for stop in stops:
             t = time.time()
-            train(model, ids, te_ids, cfg, out, pad_id=world.vocab.pad_id, progress=False,
-                  stop_at=stop if stop < steps else None)
+            train(
+                model,
+                ids,
+                te_ids,
+                cfg,
+                out,
+                pad_id=world.vocab.pad_id,
+                progress=False,
+                stop_at=stop if stop < steps else None,
+            )
             trained_s += time.time() - t
             lm = BridgeLM(load_checkpoint(save_checkpoint(model, world, out / "eval")).bridge, world.vocab)
             routes, end = decode_routes(lm, world, pairs), end_at_destination(lm, world, te[:200])
             loss = pd.read_csv(out / "train_log.csv")["eval_loss"].dropna().iloc[-1]
-            print(json.dumps({"stage": i, "max_directions": cap or None, "routes": len(short), "step": done + stop,
-                              "train_s": round(trained_s), "eval_loss": round(float(loss), 4),
-                              "valid": routes.valid.mean, "p_end": round(end["p_end"], 3),
-                              "argmax_end": round(end["argmax_end"], 3), "failures": routes.failures()}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "stage": i,
+                        "max_directions": cap or None,
+                        "routes": len(short),
+                        "step": done + stop,
+                        "train_s": round(trained_s),
+                        "eval_loss": round(float(loss), 4),
+                        "valid": routes.valid.mean,
+                        "p_end": round(end["p_end"], 3),
+                        "argmax_end": round(end["argmax_end"], 3),
+                        "failures": routes.failures(),
+                    }
+                ),
+                flush=True,
+            )
         done += steps
 
 

@@ -59,8 +59,13 @@ def seed_config(seed: int, out: Path, config: str | None = None) -> ExperimentCo
     """The embedded default (or the recipe of ``config``, an ``interp run`` TOML) with its training
     seeds set to ``seed`` (the data unchanged)."""
     cfg = load_toml(ExperimentConfig, config) if config else ExperimentConfig()
-    return replace(cfg, name=f"seed{seed}", runs_dir=str(out), model=replace(cfg.model, seed=seed),
-                   train=replace(cfg.train, seed=seed))
+    return replace(
+        cfg,
+        name=f"seed{seed}",
+        runs_dir=str(out),
+        model=replace(cfg.model, seed=seed),
+        train=replace(cfg.train, seed=seed),
+    )
 
 
 def trailing_loops(routes: pd.DataFrame, world) -> pd.DataFrame:
@@ -80,8 +85,9 @@ def trailing_loops(routes: pd.DataFrame, world) -> pd.DataFrame:
         while start > 0 and nodes[start - 1] == nodes[start + 1]:
             start -= 1
         loop = len(nodes) - 1 - start >= MIN_LOOP
-        rows.append({"loop": loop, "loop_from": start if loop else -1,
-                     "through_destination": loop and dest in nodes[start:]})
+        rows.append(
+            {"loop": loop, "loop_from": start if loop else -1, "through_destination": loop and dest in nodes[start:]}
+        )
     return pd.DataFrame(rows, index=routes.index)
 
 
@@ -134,8 +140,9 @@ def main() -> None:
                 continue
             t = time.perf_counter()
             run_experiment(seed_config(seed, out, args.config), REPO, progress=False)
-            (run / "train_timing.json").write_text(json.dumps({"wall_s": round(time.perf_counter() - t),
-                                                              "threads": torch.get_num_threads()}))
+            (run / "train_timing.json").write_text(
+                json.dumps({"wall_s": round(time.perf_counter() - t), "threads": torch.get_num_threads()})
+            )
         row = {"seed": seed, **score(run, args.routes)}
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -145,13 +152,24 @@ def main() -> None:
     cols = ["model_valid", "model_p_end", "ideal_p_end", "p_end_gap", "best_eval_loss", "train_s"]
     summary = df[cols].agg(["min", "mean", "max"])
     df.to_csv(out / "competence.csv", index=False)
-    table = df[["seed", *cols, "competent", "failures", "late_failures",
-                "loops", "loops_through_destination", "loop_from_median"]].to_markdown(index=False,
-                                                                                      floatfmt=".3f")
+    table = df[
+        [
+            "seed",
+            *cols,
+            "competent",
+            "failures",
+            "late_failures",
+            "loops",
+            "loops_through_destination",
+            "loop_from_median",
+        ]
+    ].to_markdown(index=False, floatfmt=".3f")
     (out / "competence.md").write_text(table + "\n\n" + summary.to_markdown(floatfmt=".3f") + "\n")
     print(table, "\n", summary.to_string(float_format=lambda x: f"{x:.3f}"), sep="")
-    print(f"competent on {int(df.competent.sum())} of {len(df)} seeds "
-          f"(valid ≥ {MIN_VALID}, |P(end) − ideal| ≤ {MAX_P_END_GAP})")
+    print(
+        f"competent on {int(df.competent.sum())} of {len(df)} seeds "
+        f"(valid ≥ {MIN_VALID}, |P(end) − ideal| ≤ {MAX_P_END_GAP})"
+    )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", help="output folder (default: <checkpoint>/../sweep_<kind>/)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    run = run_sweep(args.checkpoint, kind=args.kind, n=args.n, method=args.method,
-                    layers=parse_layers(args.layers), out=args.out, seed=args.seed)
+    run = run_sweep(
+        args.checkpoint,
+        kind=args.kind,
+        n=args.n,
+        method=args.method,
+        layers=parse_layers(args.layers),
+        out=args.out,
+        seed=args.seed,
+    )
     print(f"{args.kind} sweep of {args.checkpoint} on {run.info['data']}")
     print(run.table())
     if hasattr(run, "verdicts"):

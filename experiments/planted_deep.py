@@ -46,8 +46,13 @@ def main() -> None:
 
     out = Path(args.out).resolve()
     cfg, base = load_experiment(REPO / "experiments" / "configs" / "tiny.toml")
-    cfg = replace(cfg, name="base", runs_dir=str(out), model=ModelConfig(n_layer=12, d_model=64, n_head=2, n_ctx=32),
-                  train=replace(cfg.train, steps=args.steps, eval_every=500))
+    cfg = replace(
+        cfg,
+        name="base",
+        runs_dir=str(out),
+        model=ModelConfig(n_layer=12, d_model=64, n_head=2, n_ctx=32),
+        train=replace(cfg.train, steps=args.steps, eval_every=500),
+    )
     if not (out / "base" / "results.json").exists():
         run_experiment(cfg, base, progress=False, retrain=True)
     best = out / "base" / "best"
@@ -55,26 +60,48 @@ def main() -> None:
     rows = []
     jobs = [("unplanted", (), None)] + [(f"L{'_'.join(map(str, p))}_s{s}", p, s) for p in plantings for s in args.seeds]
     for name, layers, seed in jobs:
-        model = best if seed is None else plant_harm(best, out / name, PlantSpec(layers=layers, seed=seed),
-                                                    progress=False, log=lambda *_: None).model
+        model = (
+            best
+            if seed is None
+            else plant_harm(
+                best, out / name, PlantSpec(layers=layers, seed=seed), progress=False, log=lambda *_: None
+            ).model
+        )
         run = run_sweep(model, kind="mlp-zero", n=args.n, seed=0, out=out / name / "sweep", log=lambda *_: None)
         for rule, verdicts in (("/2 (shipped)", run.verdicts), ("/1 (replaced)", legacy_verdicts(run.sweep))):
             harmful = set(verdicts.harmful)
-            rows.append({"model": name, "rule": rule, "planted": sorted(layers), "harmful": sorted(harmful),
-                         "found": len(harmful & set(layers)), "false alarms": len(harmful - set(layers))})
-        print(f"{name}: planted {sorted(layers)}; /2 harmful {rows[-2]['harmful']}, /1 harmful {rows[-1]['harmful']}",
-              flush=True)
+            rows.append(
+                {
+                    "model": name,
+                    "rule": rule,
+                    "planted": sorted(layers),
+                    "harmful": sorted(harmful),
+                    "found": len(harmful & set(layers)),
+                    "false alarms": len(harmful - set(layers)),
+                }
+            )
+        print(
+            f"{name}: planted {sorted(layers)}; /2 harmful {rows[-2]['harmful']}, /1 harmful {rows[-1]['harmful']}",
+            flush=True,
+        )
     df = pd.DataFrame(rows)
     df.to_csv(out / "planted_deep.csv", index=False)
     summary = []
     for rule, g in df.groupby("rule", sort=False):
         pl, ctl = g[g.model != "unplanted"], g[g.model == "unplanted"]
         tp, fp = int(pl["found"].sum()), int(pl["false alarms"].sum())
-        summary.append({"rule": rule, "planted layers": int(pl.planted.map(len).sum()), "found": tp,
-                        "false alarms (planted models)": fp, "false alarms (unplanted)": int(ctl["false alarms"].sum()),
-                        "precision": tp / (tp + fp) if tp + fp else float("nan"),
-                        "recall": tp / int(pl.planted.map(len).sum()),
-                        "exact plantings": f"{int((pl.found == pl.planted.map(len)).mul(pl['false alarms'] == 0).sum())}/{len(pl)}"})
+        summary.append(
+            {
+                "rule": rule,
+                "planted layers": int(pl.planted.map(len).sum()),
+                "found": tp,
+                "false alarms (planted models)": fp,
+                "false alarms (unplanted)": int(ctl["false alarms"].sum()),
+                "precision": tp / (tp + fp) if tp + fp else float("nan"),
+                "recall": tp / int(pl.planted.map(len).sum()),
+                "exact plantings": f"{int((pl.found == pl.planted.map(len)).mul(pl['false alarms'] == 0).sum())}/{len(pl)}",
+            }
+        )
     table = pd.DataFrame(summary).to_markdown(index=False, floatfmt=".2f")
     (out / "planted_deep.md").write_text(df.to_markdown(index=False) + "\n\n" + table + "\n")
     print(df.to_string(index=False), "\n", table, sep="")

@@ -65,16 +65,24 @@ SOURCES = ("mlp_zero", "direct_effect", "probe", "mlp_zero_v1", "direct_effect_v
 #: the verdict rule of each source: the shipped one (``interp.layer_verdicts/2``), and beside it the
 #: /1 rule these sweeps had before (rows resampled, a 95 % interval per layer, no margin), on the
 #: same sweep: the before/after of issue 20
-METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_compression_precision",
-           "mn_distinction_precision", "mn_distinction_recall", "routes_valid", "routes_illegal_turn")
+METRICS = (
+    "heldout_loss",
+    "next_token_position",
+    "next_token_sequence",
+    "mn_compression_precision",
+    "mn_distinction_precision",
+    "mn_distinction_recall",
+    "routes_valid",
+    "routes_illegal_turn",
+)
 
 
 def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
     """Verdict rows of the three sources for one model."""
     from interp.analysis.probe_verdicts import probe_verdicts
     from interp.analysis.verdicts import legacy_verdicts
-    from interp.sweep import run_sweep
     from interp.models.checkpoint import load_checkpoint
+    from interp.sweep import run_sweep
     from interp.worlds.io import read_sequences
 
     res = {}
@@ -97,8 +105,11 @@ def reread(folder: Path) -> dict[str, dict]:
     from interp.analysis.sweeps import SweepResult
     from interp.analysis.verdicts import legacy_verdicts, load_verdicts
 
-    paths = {"mlp_zero": folder / "sweep_mlp-zero" / "verdicts.json",
-             "direct_effect": folder / "sweep_direct-effect" / "verdicts.json", "probe": folder / "probe_verdicts.json"}
+    paths = {
+        "mlp_zero": folder / "sweep_mlp-zero" / "verdicts.json",
+        "direct_effect": folder / "sweep_direct-effect" / "verdicts.json",
+        "probe": folder / "probe_verdicts.json",
+    }
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"--reuse-detection: no earlier verdicts at {', '.join(missing)}")
@@ -122,19 +133,26 @@ def scores(frame: pd.DataFrame) -> pd.DataFrame:
         fp = int(((~pl.planted) & (pl.verdict == "harmful")).sum())
         fn = int(((pl.planted) & (pl.verdict != "harmful")).sum())
         exact = sum(set(g[g.verdict == "harmful"].layer) == set(g[g.planted].layer) for _, g in pl.groupby("model"))
-        rows.append({"source": source, "planted layers": tp + fn, "found": tp, "false alarms": fp,
-                     "precision": tp / (tp + fp) if tp + fp else math.nan,
-                     "recall": tp / (tp + fn) if tp + fn else math.nan,
-                     "exact plantings": f"{exact}/{pl.model.nunique()}",
-                     "control FPR": (ct.verdict == "harmful").mean() if len(ct) else math.nan,
-                     "control layers": len(ct)})
+        rows.append(
+            {
+                "source": source,
+                "planted layers": tp + fn,
+                "found": tp,
+                "false alarms": fp,
+                "precision": tp / (tp + fp) if tp + fp else math.nan,
+                "recall": tp / (tp + fn) if tp + fn else math.nan,
+                "exact plantings": f"{exact}/{pl.model.nunique()}",
+                "control FPR": (ct.verdict == "harmful").mean() if len(ct) else math.nan,
+                "control layers": len(ct),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def repair(name: str, model: Path, base: Path, verdicts: str, out: Path, args, log) -> pd.DataFrame:
     """Zeroing, plain, HLS over the β grid and ULA on one planted model; the long table."""
-    from interp.models.checkpoint import load_bridge, load_checkpoint
     from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
+    from interp.models.checkpoint import load_bridge, load_checkpoint
     from interp.train.finetune import run_finetune
     from interp.train.plant import route_metrics, world_model_metrics
     from interp.train.regularisers import layers_from_verdicts
@@ -144,18 +162,32 @@ def repair(name: str, model: Path, base: Path, verdicts: str, out: Path, args, l
     useful = layers_from_verdicts(verdicts, "useful")
     log(f"repair {name}: harmful {harmful}, useful {useful} (from {verdicts})")
     ev = FinetuneEval(mn_pairs=args.mn_pairs, mn_depth=args.mn_depth, sweep=True, mlp_sq=True)
-    train = TrainConfig(steps=args.steps, batch_size=32, lr=args.lr, min_lr=args.lr / 10,
-                        warmup_steps=min(20, args.steps // 10), eval_every=0, checkpoint_every=0)
+    train = TrainConfig(
+        steps=args.steps,
+        batch_size=32,
+        lr=args.lr,
+        min_lr=args.lr / 10,
+        warmup_steps=min(20, args.steps // 10),
+        eval_every=0,
+        checkpoint_every=0,
+    )
     tables = []
     for i, beta in enumerate(args.betas):
         objectives = ("plain", "hls", "ula") if i == 0 else ("hls",)
         if not useful:
             objectives = tuple(o for o in objectives if o != "ula")
-        cfg = FinetuneConfig(name=f"{name}_beta{beta:g}", checkpoint=str(model), out=str(out / f"beta_{beta:g}"),
-                             objectives=objectives, seeds=tuple(args.seeds), device="cpu",
-                             data=FinetuneData(kind="world", n_eval=args.n_eval),
-                             regulariser=RegulariserConfig(verdicts=verdicts, beta=beta, alpha=args.alpha),
-                             train=train, eval=ev)
+        cfg = FinetuneConfig(
+            name=f"{name}_beta{beta:g}",
+            checkpoint=str(model),
+            out=str(out / f"beta_{beta:g}"),
+            objectives=objectives,
+            seeds=tuple(args.seeds),
+            device="cpu",
+            data=FinetuneData(kind="world", n_eval=args.n_eval),
+            regulariser=RegulariserConfig(verdicts=verdicts, beta=beta, alpha=args.alpha),
+            train=train,
+            eval=ev,
+        )
         report = run_finetune(cfg, progress=False, log=log)
         t = report.table.copy()
         t.loc[t.model == "hls", "model"] = f"hls β={beta:g}"
@@ -165,8 +197,16 @@ def repair(name: str, model: Path, base: Path, verdicts: str, out: Path, args, l
     ckpt = load_checkpoint(model)
     heldout = read_sequences(model.resolve().parent / "data" / "test.txt", ckpt.world)[: args.n_eval]
     for label, bridge, zeroed in (("zeroed", ckpt.bridge, harmful), ("unplanted", load_bridge(base), ())):
-        rows = world_model_metrics(bridge, ckpt.world, heldout, zeroed=zeroed, mn_pairs=args.mn_pairs,
-                                   mn_depth=args.mn_depth, seed=ev.seed, routes=args.routes)
+        rows = world_model_metrics(
+            bridge,
+            ckpt.world,
+            heldout,
+            zeroed=zeroed,
+            mn_pairs=args.mn_pairs,
+            mn_depth=args.mn_depth,
+            seed=ev.seed,
+            routes=args.routes,
+        )
         tables.append(pd.DataFrame([{**r, "model": label, "seed": None} for r in rows]))
     if args.routes:
         rows = route_metrics(ckpt.bridge, ckpt.world, heldout, args.routes, seed=ev.seed)
@@ -190,11 +230,18 @@ def repair_summary(table: pd.DataFrame, harmful: list[int]) -> pd.DataFrame:
         for m in ["before", *names]:
             if m not in r or r[m] is None or (isinstance(r[m], float) and math.isnan(r[m])):
                 continue
-            out.append({"metric": r["metric"] + ("" if r["layer"] is None or pd.isna(r["layer"]) else f" L{int(r['layer'])}"),
-                        "model": "planted (before)" if m == "before" else m,
-                        "value": r[m], "lo": r[f"{m}_lo"], "hi": r[f"{m}_hi"],
-                        "seeds": r.get(f"{m}_seeds", 1) if m != "before" else 1,
-                        "gap to unplanted": (r[m] - ref) if ref is not None and not pd.isna(ref) else math.nan})
+            out.append(
+                {
+                    "metric": r["metric"]
+                    + ("" if r["layer"] is None or pd.isna(r["layer"]) else f" L{int(r['layer'])}"),
+                    "model": "planted (before)" if m == "before" else m,
+                    "value": r[m],
+                    "lo": r[f"{m}_lo"],
+                    "hi": r[f"{m}_hi"],
+                    "seeds": r.get(f"{m}_seeds", 1) if m != "before" else 1,
+                    "gap to unplanted": (r[m] - ref) if ref is not None and not pd.isna(ref) else math.nan,
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -203,6 +250,7 @@ def _md(frame: pd.DataFrame) -> str:
         if isinstance(v, float):
             return "–" if math.isnan(v) else f"{v:.4g}"
         return str(v)
+
     cols = list(frame.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
@@ -243,11 +291,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-eval", type=int, default=200, help="held-out sequences of the repair metrics")
     p.add_argument("--mn-pairs", type=int, default=50, help="Myhill–Nerode states / state pairs (default 50)")
     p.add_argument("--mn-depth", type=int, default=3, help="Myhill–Nerode suffix depth (default 3)")
-    p.add_argument("--routes", type=int, default=100,
-                   help="greedy routes of the planted, zeroed and unplanted models (default 100; 0: none)")
-    p.add_argument("--reuse-detection", action="store_true",
-                   help="read the verdict files of an earlier run in --out instead of "
-                        "sweeping again (plantings and finished fine-tuning runs are always reused)")
+    p.add_argument(
+        "--routes",
+        type=int,
+        default=100,
+        help="greedy routes of the planted, zeroed and unplanted models (default 100; 0: none)",
+    )
+    p.add_argument(
+        "--reuse-detection",
+        action="store_true",
+        help="read the verdict files of an earlier run in --out instead of "
+        "sweeping again (plantings and finished fine-tuning runs are always reused)",
+    )
     p.add_argument("--detect-only", action="store_true", help="plant and detect; no repair")
     p.add_argument("--quick", action="store_true", help="3 plantings, 1 control, β 1e-3 and 1e-1, one seed")
     args = p.parse_args(argv)
@@ -275,16 +330,34 @@ def main(argv: list[str] | None = None) -> int:
             res = plant_harm(base, out / name, spec, progress=False, log=log)
             model, planted, folder = res.model, list(spec.layers) if spec.corruption != "clean" else [], out / name
         found = detect(model, folder, args, logf) if not args.reuse_detection else reread(folder)
-        models[name] = {"model": str(model), "planted": planted, "spec": None if spec is None else spec.corruption,
-                        "verdicts": {k: v["verdicts"] for k, v in found.items()}}
+        models[name] = {
+            "model": str(model),
+            "planted": planted,
+            "spec": None if spec is None else spec.corruption,
+            "verdicts": {k: v["verdicts"] for k, v in found.items()},
+        }
         for source, v in found.items():
             for r in v["rows"]:
-                detection.append({"model": name, "control": (name, spec) in controls, "source": source,
-                                  "layer": r["layer"], "planted": r["layer"] in planted, "effect": r["effect"],
-                                  "ci_low": r["ci"][0], "ci_high": r["ci"][1], "verdict": r["verdict"]})
+                detection.append(
+                    {
+                        "model": name,
+                        "control": (name, spec) in controls,
+                        "source": source,
+                        "layer": r["layer"],
+                        "planted": r["layer"] in planted,
+                        "effect": r["effect"],
+                        "ci_low": r["ci"][0],
+                        "ci_high": r["ci"][1],
+                        "verdict": r["verdict"],
+                    }
+                )
         harm = {s: [r["layer"] for r in found[s]["rows"] if r["verdict"] == "harmful"] for s in SOURCES}
-        print(f"{name}: planted {planted}; harmful by " + ", ".join(f"{s} {harm[s]}" for s in SOURCES)
-              + f" ({time.perf_counter() - t:.0f} s)", flush=True)
+        print(
+            f"{name}: planted {planted}; harmful by "
+            + ", ".join(f"{s} {harm[s]}" for s in SOURCES)
+            + f" ({time.perf_counter() - t:.0f} s)",
+            flush=True,
+        )
     det = pd.DataFrame(detection)
     det.to_csv(out / "detection.csv", index=False)
     summary = scores(det)
@@ -305,28 +378,64 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - t0
 
     per_model = det[det.verdict == "harmful"].groupby(["model", "source"]).layer.apply(list).unstack()
-    found_table = pd.DataFrame([{"model": m, "planted": str(models[m]["planted"]),
-                                 **{s: str(per_model.loc[m, s]) if m in per_model.index and s in per_model
-                                    and isinstance(per_model.loc[m, s], list) else "[]" for s in SOURCES}}
-                                for m in models])
-    text = [f"# Planted harm (base {base}; {len(plantings)} plantings, {len(controls)} controls)", "",
-            f"Command: `python experiments/planted_harm.py {' '.join(argv if argv is not None else sys.argv[1:])}`; "
-            f"detection {t_detect / 60:.1f} min{' (reread)' if args.reuse_detection else ''}, "
-            f"total {seconds / 60:.1f} min.", "",
-            "## Layers called harmful", "", _md(found_table), "", "## Detection scores", "", _md(summary), ""]
+    found_table = pd.DataFrame(
+        [
+            {
+                "model": m,
+                "planted": str(models[m]["planted"]),
+                **{
+                    s: str(per_model.loc[m, s])
+                    if m in per_model.index and s in per_model and isinstance(per_model.loc[m, s], list)
+                    else "[]"
+                    for s in SOURCES
+                },
+            }
+            for m in models
+        ]
+    )
+    text = [
+        f"# Planted harm (base {base}; {len(plantings)} plantings, {len(controls)} controls)",
+        "",
+        f"Command: `python experiments/planted_harm.py {' '.join(argv if argv is not None else sys.argv[1:])}`; "
+        f"detection {t_detect / 60:.1f} min{' (reread)' if args.reuse_detection else ''}, "
+        f"total {seconds / 60:.1f} min.",
+        "",
+        "## Layers called harmful",
+        "",
+        _md(found_table),
+        "",
+        "## Detection scores",
+        "",
+        _md(summary),
+        "",
+    ]
     if rsum is not None:
-        text += [f"## Repair of {name} (harmful layers {harmful}; β in β·Σ_ℓ mean(MLP_out²); "
-                 f"{args.steps} steps, seeds {args.seeds})", "", repair_markdown(rsum), ""]
+        text += [
+            f"## Repair of {name} (harmful layers {harmful}; β in β·Σ_ℓ mean(MLP_out²); "
+            f"{args.steps} steps, seeds {args.seeds})",
+            "",
+            repair_markdown(rsum),
+            "",
+        ]
     elif args.detect_only:
         text += [f"## Repair: not run (--detect-only)", ""]
     else:
         text += [f"## Repair of {name}: skipped, the MLP zero-out sweep found no harmful layer", ""]
     (out / "planted_harm.md").write_text("\n".join(text))
-    write_json(out / "results.json", {
-        "base": str(base), "models": models, "detection": summary.to_dict(orient="records"),
-        "found": found_table.to_dict(orient="records"), "repair_planting": name, "harmful": harmful,
-        "repair": None if rsum is None else rsum.to_dict(orient="records"),
-        "settings": {k: v for k, v in vars(args).items()}, "seconds": round(seconds, 1)})
+    write_json(
+        out / "results.json",
+        {
+            "base": str(base),
+            "models": models,
+            "detection": summary.to_dict(orient="records"),
+            "found": found_table.to_dict(orient="records"),
+            "repair_planting": name,
+            "harmful": harmful,
+            "repair": None if rsum is None else rsum.to_dict(orient="records"),
+            "settings": {k: v for k, v in vars(args).items()},
+            "seconds": round(seconds, 1),
+        },
+    )
     print("\n".join(text))
     return 0
 

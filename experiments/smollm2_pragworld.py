@@ -25,7 +25,9 @@ CONFIGS = REPO / "experiments" / "configs"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--config", help="job config (default experiments/configs/smollm2_pragworld.toml)")
     p.add_argument("--quick", action="store_true", help="the quick config (smollm2_pragworld_quick.toml), <= 10 min")
     p.add_argument("--out", help="run folder (default runs/<name>)")
@@ -41,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
     config = args.config or CONFIGS / ("smollm2_pragworld_quick.toml" if args.quick else "smollm2_pragworld.toml")
     cfg = load_job_config(config, model=args.model)
-    results = run_pragworld_job(cfg, args.out, fresh=args.fresh, progress=not args.no_progress,
-                                log=lambda s: print(s, flush=True))
+    results = run_pragworld_job(
+        cfg, args.out, fresh=args.fresh, progress=not args.no_progress, log=lambda s: print(s, flush=True)
+    )
     secs = results["pragworld"]["seconds"]
     print(f"stages (s): {secs}", file=sys.stderr)
     print(results["run_dir"])

@@ -48,15 +48,18 @@ from interp.metrics.table import evaluate_lm, results_table, save_table, to_mark
 from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpoint  # noqa: E402
 from interp.models.lm import BridgeLM, IdealLM, WorldLM  # noqa: E402
 from interp.results import write_json  # noqa: E402
-from interp.viz.tables import draw_table1  # noqa: E402
 from interp.train import TrainConfig, train  # noqa: E402
+from interp.viz.tables import draw_table1  # noqa: E402
 from interp.worlds.encoding import encode_sequences  # noqa: E402
 from interp.worlds.split import split_sequences  # noqa: E402
 from interp.worlds.streets import StreetsWorld, SyntheticCityConfig, TraversalConfig  # noqa: E402
 
 KINDS = ("shortest_paths", "noisy_shortest_paths", "random_walks")
-LABELS = {"shortest_paths": "shortest paths", "noisy_shortest_paths": "noisy shortest paths",
-          "random_walks": "random walks"}
+LABELS = {
+    "shortest_paths": "shortest paths",
+    "noisy_shortest_paths": "noisy shortest paths",
+    "random_walks": "random walks",
+}
 
 
 def draw_budget(world: StreetsWorld, tokens: int, seed: int) -> list[list[str]]:
@@ -78,20 +81,31 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--cols", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=1_600_000, help="training-data token budget per model")
-    ap.add_argument("--steps", type=int, default=3000,
-                    help="training steps per model (the demo's 3,000: 900, the earlier default, left "
-                         "the random-walks model far from its ideal predictor)")
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=3000,
+        help="training steps per model (the demo's 3,000: 900, the earlier default, left "
+        "the random-walks model far from its ideal predictor)",
+    )
     ap.add_argument("--tokens-per-step", type=int, default=2048)
-    ap.add_argument("--curriculum", default=None,
-                    help="short routes first, as the demo: MAX_TOKENS:STEPS stages before the main "
-                         "training (interp.experiment.CurriculumConfig; default 23:1000,43:1000, "
-                         "with --quick 23:100,43:100); '' for none")
+    ap.add_argument(
+        "--curriculum",
+        default=None,
+        help="short routes first, as the demo: MAX_TOKENS:STEPS stages before the main "
+        "training (interp.experiment.CurriculumConfig; default 23:1000,43:1000, "
+        "with --quick 23:100,43:100); '' for none",
+    )
     ap.add_argument("--max-directions", type=int, default=60)
     ap.add_argument("--pairs", type=int, default=300, help="state pairs for the Myhill–Nerode metrics")
     ap.add_argument("--routes", type=int, default=300, help="origin–destination pairs for detours")
-    ap.add_argument("--max-nodes", type=int, default=1024,
-                    help="exact estimator: skip (and count) a pair whose suffix tree exceeds this many nodes "
-                         "at one depth; an untrained model accepts ~every token, so its pairs are skipped")
+    ap.add_argument(
+        "--max-nodes",
+        type=int,
+        default=1024,
+        help="exact estimator: skip (and count) a pair whose suffix tree exceeds this many nodes "
+        "at one depth; an untrained model accepts ~every token, so its pairs are skipped",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="budget 150k tokens, 300 steps, 60 pairs")
     args = ap.parse_args()
@@ -106,8 +120,9 @@ def main() -> None:
     t_start = time.time()
 
     city = SyntheticCityConfig(rows=args.rows, cols=args.cols, seed=args.seed)
-    worlds = {k: StreetsWorld.from_city(city, TraversalConfig(kind=k, max_directions=args.max_directions))
-              for k in KINDS}
+    worlds = {
+        k: StreetsWorld.from_city(city, TraversalConfig(kind=k, max_directions=args.max_directions)) for k in KINDS
+    }
     world = worlds["random_walks"]  # all three share one DFA; only the traversals differ
     mcfg = ModelConfig(n_layer=4, d_model=128, n_head=4, n_ctx=args.max_directions + 4, seed=args.seed)
     print(f"city: {world.describe()}; model {mcfg}", flush=True)
@@ -119,22 +134,45 @@ def main() -> None:
         mean_len = float(np.mean([len(s) + 1 for s in tr]))
         batch = max(4, round(args.tokens_per_step / mean_len))
         data[k] = (tr, te)
-        tcfg = TrainConfig(steps=args.steps, batch_size=batch, lr=2e-3, min_lr=2e-5, warmup_steps=50,
-                           eval_every=max(1, args.steps // 4), checkpoint_every=0, seed=args.seed)
-        print(f"\n[{LABELS[k]}] {len(tr)} train / {len(te)} test routes, mean length {mean_len:.1f}, "
-              f"batch {batch}, {args.steps} steps", flush=True)
+        tcfg = TrainConfig(
+            steps=args.steps,
+            batch_size=batch,
+            lr=2e-3,
+            min_lr=2e-5,
+            warmup_steps=50,
+            eval_every=max(1, args.steps // 4),
+            checkpoint_every=0,
+            seed=args.seed,
+        )
+        print(
+            f"\n[{LABELS[k]}] {len(tr)} train / {len(te)} test routes, mean length {mean_len:.1f}, "
+            f"batch {batch}, {args.steps} steps",
+            flush=True,
+        )
         model = build_gpt2(world.vocab, mcfg)
         tr_ids, te_ids = (encode_sequences(x, world.vocab, mcfg.n_ctx) for x in (tr, te))
-        train_curriculum(model, tr_ids, te_ids, curriculum, tcfg, world.vocab.pad_id, out / k,
-                         log=lambda line: print("  " + line, flush=True))
+        train_curriculum(
+            model,
+            tr_ids,
+            te_ids,
+            curriculum,
+            tcfg,
+            world.vocab.pad_id,
+            out / k,
+            log=lambda line: print("  " + line, flush=True),
+        )
         res = train(model, tr_ids, te_ids, tcfg, out / k, save_model_fn=lambda m, p: save_checkpoint(m, world, p))
         print(f"  best held-out loss {res.best_eval_loss:.4f} at step {res.best_step}", flush=True)
         lms[LABELS[k]] = BridgeLM(load_checkpoint(out / k / "best").bridge, world.vocab)
         own_test[LABELS[k]] = te
     save_checkpoint(build_gpt2(world.vocab, mcfg), world, out / "untrained")
     ideal = {f"ideal: {LABELS[k]}": IdealLM(worlds[k]) for k in ("shortest_paths", "random_walks")}
-    lms = {"untrained transformer": BridgeLM(load_checkpoint(out / "untrained").bridge, world.vocab), **lms,
-           **ideal, "true world model": WorldLM(world)}
+    lms = {
+        "untrained transformer": BridgeLM(load_checkpoint(out / "untrained").bridge, world.vocab),
+        **lms,
+        **ideal,
+        "true world model": WorldLM(world),
+    }
     own_test["untrained transformer"] = own_test["true world model"] = data["random_walks"][1]
     for k in ("shortest_paths", "random_walks"):
         own_test[f"ideal: {LABELS[k]}"] = data[k][1]
@@ -147,14 +185,23 @@ def main() -> None:
         t0 = time.time()
         # each model is probed on its own traversal distribution (the untrained one on random walks)
         own_train = own_data.get(name, (rw_train, rw_test))[0]
-        cells, summaries[name] = evaluate_lm(lm, world, own_test[name][:1000],
-                                             probe_data=(own_train[:1000], own_test[name][:500]), pairs=args.pairs,
-                                             depth=5, estimators=("exact", "sampled"), seed=args.seed,
-                                             max_nodes=args.max_nodes)
+        cells, summaries[name] = evaluate_lm(
+            lm,
+            world,
+            own_test[name][:1000],
+            probe_data=(own_train[:1000], own_test[name][:500]),
+            pairs=args.pairs,
+            depth=5,
+            estimators=("exact", "sampled"),
+            seed=args.seed,
+            max_nodes=args.max_nodes,
+        )
         for estimator, row in cells.items():
             rows[estimator][name] = row
-        print(f"\n[{name}] " + ", ".join(f"{k}: {v}" for k, v in cells["exact"].items()) +
-              f" ({time.time() - t0:.0f} s)", flush=True)
+        print(
+            f"\n[{name}] " + ", ".join(f"{k}: {v}" for k, v in cells["exact"].items()) + f" ({time.time() - t0:.0f} s)",
+            flush=True,
+        )
 
     tables = {}
     for estimator in ("exact", "sampled"):
@@ -174,19 +221,29 @@ def main() -> None:
     import pandas as pd
 
     pd.concat([d.table.assign(model=m) for m, d in detours.items()]).to_csv(out / "detours.csv", index=False)
-    write_json(out / "results.json", {"args": vars(args), "summaries": summaries,
-                                      "detours": {m: d.table.to_dict(orient="records") for m, d in detours.items()},
-                                      "seconds": round(time.time() - t_start, 1)})
-    draw_table1(table, REPO / "figures" / "table1.png",
-                title="World-model metrics on a synthetic city (cf. Vafa et al. 2024, Table 1)")
-    print(f"\nwrote {out}/table1_exact.md, table1_sampled.md, detours.md and figures/table1.png "
-          f"in {time.time() - t_start:.0f} s")
+    write_json(
+        out / "results.json",
+        {
+            "args": vars(args),
+            "summaries": summaries,
+            "detours": {m: d.table.to_dict(orient="records") for m, d in detours.items()},
+            "seconds": round(time.time() - t_start, 1),
+        },
+    )
+    draw_table1(
+        table,
+        REPO / "figures" / "table1.png",
+        title="World-model metrics on a synthetic city (cf. Vafa et al. 2024, Table 1)",
+    )
+    print(
+        f"\nwrote {out}/table1_exact.md, table1_sampled.md, detours.md and figures/table1.png "
+        f"in {time.time() - t_start:.0f} s"
+    )
 
 
 def _detour_markdown(detours) -> str:
     probs = sorted(next(iter(detours.values())).table["p"].unique())
-    lines = ["| model | detour | " + " | ".join(f"p={p:g}" for p in probs) + " |",
-             "|---|---|" + "---|" * len(probs)]
+    lines = ["| model | detour | " + " | ".join(f"p={p:g}" for p in probs) + " |", "|---|---|" + "---|" * len(probs)]
     for model, d in detours.items():
         for kind in dict.fromkeys(d.table["kind"]):
             t = d.table[d.table["kind"] == kind].set_index("p")

@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
-
 from demo_seeds import score  # noqa: E402
+
 from interp.config import load_toml  # noqa: E402
 from interp.experiment import ExperimentConfig  # noqa: E402
 from interp.models.checkpoint import save_checkpoint  # noqa: E402
@@ -50,8 +50,12 @@ def main() -> None:
     ap.add_argument("--config", help="the run's recipe (an `interp run` TOML; default: the embedded default)")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--from-turn", type=int, default=60,
-                    help="routes of ≥ this many turns; loss from it on (0: all routes, all tokens)")
+    ap.add_argument(
+        "--from-turn",
+        type=int,
+        default=60,
+        help="routes of ≥ this many turns; loss from it on (0: all routes, all tokens)",
+    )
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -66,18 +70,29 @@ def main() -> None:
     pad = world.vocab.pad_id
     # a row is <bos> origin destination d1 … dk end: turn t is at index t + 2
     long_rows = ((train_ids != pad).sum(dim=1) - 1) >= args.from_turn + 3
-    loss_from = (torch.full((int(long_rows.sum()),), args.from_turn + 2, dtype=torch.long)
-                 if args.from_turn > 0 else None)  # 0: every route, every token (a plain continuation)
+    loss_from = (
+        torch.full((int(long_rows.sum()),), args.from_turn + 2, dtype=torch.long) if args.from_turn > 0 else None
+    )  # 0: every route, every token (a plain continuation)
     print(f"{int(long_rows.sum())} of {len(train_ids)} training routes have ≥ {args.from_turn} turns", flush=True)
     model = GPT2LMHeadModel.from_pretrained(args.run / "last").train()
     stage = replace(cfg.train, steps=args.steps, lr=args.lr, seed=seed + 100)
     t0 = time.perf_counter()
-    res = train(model, train_ids[long_rows], test_ids, stage, args.out, pad_id=pad,
-                save_model_fn=lambda m, path: save_checkpoint(m, world, path), progress=False, loss_from=loss_from)
+    res = train(
+        model,
+        train_ids[long_rows],
+        test_ids,
+        stage,
+        args.out,
+        pad_id=pad,
+        save_model_fn=lambda m, path: save_checkpoint(m, world, path),
+        progress=False,
+        loss_from=loss_from,
+    )
     stage_args = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     (args.out / "results.json").write_text(json.dumps({"train": res.to_dict(), "stage": stage_args}))
-    (args.out / "train_timing.json").write_text(json.dumps({"wall_s": round(time.perf_counter() - t0),
-                                                            "threads": args.threads}))
+    (args.out / "train_timing.json").write_text(
+        json.dumps({"wall_s": round(time.perf_counter() - t0), "threads": args.threads})
+    )
     print(json.dumps(score(args.out, 200)))
 
 

@@ -144,8 +144,9 @@ class TrainConfig:
         if self.warmup_steps < 0 or self.grad_clip < 0:
             raise ValueError("train.warmup_steps and train.grad_clip must be ≥ 0")
         if self.loss_weighting not in LOSS_WEIGHTINGS:
-            raise ValueError(f"train.loss_weighting must be one of {', '.join(LOSS_WEIGHTINGS)}, "
-                             f"got {self.loss_weighting!r}")
+            raise ValueError(
+                f"train.loss_weighting must be one of {', '.join(LOSS_WEIGHTINGS)}, got {self.loss_weighting!r}"
+            )
 
 
 #: fine-tuning objectives: next-token loss only, + HLS, + ULA (PragWorld §6.3)
@@ -180,8 +181,10 @@ class FinetuneData:
         if self.loss_on not in (None, "answer", "all"):
             raise ValueError(f"data.loss_on must be 'answer' or 'all', got {self.loss_on!r}")
         if self.kind == "world" and self.loss_on == "answer":
-            raise ValueError("data.loss_on = 'answer' needs pragworld data (world sequences have no answer "
-                             "token): use 'all' or leave it unset")
+            raise ValueError(
+                "data.loss_on = 'answer' needs pragworld data (world sequences have no answer "
+                "token): use 'all' or leave it unset"
+            )
         if self.kind == "world" and self.prepend_bos is not None:
             raise ValueError("data.prepend_bos applies to pragworld data (world sequences always start with <bos>)")
 
@@ -277,8 +280,11 @@ class FinetuneConfig:
     data: FinetuneData = field(default_factory=FinetuneData)
     regulariser: RegulariserConfig = field(default_factory=RegulariserConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        steps=200, batch_size=32, lr=3e-4, min_lr=3e-5, warmup_steps=20, eval_every=0, checkpoint_every=0))
+    train: TrainConfig = field(
+        default_factory=lambda: TrainConfig(
+            steps=200, batch_size=32, lr=3e-4, min_lr=3e-5, warmup_steps=20, eval_every=0, checkpoint_every=0
+        )
+    )
     eval: FinetuneEval = field(default_factory=FinetuneEval)
 
     def __post_init__(self) -> None:
@@ -299,6 +305,7 @@ class FinetuneConfig:
 
 # ---- the stages of the main job (interp.pipeline) after training ------------------------------
 
+
 @dataclass(frozen=True)
 class VerdictRule:
     """The layer-verdict settings (``docs/concepts/verdicts.md``) a config section carries."""
@@ -315,8 +322,12 @@ class VerdictRule:
     def verdict_rule(self) -> dict[str, Any]:
         """The verdict settings as keyword arguments of :func:`interp.sweep.run_sweep` and
         :func:`interp.analysis.verdicts.layer_verdicts`."""
-        return {"min_effect": self.min_effect, "confidence": self.confidence, "per_layer": self.per_layer,
-                "resample": self.resample}
+        return {
+            "min_effect": self.min_effect,
+            "confidence": self.confidence,
+            "per_layer": self.per_layer,
+            "resample": self.resample,
+        }
 
 
 @dataclass(frozen=True)
@@ -387,6 +398,7 @@ class FixConfig:
 
 # ---- the PragWorld job on a pretrained model (interp.pragworld_job; `interp run` with job = "pragworld") ----
 
+
 @dataclass(frozen=True)
 class PragWorldEvalSettings:
     """(a) PragWorld Table 1 on the manual split, both prompts."""
@@ -442,9 +454,14 @@ class PragWorldFinetuneSettings:
     n_train: int = 0
     beta: float = 1e-3
     alpha: float = 1e-3
-    lora: LoraSettings = field(default_factory=lambda: LoraSettings(
-        enabled=True, r=16, alpha=32, target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                                      "up_proj", "down_proj")))
+    lora: LoraSettings = field(
+        default_factory=lambda: LoraSettings(
+            enabled=True,
+            r=16,
+            alpha=32,
+            target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        )
+    )
 
 
 @dataclass(frozen=True)

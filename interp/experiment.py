@@ -83,8 +83,10 @@ class CurriculumConfig:
 
     def __post_init__(self) -> None:
         if len(self.max_tokens) != len(self.steps):
-            raise ValueError(f"curriculum.max_tokens has {len(self.max_tokens)} entries, "
-                             f"curriculum.steps {len(self.steps)}: give one of each per stage")
+            raise ValueError(
+                f"curriculum.max_tokens has {len(self.max_tokens)} entries, "
+                f"curriculum.steps {len(self.steps)}: give one of each per stage"
+            )
         if any(n < 1 for n in self.max_tokens) or any(n < 1 for n in self.steps):
             raise ValueError("curriculum.max_tokens and curriculum.steps must be ≥ 1")
 
@@ -116,19 +118,28 @@ class ExperimentConfig:
     #: seed 1 of model initialisation and batch order: the shipped demo model's (seeds 0 and 2
     #: are competent too, ``experiments/demo_seeds.py``)
     model: ModelConfig = field(default_factory=lambda: ModelConfig(n_head=2, seed=1))
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        steps=12000, batch_size=32, lr=2e-3, min_lr=2e-5, warmup_steps=100, eval_every=500,
-        eval_sequences=512, seed=1))
+    train: TrainConfig = field(
+        default_factory=lambda: TrainConfig(
+            steps=12000,
+            batch_size=32,
+            lr=2e-3,
+            min_lr=2e-5,
+            warmup_steps=100,
+            eval_every=500,
+            eval_sequences=512,
+            seed=1,
+        )
+    )
     #: stages on short sequences before ``train`` (the demo: 1,000 steps each on routes of ≤ 20,
     #: ≤ 40 and ≤ 60 turns; a route has its turns + 3 tokens)
-    curriculum: CurriculumConfig = field(default_factory=lambda: CurriculumConfig(
-        max_tokens=(23, 43, 63), steps=(1000, 1000, 1000)))
+    curriculum: CurriculumConfig = field(
+        default_factory=lambda: CurriculumConfig(max_tokens=(23, 43, 63), steps=(1000, 1000, 1000))
+    )
     #: ``interp run`` only: world-model table and layer analyses, then HLS fine-tuning
     #: sized for a short ``make demo`` (issue 22): the current-state probes (one L-BFGS fit per
     #: layer, the world-model stage's main cost) on 100 training routes (last-layer accuracy 0.988
     #: against 0.989 on 200), Myhill–Nerode on 50 state pairs, direct-effect patching of 100 edits
-    analysis: AnalysisConfig = field(default_factory=lambda: AnalysisConfig(mn_pairs=50, patch_n=100,
-                                                                            probe_train=100))
+    analysis: AnalysisConfig = field(default_factory=lambda: AnalysisConfig(mn_pairs=50, patch_n=100, probe_train=100))
     #: ``interp run`` only: harm planted in known layers before the layer analyses (issue 14)
     plant: PlantConfig = field(default_factory=PlantConfig)
     #: the repair compared on 100 held-out routes and 50 state pairs (sized as ``analysis``)
@@ -181,8 +192,10 @@ def training_recipe(cfg: ExperimentConfig) -> dict[str, Any]:
 
 def data_hashes(run_dir: Path) -> dict[str, str]:
     """SHA-256 of ``data/train.txt`` and ``data/test.txt`` of a run folder."""
-    return {name: hashlib.sha256((Path(run_dir) / "data" / f"{name}.txt").read_bytes()).hexdigest()
-            for name in ("train", "test")}
+    return {
+        name: hashlib.sha256((Path(run_dir) / "data" / f"{name}.txt").read_bytes()).hexdigest()
+        for name in ("train", "test")
+    }
 
 
 def shipped_model(cfg: ExperimentConfig, folder: Path = DEMO_MODEL) -> dict[str, Any] | None:
@@ -206,11 +219,17 @@ def package_model(run_dir: Path, out: Path = DEMO_MODEL, command: str = "make de
         shutil.rmtree(out)
     shutil.copytree(run_dir / "best", out / "checkpoint")
     shutil.copy2(run_dir / "train_log.csv", out / "train_log.csv")
-    manifest = {"format": 1, "recipe": json.loads(json.dumps({k: results["config"][k] for k in RECIPE_KEYS})),
-                "data_sha256": data_hashes(run_dir), "train": results["train"], "next_token": results["next_token"],
-                "produced_by": command, "trained_from": str(run_dir),
-                "machine": machine(peak=False),
-                "train_wall_s": json.loads(timing.read_text())["wall_s"] if timing.is_file() else None}
+    manifest = {
+        "format": 1,
+        "recipe": json.loads(json.dumps({k: results["config"][k] for k in RECIPE_KEYS})),
+        "data_sha256": data_hashes(run_dir),
+        "train": results["train"],
+        "next_token": results["next_token"],
+        "produced_by": command,
+        "trained_from": str(run_dir),
+        "machine": machine(peak=False),
+        "train_wall_s": json.loads(timing.read_text())["wall_s"] if timing.is_file() else None,
+    }
     write_json(out / "manifest.json", manifest)
     return out
 
@@ -220,31 +239,48 @@ def _start_from_shipped(manifest: dict[str, Any], run_dir: Path, folder: Path, l
     trained on; its training record (or None, said, when the data differ)."""
     here = data_hashes(run_dir)
     if here != manifest["data_sha256"]:
-        log(f"the data drawn here differ from the shipped model's (SHA-256 {here} vs {manifest['data_sha256']}): "
-            "training from scratch instead")
+        log(
+            f"the data drawn here differ from the shipped model's (SHA-256 {here} vs {manifest['data_sha256']}): "
+            "training from scratch instead"
+        )
         return None
     for name in ("best", "last"):
         if (run_dir / name).exists():
             shutil.rmtree(run_dir / name)
     shutil.copytree(folder / "checkpoint", run_dir / "best")
     shutil.copy2(folder / "train_log.csv", run_dir / "train_log.csv")
-    log(f"model: the shipped demo model ({folder}; trained by `{manifest['produced_by']}`, "
+    log(
+        f"model: the shipped demo model ({folder}; trained by `{manifest['produced_by']}`, "
         f"{manifest['train']['steps']} steps, best held-out loss {manifest['train']['best_eval_loss']:.4f}); "
-        "--retrain trains it from scratch")
-    return {**manifest["train"], "shipped": {"path": str(folder), "produced_by": manifest["produced_by"],
-                                             "machine": manifest["machine"], "train_wall_s": manifest["train_wall_s"]}}
+        "--retrain trains it from scratch"
+    )
+    return {
+        **manifest["train"],
+        "shipped": {
+            "path": str(folder),
+            "produced_by": manifest["produced_by"],
+            "machine": manifest["machine"],
+            "train_wall_s": manifest["train_wall_s"],
+        },
+    }
 
 
-def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool = False,
-                   progress: bool = True, log=print, retrain: bool = False,
-                   shipped_folder: Path = DEMO_MODEL) -> dict[str, Any]:
+def run_experiment(
+    cfg: ExperimentConfig,
+    base: Path = Path.cwd(),
+    fresh: bool = False,
+    progress: bool = True,
+    log=print,
+    retrain: bool = False,
+    shipped_folder: Path = DEMO_MODEL,
+) -> dict[str, Any]:
     """Generate data, train (or start from the shipped model: module docstring; ``retrain``: never),
     run the next-token test; write and return ``results.json``."""
     import torch
 
     from interp.models.gpt2 import build_gpt2, count_parameters
-    from interp.worlds.encoding import encode_sequences
     from interp.train.trainer import train
+    from interp.worlds.encoding import encode_sequences
     from interp.worlds.io import write_sequences
 
     run_dir = Path(cfg.runs_dir) / cfg.name
@@ -258,8 +294,10 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
     log(f"world: {world.describe()}")
     train_seqs, test_seqs = make_data(world, cfg.data, base)
     if not train_seqs or not test_seqs:
-        raise ConfigError(f"the split left {len(train_seqs)} train and {len(test_seqs)} test sequences; "
-                          "raise data.n_sequences or change data.test_fraction")
+        raise ConfigError(
+            f"the split left {len(train_seqs)} train and {len(test_seqs)} test sequences; "
+            "raise data.n_sequences or change data.test_fraction"
+        )
     write_sequences(run_dir / "data" / "train.txt", train_seqs)
     write_sequences(run_dir / "data" / "test.txt", test_seqs)
     write_json(run_dir / "config.json", to_dict(cfg))
@@ -269,43 +307,86 @@ def run_experiment(cfg: ExperimentConfig, base: Path = Path.cwd(), fresh: bool =
     record = _start_from_shipped(manifest, run_dir, shipped_folder, log) if manifest else None
     if record is not None:
         nt = test_best(run_dir, world, test_seqs, cfg.eval_sequences, progress, log)
-        results = {"config": to_dict(cfg), "world": world.describe(),
-                   "data": {"train": len(train_seqs), "test": len(test_seqs)}, "train": record,
-                   "next_token": nt.summary()}
+        results = {
+            "config": to_dict(cfg),
+            "world": world.describe(),
+            "data": {"train": len(train_seqs), "test": len(test_seqs)},
+            "train": record,
+            "next_token": nt.summary(),
+        }
         write_json(run_dir / "results.json", results)
         results["run_dir"] = str(run_dir)
         return results
     train_ids = encode_sequences(train_seqs, vocab, cfg.model.n_ctx)
     test_ids = encode_sequences(test_seqs, vocab, cfg.model.n_ctx)
-    log(f"data: {len(train_seqs)} train / {len(test_seqs)} test sequences, "
-        f"{int((train_ids != vocab.pad_id).sum())} train tokens")
+    log(
+        f"data: {len(train_seqs)} train / {len(test_seqs)} test sequences, "
+        f"{int((train_ids != vocab.pad_id).sum())} train tokens"
+    )
 
     model = build_gpt2(vocab, cfg.model)
-    log(f"model: GPT-2 {cfg.model.n_layer} layers × {cfg.model.d_model} wide, "
-        f"{count_parameters(model):,} parameters, vocabulary {len(vocab)}")
+    log(
+        f"model: GPT-2 {cfg.model.n_layer} layers × {cfg.model.d_model} wide, "
+        f"{count_parameters(model):,} parameters, vocabulary {len(vocab)}"
+    )
     t_train = time.perf_counter()
-    stages = train_curriculum(model, train_ids, test_ids, cfg.curriculum, cfg.train, vocab.pad_id, run_dir,
-                              progress, log, run_info={"name": cfg.name})
-    result = train(model, train_ids, test_ids, cfg.train, run_dir, pad_id=vocab.pad_id,
-                   save_model_fn=partial(_save, world=world), progress=progress,
-                   run_info={"name": cfg.name})
-    write_json(run_dir / "train_timing.json", {"wall_s": round(time.perf_counter() - t_train),
-                                                "threads": torch.get_num_threads()})
-    log(f"trained {result.steps} steps: train loss {result.final_train_loss:.4f}, best held-out loss "
-        f"{result.best_eval_loss:.4f} at step {result.best_step}, {result.tokens_per_second:,.0f} tokens/s")
+    stages = train_curriculum(
+        model,
+        train_ids,
+        test_ids,
+        cfg.curriculum,
+        cfg.train,
+        vocab.pad_id,
+        run_dir,
+        progress,
+        log,
+        run_info={"name": cfg.name},
+    )
+    result = train(
+        model,
+        train_ids,
+        test_ids,
+        cfg.train,
+        run_dir,
+        pad_id=vocab.pad_id,
+        save_model_fn=partial(_save, world=world),
+        progress=progress,
+        run_info={"name": cfg.name},
+    )
+    write_json(
+        run_dir / "train_timing.json",
+        {"wall_s": round(time.perf_counter() - t_train), "threads": torch.get_num_threads()},
+    )
+    log(
+        f"trained {result.steps} steps: train loss {result.final_train_loss:.4f}, best held-out loss "
+        f"{result.best_eval_loss:.4f} at step {result.best_step}, {result.tokens_per_second:,.0f} tokens/s"
+    )
 
     nt = test_best(run_dir, world, test_seqs, cfg.eval_sequences, progress, log)
-    results = {"config": to_dict(cfg), "world": world.describe(),
-               "data": {"train": len(train_seqs), "test": len(test_seqs)},
-               "train": {**result.to_dict(), "curriculum": stages}, "next_token": nt.summary()}
+    results = {
+        "config": to_dict(cfg),
+        "world": world.describe(),
+        "data": {"train": len(train_seqs), "test": len(test_seqs)},
+        "train": {**result.to_dict(), "curriculum": stages},
+        "next_token": nt.summary(),
+    }
     write_json(run_dir / "results.json", results)
     results["run_dir"] = str(run_dir)
     return results
 
 
-def train_curriculum(model, train_ids: Int[Tensor, "n pos"], test_ids, curriculum: CurriculumConfig,
-                     train_cfg: TrainConfig, pad_id: int, run_dir: Path, progress: bool = True,
-                     log=print, run_info: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def train_curriculum(
+    model,
+    train_ids: Int[Tensor, "n pos"],
+    test_ids,
+    curriculum: CurriculumConfig,
+    train_cfg: TrainConfig,
+    pad_id: int,
+    run_dir: Path,
+    progress: bool = True,
+    log=print,
+    run_info: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Train ``model`` in place through the stages of ``curriculum`` (see :class:`CurriculumConfig`)
     with ``train_cfg``'s settings on the rows of ``train_ids`` (``<bos>``-prefixed, right-padded:
     :func:`~interp.worlds.encoding.encode_sequences`) short enough for each stage; each resumes
@@ -324,19 +405,29 @@ def train_curriculum(model, train_ids: Int[Tensor, "n pos"], test_ids, curriculu
             record["skipped"] = f"no training sequence has ≤ {max_tokens} tokens"
             log(f"curriculum stage {i}: skipped, {record['skipped']} (shortest: {int(tokens.min())})")
         else:
-            log(f"curriculum stage {i}: {steps} steps on the {record['sequences']} of {len(train_ids)} "
-                f"training sequences with ≤ {max_tokens} tokens")
-            res = train(model, train_ids[short], test_ids, replace(train_cfg, steps=steps),
-                        Path(run_dir) / "curriculum" / f"stage{i}", pad_id=pad_id, progress=progress,
-                        run_info={**(run_info or {}), "curriculum_stage": i})
+            log(
+                f"curriculum stage {i}: {steps} steps on the {record['sequences']} of {len(train_ids)} "
+                f"training sequences with ≤ {max_tokens} tokens"
+            )
+            res = train(
+                model,
+                train_ids[short],
+                test_ids,
+                replace(train_cfg, steps=steps),
+                Path(run_dir) / "curriculum" / f"stage{i}",
+                pad_id=pad_id,
+                progress=progress,
+                run_info={**(run_info or {}), "curriculum_stage": i},
+            )
             record.update(res.to_dict())
             log(f"  best held-out loss of the stage {res.best_eval_loss:.4f}")
         records.append(record)
     return records
 
 
-def test_best(run_dir: Path, world: World, test_seqs: list[list[str]], eval_sequences: int,
-              progress: bool = True, log=print):
+def test_best(
+    run_dir: Path, world: World, test_seqs: list[list[str]], eval_sequences: int, progress: bool = True, log=print
+):
     """The next-token test of ``run_dir/best`` on the first ``eval_sequences`` held-out sequences
     (0: all), saved beside it and logged; returns the result."""
     from interp.metrics.next_token import next_token_test

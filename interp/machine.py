@@ -40,8 +40,13 @@ def machine(peak: bool = True) -> dict[str, Any]:
     """``cpu``, ``cores``, ``threads`` (torch's), versions and, with ``peak``, ``matmul_peak_gflops``."""
     import torch
 
-    out: dict[str, Any] = {"cpu": cpu_name(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
-                           "python": platform.python_version(), "torch": torch.__version__}
+    out: dict[str, Any] = {
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
     if peak:
         out["matmul_peak_gflops"] = round(matmul_peak(repeats=5) / 1e9, 1)
     return out

@@ -45,13 +45,18 @@ from interp.config import AnalysisConfig, FixConfig, PlantConfig
 from interp.results import write_json
 
 
-def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progress: bool = True,
-                 log: Callable[[str], Any] = print, retrain: bool = False) -> dict[str, Any]:
+def run_main_job(
+    cfg: Any,
+    base: Path = Path.cwd(),
+    fresh: bool = False,
+    progress: bool = True,
+    log: Callable[[str], Any] = print,
+    retrain: bool = False,
+) -> dict[str, Any]:
     """Run every enabled stage of ``cfg`` (an :class:`~interp.experiment.ExperimentConfig`) and
     return the ``results.json`` content (plus ``run_dir``). The embedded default starts from the
     shipped demo model (:mod:`interp.experiment`) unless ``retrain``."""
     from interp.experiment import run_experiment
-
     from interp.machine import machine
 
     timings: dict[str, float] = {}
@@ -77,8 +82,7 @@ def run_main_job(cfg: Any, base: Path = Path.cwd(), fresh: bool = False, progres
         timings["layers"] = time.perf_counter() - t
         if cfg.fix.enabled:
             t = time.perf_counter()
-            results["fix"] = fix_stage(run_dir, cfg.fix, results["layers"]["mlp_zero"], progress, log,
-                                       model=analysed)
+            results["fix"] = fix_stage(run_dir, cfg.fix, results["layers"]["mlp_zero"], progress, log, model=analysed)
             timings["fix"] = time.perf_counter() - t
     results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
     results["machine"] = {**here, "date": time.strftime("%Y-%m-%d", time.gmtime())}
@@ -112,8 +116,10 @@ def world_model_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], A
     untrained = run_dir / "untrained"
     if not (untrained / "config.json").exists():
         save_checkpoint(build_gpt2(world.vocab, model_cfg), world, untrained)
-    lms = {"untrained transformer": BridgeLM(load_checkpoint(untrained).bridge, world.vocab),
-           "trained model": BridgeLM(ckpt.bridge, world.vocab)}
+    lms = {
+        "untrained transformer": BridgeLM(load_checkpoint(untrained).bridge, world.vocab),
+        "trained model": BridgeLM(ckpt.bridge, world.vocab),
+    }
     if callable(getattr(world, "traversal_process", None)):
         lms["ideal predictor"] = IdealLM(world)
     lms["true world model"] = WorldLM(world)
@@ -121,28 +127,46 @@ def world_model_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], A
     for name, lm in lms.items():
         t = time.perf_counter()
         cells, summaries[name] = evaluate_lm(
-            lm, world, test[:1000], probe_data=(train[: cfg.probe_train], test[: cfg.probe_test]),
-            pairs=cfg.mn_pairs, depth=cfg.mn_depth, estimators=(cfg.estimator,), seed=cfg.seed,
-            max_nodes=cfg.max_nodes)
+            lm,
+            world,
+            test[:1000],
+            probe_data=(train[: cfg.probe_train], test[: cfg.probe_test]),
+            pairs=cfg.mn_pairs,
+            depth=cfg.mn_depth,
+            estimators=(cfg.estimator,),
+            seed=cfg.seed,
+            max_nodes=cfg.max_nodes,
+        )
         rows[name] = cells[cfg.estimator]
-        log(f"[{name}] " + ", ".join(f"{k} {v}" for k, v in rows[name].items() if v is not None)
-            + f" ({time.perf_counter() - t:.0f} s)")
+        log(
+            f"[{name}] "
+            + ", ".join(f"{k} {v}" for k, v in rows[name].items() if v is not None)
+            + f" ({time.perf_counter() - t:.0f} s)"
+        )
     table = results_table(rows)
     save_table(table, run_dir, "table1")
-    draw_table1(table, run_dir / "table1.png",
-                title=f"world-model metrics ({cfg.estimator} estimator, {cfg.mn_pairs} state pairs, depth {cfg.mn_depth})")
+    draw_table1(
+        table,
+        run_dir / "table1.png",
+        title=f"world-model metrics ({cfg.estimator} estimator, {cfg.mn_pairs} state pairs, depth {cfg.mn_depth})",
+    )
     draw_probe_layers({name: s["probe"] for name, s in summaries.items() if "probe" in s}, run_dir / "probes.png")
     log("\n" + to_markdown(table))
-    out = {"table": table.to_dict(orient="records"), "summaries": summaries,
-           "settings": {"pairs": cfg.mn_pairs, "depth": cfg.mn_depth, "estimator": cfg.estimator}}
+    out = {
+        "table": table.to_dict(orient="records"),
+        "summaries": summaries,
+        "settings": {"pairs": cfg.mn_pairs, "depth": cfg.mn_depth, "estimator": cfg.estimator},
+    }
     if getattr(world, "kind", None) == "streets" and cfg.map_routes:
-        out["navigation"] = navigation_stage(run_dir, lms["trained model"], world, test, cfg, log,
-                                             ideal=lms.get("ideal predictor"))
+        out["navigation"] = navigation_stage(
+            run_dir, lms["trained model"], world, test, cfg, log, ideal=lms.get("ideal predictor")
+        )
     return out
 
 
-def navigation_stage(run_dir: Path, lm: Any, world: Any, test: list, cfg: AnalysisConfig,
-                     log: Callable[[str], Any], ideal: Any = None) -> dict[str, Any]:
+def navigation_stage(
+    run_dir: Path, lm: Any, world: Any, test: list, cfg: AnalysisConfig, log: Callable[[str], Any], ideal: Any = None
+) -> dict[str, Any]:
     """Streets only: greedy routes between held-out (origin, destination) pairs, ``P(end)`` where
     held-out routes stand at their destination (what decides whether greedy routes end), both
     beside the ideal predictor of the data when given (``ideal_routes``, ``end_at_destination``),
@@ -168,15 +192,21 @@ def navigation_stage(run_dir: Path, lm: Any, world: Any, test: list, cfg: Analys
         ending["ideal predictor"] = end_at_destination(ideal, world, test[: cfg.map_routes])
         log(f"ideal predictor's routes: {ideal_greedy}")
     out["end_at_destination"] = ending
-    log(f"routes: {greedy}\n" + "".join(
-        f"P(end | at the destination), {name}: {e['p_end']:.3f} ± {e['p_end_se']:.3f} (argmax end at "
-        f"{e['argmax_end']:.0%} of {e['visits']} visits)\n" for name, e in ending.items())
-        + f"map from {len(pairs)} sampled routes: {rec}")
+    log(
+        f"routes: {greedy}\n"
+        + "".join(
+            f"P(end | at the destination), {name}: {e['p_end']:.3f} ± {e['p_end_se']:.3f} (argmax end at "
+            f"{e['argmax_end']:.0%} of {e['visits']} visits)\n"
+            for name, e in ending.items()
+        )
+        + f"map from {len(pairs)} sampled routes: {rec}"
+    )
     return out
 
 
-def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any],
-                model: Path | None = None) -> dict[str, Any]:
+def layer_stage(
+    run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any], model: Path | None = None
+) -> dict[str, Any]:
     """MLP zero-out sweep + verdicts, direct-effect patching, activation-patching heatmaps of
     ``model`` (default ``run_dir/best``; written beside it, ``sweep_<kind>/``)."""
     from interp.sweep import run_sweep
@@ -184,24 +214,36 @@ def layer_stage(run_dir: Path, cfg: AnalysisConfig, log: Callable[[str], Any],
     model = model or run_dir / "best"
     out: dict[str, Any] = {}
     say = _LogFile(log)
-    for kind, key, n in (("mlp-zero", "mlp_zero", cfg.sweep_n), ("direct-effect", "direct_effect", cfg.patch_n),
-                         ("activation-patching", "activation_patching", cfg.patch_n)):
+    for kind, key, n in (
+        ("mlp-zero", "mlp_zero", cfg.sweep_n),
+        ("direct-effect", "direct_effect", cfg.patch_n),
+        ("activation-patching", "activation_patching", cfg.patch_n),
+    ):
         t = time.perf_counter()
-        run = run_sweep(model, kind=kind, n=n, seed=cfg.seed, length=cfg.patching_length,
-                        edit_at=cfg.patching_edit_at, log=say, **cfg.verdict_rule())
+        run = run_sweep(
+            model,
+            kind=kind,
+            n=n,
+            seed=cfg.seed,
+            length=cfg.patching_length,
+            edit_at=cfg.patching_edit_at,
+            log=say,
+            **cfg.verdict_rule(),
+        )
         out[key] = run.summary()
         log(f"[{kind}] ({time.perf_counter() - t:.0f} s)\n{run.table()}")
     return out
 
 
-def plant_stage(run_dir: Path, cfg: PlantConfig, analysis: AnalysisConfig, progress: bool,
-                log: Callable[[str], Any]) -> dict[str, Any]:
+def plant_stage(
+    run_dir: Path, cfg: PlantConfig, analysis: AnalysisConfig, progress: bool, log: Callable[[str], Any]
+) -> dict[str, Any]:
     """Plant harm in the trained model (:func:`interp.train.plant.plant_harm`): the checkpoint
     ``planted/`` beside ``best/`` (sharing ``data/``), the record in ``plant/``, and the MLP zero-out
     sweep of the *unplanted* model (``plant/sweep_unplanted/``) as the control. A world the
     corruption does not fit is said and skipped (the later stages then analyse ``best/``)."""
-    from interp.sweep import run_sweep
     from interp.models.checkpoint import read_meta
+    from interp.sweep import run_sweep
     from interp.train.plant import PlantSpec, plant_harm
 
     best = run_dir / "best"
@@ -210,88 +252,177 @@ def plant_stage(run_dir: Path, cfg: PlantConfig, analysis: AnalysisConfig, progr
     if corruption == "auto":
         corruption = {"streets": "random_turns", "dialogue": "shortcut" if cfg.word else None}.get(kind)
         if corruption is None:
-            why = (f"no corruption for a {kind!r} world without plant.word" if kind == "dialogue"
-                   else f"no default corruption for a {kind!r} world (streets: random_turns, mirror; dialogue: shortcut)")
+            why = (
+                f"no corruption for a {kind!r} world without plant.word"
+                if kind == "dialogue"
+                else f"no default corruption for a {kind!r} world (streets: random_turns, mirror; dialogue: shortcut)"
+            )
             log(f"plant: skipped, {why}")
             return {"enabled": False, "why": why, "layers": []}
     n_layers = int(_model_config(run_dir)["n_layer"])
     layers = tuple(cfg.layers) if cfg.layers else (n_layers - 1,)
-    spec = PlantSpec(layers=layers, corruption=corruption, share=cfg.share, word=cfg.word, seed=cfg.seed,
-                     steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
+    spec = PlantSpec(
+        layers=layers,
+        corruption=corruption,
+        share=cfg.share,
+        word=cfg.word,
+        seed=cfg.seed,
+        steps=cfg.steps,
+        batch_size=cfg.batch_size,
+        lr=cfg.lr,
+    )
     planted = plant_harm(best, run_dir / "plant", spec, model_dir=run_dir / "planted", progress=progress, log=log)
-    control = run_sweep(best, kind="mlp-zero", n=analysis.sweep_n, seed=analysis.seed,
-                        out=run_dir / "plant" / "sweep_unplanted", log=_LogFile(log), **analysis.verdict_rule())
+    control = run_sweep(
+        best,
+        kind="mlp-zero",
+        n=analysis.sweep_n,
+        seed=analysis.seed,
+        out=run_dir / "plant" / "sweep_unplanted",
+        log=_LogFile(log),
+        **analysis.verdict_rule(),
+    )
     log(f"[mlp-zero, unplanted control]\n{control.table()}")
     rows = control.layer_rows()
-    return {**{k: planted.meta[k] for k in ("layers", "corruption", "share", "word", "seed", "steps", "batch_size", "lr",
-                                              "changed_share", "final_train_loss")},
-            "model": str(planted.model), "out": str(planted.out),
-            "unplanted_sweep": {"layers": rows, "harmful": [r["layer"] for r in rows if r["verdict"] == "harmful"]}}
+    return {
+        **{
+            k: planted.meta[k]
+            for k in (
+                "layers",
+                "corruption",
+                "share",
+                "word",
+                "seed",
+                "steps",
+                "batch_size",
+                "lr",
+                "changed_share",
+                "final_train_loss",
+            )
+        },
+        "model": str(planted.model),
+        "out": str(planted.out),
+        "unplanted_sweep": {"layers": rows, "harmful": [r["layer"] for r in rows if r["verdict"] == "harmful"]},
+    }
 
 
 #: the scalar metrics of the repair comparison (lower is better: the held-out loss and illegal turns);
 #: the greedy routes (streets) are scored for every model
-REPAIR_METRICS = ("heldout_loss", "next_token_position", "next_token_sequence", "mn_compression_precision",
-                  "mn_distinction_precision", "mn_distinction_recall", "routes_valid", "routes_illegal_turn")
+REPAIR_METRICS = (
+    "heldout_loss",
+    "next_token_position",
+    "next_token_sequence",
+    "mn_compression_precision",
+    "mn_distinction_precision",
+    "mn_distinction_recall",
+    "routes_valid",
+    "routes_illegal_turn",
+)
 
 
-def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress: bool,
-              log: Callable[[str], Any], model: Path | None = None) -> dict[str, Any]:
+def fix_stage(
+    run_dir: Path,
+    cfg: FixConfig,
+    mlp_zero: dict[str, Any],
+    progress: bool,
+    log: Callable[[str], Any],
+    model: Path | None = None,
+) -> dict[str, Any]:
     """Suppress the harmful layers the sweep found (PragWorld §6.3) three ways and compare:
     zeroing their MLPs at inference (:func:`interp.hooks.intervene`), HLS fine-tuning, and plain
     fine-tuning on the same clean data, steps and seeds as the control; beside the model before
     (``model``, default ``best/``) and, when ``model`` is a planted one, the unplanted ``best/`` —
     the metrics a repair should recover. No harmful layer found: nothing to suppress, HLS skipped."""
-    from interp.models.checkpoint import load_bridge, load_checkpoint
+    import pandas as pd
+
     from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
+    from interp.models.checkpoint import load_bridge, load_checkpoint
     from interp.stats import markdown_table, summarise
     from interp.train.finetune import run_finetune
     from interp.train.plant import route_metrics, world_model_metrics
     from interp.worlds.io import read_sequences
 
-    import pandas as pd
-
     model = Path(model) if model else run_dir / "best"
     layers, why = choose_hls_layers(cfg.layers, mlp_zero["layers"])
     found = [r["layer"] for r in mlp_zero["layers"] if r["verdict"] == "harmful"]
-    out: dict[str, Any] = {"layers": layers, "found": found, "why": why, "beta": cfg.beta, "steps": cfg.steps,
-                           "seeds": list(cfg.seeds), "model": str(model)}
+    out: dict[str, Any] = {
+        "layers": layers,
+        "found": found,
+        "why": why,
+        "beta": cfg.beta,
+        "steps": cfg.steps,
+        "seeds": list(cfg.seeds),
+        "model": str(model),
+    }
     if not layers:
         log(f"fix: {why}")
         return {**out, "skipped": True}
     log(f"HLS layers {layers}: {why}")
     ev = FinetuneEval(mn_pairs=cfg.mn_pairs, mn_depth=cfg.mn_depth)
     ft = FinetuneConfig(
-        name="finetune", checkpoint=str(model), out=str(run_dir / "finetune"),
-        objectives=("plain", "hls"), seeds=tuple(cfg.seeds), device="cpu",
+        name="finetune",
+        checkpoint=str(model),
+        out=str(run_dir / "finetune"),
+        objectives=("plain", "hls"),
+        seeds=tuple(cfg.seeds),
+        device="cpu",
         data=FinetuneData(kind="world", n_eval=cfg.n_eval),
         regulariser=RegulariserConfig(harmful=tuple(layers), beta=cfg.beta),
-        train=TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, min_lr=cfg.lr / 10,
-                          warmup_steps=min(20, cfg.steps // 10), eval_every=0, checkpoint_every=0),
-        eval=ev)
+        train=TrainConfig(
+            steps=cfg.steps,
+            batch_size=cfg.batch_size,
+            lr=cfg.lr,
+            min_lr=cfg.lr / 10,
+            warmup_steps=min(20, cfg.steps // 10),
+            eval_every=0,
+            checkpoint_every=0,
+        ),
+        eval=ev,
+    )
     report = run_finetune(ft, progress=progress, log=log)
     log(report.markdown())
     # zeroing at inference, and the unplanted model, on the same held-out sequences and state pairs
     ckpt = load_checkpoint(model)
     heldout = read_sequences(Path(report.info["source"]["test"]), ckpt.world)[: cfg.n_eval]
     routes = cfg.routes if getattr(ckpt.world, "kind", None) == "streets" else 0
-    extra = [{**r, "model": "zeroed", "seed": None}
-             for r in world_model_metrics(ckpt.bridge, ckpt.world, heldout, zeroed=layers, mn_pairs=cfg.mn_pairs,
-                                          mn_depth=cfg.mn_depth, seed=ev.seed, routes=routes)]
+    extra = [
+        {**r, "model": "zeroed", "seed": None}
+        for r in world_model_metrics(
+            ckpt.bridge,
+            ckpt.world,
+            heldout,
+            zeroed=layers,
+            mn_pairs=cfg.mn_pairs,
+            mn_depth=cfg.mn_depth,
+            seed=ev.seed,
+            routes=routes,
+        )
+    ]
     if routes:
-        extra += [{**r, "model": "before", "seed": None}
-                  for r in route_metrics(ckpt.bridge, ckpt.world, heldout, routes, seed=ev.seed)]
+        extra += [
+            {**r, "model": "before", "seed": None}
+            for r in route_metrics(ckpt.bridge, ckpt.world, heldout, routes, seed=ev.seed)
+        ]
         for objective in ft.objectives:  # the fine-tuned models' greedy routes, every seed
             for seed in ft.seeds:
                 tuned = Path(report.out) / f"{objective}_s{seed}" / "model"
-                extra += [{**r, "model": objective, "seed": seed}
-                          for r in route_metrics(load_bridge(tuned), ckpt.world, heldout, routes, seed=ev.seed)]
+                extra += [
+                    {**r, "model": objective, "seed": seed}
+                    for r in route_metrics(load_bridge(tuned), ckpt.world, heldout, routes, seed=ev.seed)
+                ]
     names = ["plain", "hls", "zeroed"]
     if model.resolve() != (run_dir / "best").resolve():
-        extra += [{**r, "model": "unplanted", "seed": None}
-                  for r in world_model_metrics(load_bridge(run_dir / "best"), ckpt.world, heldout,
-                                               mn_pairs=cfg.mn_pairs, mn_depth=cfg.mn_depth, seed=ev.seed,
-                                               routes=routes)]
+        extra += [
+            {**r, "model": "unplanted", "seed": None}
+            for r in world_model_metrics(
+                load_bridge(run_dir / "best"),
+                ckpt.world,
+                heldout,
+                mn_pairs=cfg.mn_pairs,
+                mn_depth=cfg.mn_depth,
+                seed=ev.seed,
+                routes=routes,
+            )
+        ]
         names.append("unplanted")
     table = pd.concat([report.table, pd.DataFrame(extra)], ignore_index=True)
     keep = table.metric.isin(REPAIR_METRICS) | ((table.metric == "mlp_out_sq") & table.layer.isin(layers))
@@ -300,13 +431,18 @@ def fix_stage(run_dir: Path, cfg: FixConfig, mlp_zero: dict[str, Any], progress:
     wide.to_csv(run_dir / "finetune" / "repair_table.csv", index=False)
     comparison = json.loads(wide.to_json(orient="records"))
     log("repair (before = the model the sweep read):\n" + markdown_table(wide))
-    out.update(table=json.loads(report.table.to_json(orient="records")), out=str(report.out),
-               comparison=comparison, closest=closest_to_reference(comparison, names))
+    out.update(
+        table=json.loads(report.table.to_json(orient="records")),
+        out=str(report.out),
+        comparison=comparison,
+        closest=closest_to_reference(comparison, names),
+    )
     return out
 
 
-def closest_to_reference(comparison: list[dict[str, Any]], names: Sequence[str],
-                         reference: str = "unplanted") -> dict[str, Any]:
+def closest_to_reference(
+    comparison: list[dict[str, Any]], names: Sequence[str], reference: str = "unplanted"
+) -> dict[str, Any]:
     """Per scalar repair metric, the models (``before`` and every name but the reference) whose
     value lies closest to the reference model's — all of them on a tie — and each one's gap
     (value − reference)."""

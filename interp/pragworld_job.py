@@ -73,8 +73,17 @@ def _placement(cfg: PragWorldJobConfig) -> Any:
 
 # ---- (a) evaluation ---------------------------------------------------------------------------------
 
-def evaluate_prompts(bridge: Any, data: Any, n_rows: int, out: Path, cfg: PragWorldJobConfig, *,
-                     progress: bool = True, model_name: str = "") -> dict[str, Any]:
+
+def evaluate_prompts(
+    bridge: Any,
+    data: Any,
+    n_rows: int,
+    out: Path,
+    cfg: PragWorldJobConfig,
+    *,
+    progress: bool = True,
+    model_name: str = "",
+) -> dict[str, Any]:
     """Both prompts on the first ``n_rows`` rows of ``data``: per prompt the score summary (with the
     cluster-bootstrap intervals), written to ``out/<prompt>/``; the label prompt's P(yes) too."""
     from interp.metrics.pragworld import score_pragworld
@@ -86,15 +95,28 @@ def evaluate_prompts(bridge: Any, data: Any, n_rows: int, out: Path, cfg: PragWo
     for prompt in PROMPTS:
         template = e.benchmark_chat_template if prompt == "benchmark" else e.label_chat_template
         t = time.perf_counter()
-        run = evaluate_model(bridge, data, out / prompt / "responses.jsonl", prompt=prompt, batch_size=e.batch_size,
-                             max_new_tokens=e.max_new_tokens, chat_template=template, limit=n_rows,
-                             progress=progress, model_name=model_name)
+        run = evaluate_model(
+            bridge,
+            data,
+            out / prompt / "responses.jsonl",
+            prompt=prompt,
+            batch_size=e.batch_size,
+            max_new_tokens=e.max_new_tokens,
+            chat_template=template,
+            limit=n_rows,
+            progress=progress,
+            model_name=model_name,
+        )
         score = score_pragworld(rows, run.predictions, n_boot=e.n_boot, seed=cfg.seed)
         score.settings.update(prompt=prompt, chat_template=bool(run.meta["chat_template"]), model=model_name)
         score.save(out / prompt)
-        res[prompt] = {"summary": score.summary(), "chat_template": bool(run.meta["chat_template"]),
-                       "seconds": round(time.perf_counter() - t, 1), "computed": run.computed,
-                       "predictions": run.predictions}
+        res[prompt] = {
+            "summary": score.summary(),
+            "chat_template": bool(run.meta["chat_template"]),
+            "seconds": round(time.perf_counter() - t, 1),
+            "computed": run.computed,
+            "predictions": run.predictions,
+        }
         if prompt == "label":
             res[prompt]["p_yes"] = [r["p_yes"] for r in run.records]
     return res
@@ -106,12 +128,19 @@ def rescore(evals: dict[str, Any], data: Any, n_rows: int, cfg: PragWorldJobConf
     from interp.metrics.pragworld import score_pragworld
 
     rows = data.rows.iloc[:n_rows]
-    return {p: {"summary": score_pragworld(rows, evals[p]["predictions"][:n_rows], n_boot=cfg.eval.n_boot,
-                                           seed=cfg.seed).summary()} for p in PROMPTS}
+    return {
+        p: {
+            "summary": score_pragworld(
+                rows, evals[p]["predictions"][:n_rows], n_boot=cfg.eval.n_boot, seed=cfg.seed
+            ).summary()
+        }
+        for p in PROMPTS
+    }
 
 
-def subset_verdicts(sweep: Any, cfg: PragWorldJobConfig, n_examples: int | None = None,
-                    layers: list[int] | None = None) -> Any:
+def subset_verdicts(
+    sweep: Any, cfg: PragWorldJobConfig, n_examples: int | None = None, layers: list[int] | None = None
+) -> Any:
     """The verdicts of a sweep restricted to its first ``n_examples`` examples and to ``layers``."""
     from interp.analysis.sweeps import SweepResult
     from interp.analysis.verdicts import layer_verdicts
@@ -120,8 +149,13 @@ def subset_verdicts(sweep: Any, cfg: PragWorldJobConfig, n_examples: int | None 
     keep = (f["example"] < n_examples) if n_examples is not None else pd.Series(True, index=f.index)
     if layers is not None:
         keep &= f["layer"].isin(layers)
-    return layer_verdicts(SweepResult(f[keep].reset_index(drop=True), dict(sweep.meta)), n_boot=cfg.layers.n_boot,
-                          seed=cfg.seed, threshold=0.5, **cfg.layers.verdict_rule())
+    return layer_verdicts(
+        SweepResult(f[keep].reset_index(drop=True), dict(sweep.meta)),
+        n_boot=cfg.layers.n_boot,
+        seed=cfg.seed,
+        threshold=0.5,
+        **cfg.layers.verdict_rule(),
+    )
 
 
 def table1(before: dict[str, Any], model_label: str) -> pd.DataFrame:
@@ -153,14 +187,20 @@ def table1_markdown(t: pd.DataFrame) -> str:
     lines = [head, "|" + "---|" * (len(TABLE1_KEYS) + 3)]
     for _, r in t.iterrows():
         unp = "–" if r.get("unparseable") is None or pd.isna(r.get("unparseable")) else f"{r['unparseable']:.1f}"
-        lines.append(f"| {r['model']} | {int(r['groups'])} / {int(r['rows'])} | "
-                     + " | ".join(cell(r, k) for k in TABLE1_KEYS) + f" | {unp} |")
+        lines.append(
+            f"| {r['model']} | {int(r['groups'])} / {int(r['rows'])} | "
+            + " | ".join(cell(r, k) for k in TABLE1_KEYS)
+            + f" | {unp} |"
+        )
     return "\n".join(lines)
 
 
 # ---- (b) layers -------------------------------------------------------------------------------------
 
-def choose_pairs(task: Any, p_yes: list[float], cfg: PragWorldJobConfig) -> tuple[list[tuple[int, int]], dict[str, Any]]:
+
+def choose_pairs(
+    task: Any, p_yes: list[float], cfg: PragWorldJobConfig
+) -> tuple[list[tuple[int, int]], dict[str, Any]]:
     """The direct-effect pairs from the label scores (:func:`reference_pairs`), topped up with flip
     pairs when the reference rule leaves fewer than ``min_pairs``; capped at ``max_pairs``."""
     import numpy as np
@@ -184,8 +224,15 @@ def choose_pairs(task: Any, p_yes: list[float], cfg: PragWorldJobConfig) -> tupl
     return pairs[: lay.max_pairs], info
 
 
-def direct_effect(bridge: Any, task: Any, pairs: list[tuple[int, int]], layers: list[int] | None, out: Path,
-                  cfg: PragWorldJobConfig, title: str) -> Any:
+def direct_effect(
+    bridge: Any,
+    task: Any,
+    pairs: list[tuple[int, int]],
+    layers: list[int] | None,
+    out: Path,
+    cfg: PragWorldJobConfig,
+    title: str,
+) -> Any:
     """Direct-effect patching of ``pairs`` (rows of ``task``) at ``layers``: the altered prompt's
     residual stream entering each layer patched into the original's run, scored by P(altered gold);
     ``(sweep, verdicts)``; ``sweep.csv``, ``verdicts.json``, ``layers.png`` in ``out``."""
@@ -196,10 +243,12 @@ def direct_effect(bridge: Any, task: Any, pairs: list[tuple[int, int]], layers: 
     pp = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in pairs]
     gold = [int(task.gold[i]) for _, i in pairs]
     cats = [task.categories[i] for _, i in pairs]
-    sweep = direct_effect_patching(bridge, pp, task.metric(gold), layers, categories=cats,
-                                   groups=task.pair_groups(pairs), higher_is_better=True)
-    verdicts = layer_verdicts(sweep, n_boot=cfg.layers.n_boot, seed=cfg.seed, threshold=0.5,
-                              **cfg.layers.verdict_rule())
+    sweep = direct_effect_patching(
+        bridge, pp, task.metric(gold), layers, categories=cats, groups=task.pair_groups(pairs), higher_is_better=True
+    )
+    verdicts = layer_verdicts(
+        sweep, n_boot=cfg.layers.n_boot, seed=cfg.seed, threshold=0.5, **cfg.layers.verdict_rule()
+    )
     sweep.save(out)
     verdicts.save(out)
     draw_layer_effects(verdicts, out / "layers.png", title=title)
@@ -207,22 +256,41 @@ def direct_effect(bridge: Any, task: Any, pairs: list[tuple[int, int]], layers: 
     return sweep, verdicts
 
 
-def mlp_zero(model_dir: Path, cfg: PragWorldJobConfig, n_rows: int, layers: list[int] | None, out: Path,
-             title: str, figures: bool = True) -> Any:
+def mlp_zero(
+    model_dir: Path,
+    cfg: PragWorldJobConfig,
+    n_rows: int,
+    layers: list[int] | None,
+    out: Path,
+    title: str,
+    figures: bool = True,
+) -> Any:
     """The MLP zero-out sweep (:func:`interp.sweep.run_pragworld_sweep`) on the first ``n_rows``
     manual rows at ``layers``; with ``figures`` also the paper-style accuracy plot and the layer ×
     alteration heatmap."""
     from interp.sweep import run_pragworld_sweep
     from interp.viz.layers import draw_category_effects, draw_layer_accuracy
 
-    run = run_pragworld_sweep(model_dir, cfg.manual, kind="mlp-zero", grouping=cfg.grouping, layers=layers, out=out,
-                              seed=cfg.seed, batch_size=cfg.layers.batch_size, n=n_rows, n_boot=cfg.layers.n_boot,
-                              placement=_placement(cfg), **cfg.layers.verdict_rule())
+    run = run_pragworld_sweep(
+        model_dir,
+        cfg.manual,
+        kind="mlp-zero",
+        grouping=cfg.grouping,
+        layers=layers,
+        out=out,
+        seed=cfg.seed,
+        batch_size=cfg.layers.batch_size,
+        n=n_rows,
+        n_boot=cfg.layers.n_boot,
+        placement=_placement(cfg),
+        **cfg.layers.verdict_rule(),
+    )
     if figures:
         draw_layer_accuracy(run.verdicts, out / "layer_accuracy.png", title=title)
         if run.verdicts.by_category is not None:
-            draw_category_effects(run.verdicts.by_category, out / "categories.png",
-                                  title=f"{title}: mean effect on P(gold) by alteration")
+            draw_category_effects(
+                run.verdicts.by_category, out / "categories.png", title=f"{title}: mean effect on P(gold) by alteration"
+            )
     return run
 
 
@@ -244,11 +312,14 @@ def choose_layers(verdicts: Any, which: str, cfg: PragWorldJobConfig) -> tuple[l
     picked = sorted(int(x) for x in raw.sort_values("size", ascending=False)["layer"].head(cfg.layers.fallback_max))
     if not picked:
         return [], f"neither the verdicts nor the paper's raw rule call a layer {which}"
-    return picked, (f"the verdicts call no layer {which}; {rule} calls {len(raw)}, of which the {len(picked)} with "
-                    f"the largest |mean effect|")
+    return picked, (
+        f"the verdicts call no layer {which}; {rule} calls {len(raw)}, of which the {len(picked)} with "
+        f"the largest |mean effect|"
+    )
 
 
 # ---- the before/after table -------------------------------------------------------------------------
+
 
 def _score_rows(summary: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     rows = []
@@ -256,9 +327,17 @@ def _score_rows(summary: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
         v = summary.get(k)
         if v is None:
             continue
-        rows.append({"metric": f"{prefix}_{k}", "layer": None, "value": float(v), "se": summary.get(f"{k}_se"),
-                     "ci_low": summary.get(f"{k}_ci_low"), "ci_high": summary.get(f"{k}_ci_high"),
-                     "n": summary.get("groups" if k == "robust" else "rows")})
+        rows.append(
+            {
+                "metric": f"{prefix}_{k}",
+                "layer": None,
+                "value": float(v),
+                "se": summary.get(f"{k}_se"),
+                "ci_low": summary.get(f"{k}_ci_low"),
+                "ci_high": summary.get(f"{k}_ci_high"),
+                "n": summary.get("groups" if k == "robust" else "rows"),
+            }
+        )
     return rows
 
 
@@ -266,8 +345,17 @@ def _verdict_rows(verdicts: Any, metric: str) -> list[dict[str, Any]]:
     out = []
     for r in verdicts.layer_rows():
         n = int(verdicts.frame.loc[verdicts.frame.layer == r["layer"], "n"].iloc[0])
-        out.append({"metric": metric, "layer": r["layer"], "value": r["effect"], "se": None, "ci_low": r["ci"][0],
-                    "ci_high": r["ci"][1], "n": n})
+        out.append(
+            {
+                "metric": metric,
+                "layer": r["layer"],
+                "value": r["effect"],
+                "se": None,
+                "ci_low": r["ci"][0],
+                "ci_high": r["ci"][1],
+                "n": n,
+            }
+        )
     return out
 
 
@@ -284,8 +372,15 @@ def after_rows_of(evals: dict[str, Any], sweep: Any, de: Any) -> list[dict[str, 
 
 # ---- the job ----------------------------------------------------------------------------------------
 
-def run_pragworld_job(cfg: PragWorldJobConfig, out: str | Path | None = None, *, fresh: bool = False,
-                      progress: bool = True, log: Callable[[str], Any] = print) -> dict[str, Any]:
+
+def run_pragworld_job(
+    cfg: PragWorldJobConfig,
+    out: str | Path | None = None,
+    *,
+    fresh: bool = False,
+    progress: bool = True,
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
     """Run stages (a)–(c) (module docstring) into ``out`` (default ``<runs_dir>/<name>``); returns
     the ``results.json`` content (plus ``run_dir``)."""
     from interp.benchmarks.pragworld import first_groups, load_pragworld
@@ -313,8 +408,11 @@ def run_pragworld_job(cfg: PragWorldJobConfig, out: str | Path | None = None, *,
     label = cfg.model if not Path(cfg.model).exists() else Path(cfg.model).name
     log(f"model {model_dir} ({label}); manual split {data.describe()}")
     log(f"(a) {n_a} rows (after fine-tuning {n_a_after}); (b) sweep {n_b} rows (after {n_b_after})")
-    results: dict[str, Any] = {"model": str(model_dir), "model_name": label,
-                               "rows": {"eval": n_a, "eval_after": n_a_after, "sweep": n_b, "sweep_after": n_b_after}}
+    results: dict[str, Any] = {
+        "model": str(model_dir),
+        "model_name": label,
+        "rows": {"eval": n_a, "eval_after": n_a_after, "sweep": n_b, "sweep_after": n_b_after},
+    }
     timings["load"] = time.perf_counter() - t0
 
     # (a) before
@@ -333,26 +431,51 @@ def run_pragworld_job(cfg: PragWorldJobConfig, out: str | Path | None = None, *,
     log(f"[mlp-zero, {n_b} rows]\n{sweep.table()}")
     timings["mlp_zero"] = time.perf_counter() - t
     t = time.perf_counter()
-    task = YesNoTask.pragworld(model_dir, data.rows.iloc[:n_a], prompt="label",
-                               chat_template=cfg.eval.label_chat_template)
+    task = YesNoTask.pragworld(
+        model_dir, data.rows.iloc[:n_a], prompt="label", chat_template=cfg.eval.label_chat_template
+    )
     pairs, pair_info = choose_pairs(task, before["label"]["p_yes"], cfg)
     log(f"direct-effect pairs: {pair_info}")
     de = de_sweep = None
     if pairs:
-        de_sweep, de = direct_effect(bridge, task, pairs, None, run_dir / "sweep_direct-effect", cfg,
-                                     title=f"{label}: direct-effect patching, {len(pairs)} pairs")
+        de_sweep, de = direct_effect(
+            bridge,
+            task,
+            pairs,
+            None,
+            run_dir / "sweep_direct-effect",
+            cfg,
+            title=f"{label}: direct-effect patching, {len(pairs)} pairs",
+        )
     timings["direct_effect"] = time.perf_counter() - t
     del bridge
     harmful, why_h = choose_layers(sweep.verdicts, "harmful", cfg)
     useful, why_u = choose_layers(sweep.verdicts, "useful", cfg)
     log(f"HLS layers {harmful} ({why_h}); ULA layers {useful} ({why_u})")
-    results["layers"] = {"mlp_zero": {"layers": sweep.layer_rows(), "harmful": sweep.verdicts.harmful,
-                                      "useful": sweep.verdicts.useful, "a_0": float(sweep.verdicts.frame["a_0"].iloc[0]),
-                                      "by_category": _by_category(sweep.verdicts)},
-                         "direct_effect": ({"layers": de.layer_rows(), "harmful": de.harmful, "useful": de.useful,
-                                            "by_category": _by_category(de), **pair_info} if de is not None
-                                           else {"skipped": "no pair", **pair_info}),
-                         "hls_layers": harmful, "hls_why": why_h, "ula_layers": useful, "ula_why": why_u}
+    results["layers"] = {
+        "mlp_zero": {
+            "layers": sweep.layer_rows(),
+            "harmful": sweep.verdicts.harmful,
+            "useful": sweep.verdicts.useful,
+            "a_0": float(sweep.verdicts.frame["a_0"].iloc[0]),
+            "by_category": _by_category(sweep.verdicts),
+        },
+        "direct_effect": (
+            {
+                "layers": de.layer_rows(),
+                "harmful": de.harmful,
+                "useful": de.useful,
+                "by_category": _by_category(de),
+                **pair_info,
+            }
+            if de is not None
+            else {"skipped": "no pair", **pair_info}
+        ),
+        "hls_layers": harmful,
+        "hls_why": why_h,
+        "ula_layers": useful,
+        "ula_why": why_u,
+    }
 
     # (c) fine-tune, then (a) and (b) again
     f = cfg.finetune
@@ -362,23 +485,41 @@ def run_pragworld_job(cfg: PragWorldJobConfig, out: str | Path | None = None, *,
         log(f"skipped {dropped}: no layers to regularise")
     after_layers = None if cfg.layers.after_layers == "all" else sorted(set(harmful) | set(useful)) or None
     ft = FinetuneConfig(
-        name=cfg.name, checkpoint=str(model_dir), out=str(run_dir / "finetune"), objectives=tuple(objectives),
-        seeds=tuple(f.seeds), device=cfg.device, dtype=cfg.dtype,
-        data=FinetuneData(kind="pragworld", train=cfg.synthetic, test=cfg.manual, n_train=f.n_train,
-                          n_eval=cfg.layers.after_rows),
-        regulariser=RegulariserConfig(harmful=tuple(harmful) or None, useful=tuple(useful) or None, beta=f.beta,
-                                      alpha=f.alpha),
+        name=cfg.name,
+        checkpoint=str(model_dir),
+        out=str(run_dir / "finetune"),
+        objectives=tuple(objectives),
+        seeds=tuple(f.seeds),
+        device=cfg.device,
+        dtype=cfg.dtype,
+        data=FinetuneData(
+            kind="pragworld", train=cfg.synthetic, test=cfg.manual, n_train=f.n_train, n_eval=cfg.layers.after_rows
+        ),
+        regulariser=RegulariserConfig(
+            harmful=tuple(harmful) or None, useful=tuple(useful) or None, beta=f.beta, alpha=f.alpha
+        ),
         lora=f.lora,
-        train=TrainConfig(steps=f.steps, batch_size=f.batch_size, lr=f.lr, min_lr=f.lr / 10,
-                          warmup_steps=f.warmup_steps, eval_every=0, checkpoint_every=0, seed=cfg.seed),
-        eval=FinetuneEval(next_token=False, mlp_sq=True, sweep=False, mn=False, qa=False, pragworld=False,
-                          seed=cfg.seed))
+        train=TrainConfig(
+            steps=f.steps,
+            batch_size=f.batch_size,
+            lr=f.lr,
+            min_lr=f.lr / 10,
+            warmup_steps=f.warmup_steps,
+            eval_every=0,
+            checkpoint_every=0,
+            seed=cfg.seed,
+        ),
+        eval=FinetuneEval(
+            next_token=False, mlp_sq=True, sweep=False, mn=False, qa=False, pragworld=False, seed=cfg.seed
+        ),
+    )
     t = time.perf_counter()
     report = run_finetune(ft, fresh=fresh, progress=progress, log=log)
     timings["finetune"] = time.perf_counter() - t
     t = time.perf_counter()
-    long = [{**r, "model": "before", "seed": None} for r in report.table.to_dict(orient="records")
-            if r["model"] == "before"]
+    long = [
+        {**r, "model": "before", "seed": None} for r in report.table.to_dict(orient="records") if r["model"] == "before"
+    ]
     # the model before, on the rows and layers the fine-tuned models are scored on (from (a) and (b))
     base = rescore(before, data, n_a_after, cfg)
     de_before = subset_verdicts(de_sweep, cfg, layers=after_layers) if de_sweep is not None else None
@@ -389,14 +530,28 @@ def run_pragworld_job(cfg: PragWorldJobConfig, out: str | Path | None = None, *,
         mdir = Path(r["dir"]) / "model"
         log(f"evaluating {name} …")
         bridge = load_bridge(mdir, placement=placement)
-        ev = evaluate_prompts(bridge, data, n_a_after, run_dir / "after" / name / "eval", cfg, progress=progress,
-                              model_name=name)
-        de_after = (direct_effect(bridge, task, pairs, after_layers, run_dir / "after" / name / "direct-effect",
-                                  cfg, f"{name}: direct-effect")[1] if pairs else None)
+        ev = evaluate_prompts(
+            bridge, data, n_a_after, run_dir / "after" / name / "eval", cfg, progress=progress, model_name=name
+        )
+        de_after = (
+            direct_effect(
+                bridge,
+                task,
+                pairs,
+                after_layers,
+                run_dir / "after" / name / "direct-effect",
+                cfg,
+                f"{name}: direct-effect",
+            )[1]
+            if pairs
+            else None
+        )
         del bridge
         sw = mlp_zero(mdir, cfg, n_b_after, after_layers, run_dir / "after" / name / "mlp-zero", name, figures=False)
         long += [{**x, "model": r["objective"], "seed": r["seed"]} for x in after_rows_of(ev, sw.verdicts, de_after)]
-    long += [x for x in report.table.to_dict(orient="records") if x["model"] != "before" and x["metric"] == "mlp_out_sq"]
+    long += [
+        x for x in report.table.to_dict(orient="records") if x["model"] != "before" and x["metric"] == "mlp_out_sq"
+    ]
     timings["after"] = time.perf_counter() - t
     table = pd.DataFrame(long, columns=["model", "seed", "metric", "layer", "value", "se", "ci_low", "ci_high", "n"])
     table.to_csv(run_dir / "before_after.csv", index=False)
@@ -405,20 +560,38 @@ def run_pragworld_job(cfg: PragWorldJobConfig, out: str | Path | None = None, *,
     focus = {x: "H" for x in harmful}
     for x in useful:
         focus[x] = focus.get(x, "") + "U"
-    scalars = table[table.metric.isin([f"label_{k}" for k in ("robust", "yes", "no", "total")]
-                                      + [f"benchmark_{k}" for k in ("robust", "yes", "no", "total")])
-                    | table.metric.isin(["sweep_effect_p_gold", "mlp_out_sq"])]
-    draw_finetune(scalars, objectives, run_dir / "before_after.png", focus=focus,
-                  title=f"{label}: before vs {', '.join(objectives)} × {len(f.seeds)} seeds, {f.steps} steps")
+    scalars = table[
+        table.metric.isin(
+            [f"label_{k}" for k in ("robust", "yes", "no", "total")]
+            + [f"benchmark_{k}" for k in ("robust", "yes", "no", "total")]
+        )
+        | table.metric.isin(["sweep_effect_p_gold", "mlp_out_sq"])
+    ]
+    draw_finetune(
+        scalars,
+        objectives,
+        run_dir / "before_after.png",
+        focus=focus,
+        title=f"{label}: before vs {', '.join(objectives)} × {len(f.seeds)} seeds, {f.steps} steps",
+    )
     log("before / after (manual split):\n" + markdown_table(wide))
     timings["total"] = time.perf_counter() - t0
     results["table1"] = json.loads(t1.to_json(orient="records"))
-    results["before"] = {p: {k: v for k, v in before[p].items() if k not in ("p_yes", "predictions")}
-                         for p in PROMPTS}
-    results["finetune"] = {"objectives": objectives, "skipped": dropped, "seeds": list(f.seeds), "steps": f.steps,
-                           "batch_size": f.batch_size, "lr": f.lr, "lora": to_dict(f.lora), "beta": f.beta,
-                           "alpha": f.alpha, "after_layers": after_layers or "all",
-                           "runs": report.info["runs"], "train_seconds": _train_seconds(report)}
+    results["before"] = {p: {k: v for k, v in before[p].items() if k not in ("p_yes", "predictions")} for p in PROMPTS}
+    results["finetune"] = {
+        "objectives": objectives,
+        "skipped": dropped,
+        "seeds": list(f.seeds),
+        "steps": f.steps,
+        "batch_size": f.batch_size,
+        "lr": f.lr,
+        "lora": to_dict(f.lora),
+        "beta": f.beta,
+        "alpha": f.alpha,
+        "after_layers": after_layers or "all",
+        "runs": report.info["runs"],
+        "train_seconds": _train_seconds(report),
+    }
     results["before_after"] = json.loads(wide.to_json(orient="records"))
     results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
     final = {"job": "pragworld", "pragworld": results, "config": to_dict(cfg)}
@@ -454,5 +627,14 @@ def load_job_config(path: str | Path, **overrides: Any) -> PragWorldJobConfig:
     return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
 
 
-__all__ = ["PAPER_TABLE1", "choose_layers", "choose_pairs", "direct_effect", "evaluate_prompts", "load_job_config",
-           "resolve_job_model", "run_pragworld_job", "table1"]
+__all__ = [
+    "PAPER_TABLE1",
+    "choose_layers",
+    "choose_pairs",
+    "direct_effect",
+    "evaluate_prompts",
+    "load_job_config",
+    "resolve_job_model",
+    "run_pragworld_job",
+    "table1",
+]

@@ -74,13 +74,25 @@ def _write_verify(out_dir: Path, rows: list[dict[str, Any]], name: str = "verify
     table = pd.DataFrame(rows)
     table.to_csv(out_dir / name, index=False)
     stem = Path(name).stem.replace("verify", "attribution_scatter", 1)
-    draw_attribution_scatter(table, out_dir / f"{stem}.png", title=f"top {len(rows)} sites by |attribution|, "
-                                                                    "measured exactly")
+    draw_attribution_scatter(
+        table, out_dir / f"{stem}.png", title=f"top {len(rows)} sites by |attribution|, measured exactly"
+    )
 
 
 #: what a sweep's summary says about its verdict rule
-RULE_KEYS = ("rule", "min_effect", "min_effect_reason", "family", "per_layer", "confidence", "resample", "groups",
-             "n_groups", "n_boot", "seed")
+RULE_KEYS = (
+    "rule",
+    "min_effect",
+    "min_effect_reason",
+    "family",
+    "per_layer",
+    "confidence",
+    "resample",
+    "groups",
+    "n_groups",
+    "n_boot",
+    "seed",
+)
 
 
 def rule_line(verdicts: LayerVerdicts) -> str:
@@ -90,12 +102,19 @@ def rule_line(verdicts: LayerVerdicts) -> str:
     conf = int(round(100 * float(m.get("confidence", 0.95))))
     family = "per layer" if m.get("per_layer") else f"simultaneous over {len(verdicts.frame)} layers"
     unit = f"{m.get('n_groups')} groups ({m.get('groups')})" if m.get("resample") == "groups" else "rows"
-    return (f"verdicts: {conf} % intervals {family}, resampling {unit}; margin ±{verdicts.min_effect:g} "
-            f"({m.get('min_effect_reason')})")
+    return (
+        f"verdicts: {conf} % intervals {family}, resampling {unit}; margin ±{verdicts.min_effect:g} "
+        f"({m.get('min_effect_reason')})"
+    )
 
 
-def verdict_rule(n_boot: int = 2000, confidence: float = 0.95, per_layer: bool = False,
-                 min_effect: float | None = None, resample: str = "groups") -> dict[str, Any]:
+def verdict_rule(
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    per_layer: bool = False,
+    min_effect: float | None = None,
+    resample: str = "groups",
+) -> dict[str, Any]:
     """The verdict settings of a sweep job (``--n-boot``, ``--confidence``, ``--per-layer``,
     ``--min-effect``, ``--resample``) as keyword arguments of
     :func:`~interp.analysis.verdicts.layer_verdicts`; checked here, before any model loads."""
@@ -109,8 +128,13 @@ def verdict_rule(n_boot: int = 2000, confidence: float = 0.95, per_layer: bool =
         raise ValueError(f"--min-effect must be ≥ 0 (in the metric's units), got {min_effect}")
     if resample not in RESAMPLE:
         raise ValueError(f"--resample must be one of {', '.join(RESAMPLE)}, got {resample!r}")
-    return {"n_boot": int(n_boot), "confidence": float(confidence), "per_layer": bool(per_layer),
-            "min_effect": min_effect, "resample": resample}
+    return {
+        "n_boot": int(n_boot),
+        "confidence": float(confidence),
+        "per_layer": bool(per_layer),
+        "min_effect": min_effect,
+        "resample": resample,
+    }
 
 
 @dataclass
@@ -130,8 +154,10 @@ class SweepRun:
 
     def table(self) -> str:
         rows = self.layer_rows()
-        lines = [rule_line(self.verdicts),
-                 f"{'layer':>5}  {'mean effect':>12}  {'interval':>24}  {'verdict':<12}  raw verdict"]
+        lines = [
+            rule_line(self.verdicts),
+            f"{'layer':>5}  {'mean effect':>12}  {'interval':>24}  {'verdict':<12}  raw verdict",
+        ]
         for r in rows:
             ci = f"[{r['ci'][0]:+.4f}, {r['ci'][1]:+.4f}]"
             lines.append(f"{r['layer']:>5}  {r['effect']:>+12.4f}  {ci:>24}  {r['verdict']:<12}  {r['raw_verdict']}")
@@ -168,8 +194,10 @@ class PatchingRun:
         lines = []
         if grid.shape[1] > max_positions:
             keep = np.sort(np.argsort(-grid.abs().max(axis=0).fillna(0).to_numpy(), kind="stable")[:max_positions])
-            lines.append(f"(the {max_positions} of {grid.shape[1]} positions with the largest |share|; all in "
-                         "patching_resid_pre_mean.csv)")
+            lines.append(
+                f"(the {max_positions} of {grid.shape[1]} positions with the largest |share|; all in "
+                "patching_resid_pre_mean.csv)"
+            )
             grid = grid.iloc[:, keep]
             labels = [labels[j] for j in keep] if len(labels) > keep.max() else [str(c) for c in grid.columns]
             lines.append("  pos  " + " ".join(f"{str(c)[:6]:>6}" for c in grid.columns))
@@ -178,10 +206,12 @@ class PatchingRun:
             lines.append(f"{layer:>5}  " + " ".join(f"{v:>6.2f}" for v in row.to_numpy()))
         for comp, c in self.cells.items():
             got = c.summary()["outcomes"]
-            lines.append(f"{comp}: {got['above'] + got['below']} of {c.meta['cells']} cells move the metric by more "
-                         f"than ±{c.meta['min_effect']:g} ({got['above']} up, {got['below']} down; "
-                         f"{int(round(100 * c.meta['confidence']))} % {c.meta['family'].split(' (')[0]}), "
-                         f"{got['negligible']} negligible")
+            lines.append(
+                f"{comp}: {got['above'] + got['below']} of {c.meta['cells']} cells move the metric by more "
+                f"than ±{c.meta['min_effect']:g} ({got['above']} up, {got['below']} down; "
+                f"{int(round(100 * c.meta['confidence']))} % {c.meta['family'].split(' (')[0]}), "
+                f"{got['negligible']} negligible"
+            )
         for comp, rows in (self.info.get("verify") or {}).items():
             lines.append(f"{comp}: " + verify_text(rows))
         return "\n".join(lines)
@@ -189,8 +219,11 @@ class PatchingRun:
     def summary(self) -> dict[str, Any]:
         out = {**self.info, "out": str(self.out)}
         for comp, m in self.maps.items():
-            out[comp] = {"clean_mean": m.meta["clean_mean"], "corrupted_mean": m.meta["corrupted_mean"],
-                         "restored": m.restored().round(4).to_numpy().tolist()}
+            out[comp] = {
+                "clean_mean": m.meta["clean_mean"],
+                "corrupted_mean": m.meta["corrupted_mean"],
+                "restored": m.restored().round(4).to_numpy().tolist(),
+            }
             if comp in self.cells:
                 c = self.cells[comp]
                 out[comp]["cells"] = {**c.summary(), "above": c.cells("above"), "below": c.cells("below")}
@@ -205,17 +238,35 @@ def _cell_verdicts(maps: dict[str, Any], rule: dict[str, Any], seed: int, out_di
 
     cells = {}
     for comp, m in maps.items():
-        cells[comp] = map_verdicts(m, n_boot=rule["n_boot"], confidence=rule["confidence"], seed=seed,
-                                   min_effect=rule["min_effect"], per_cell=rule["per_layer"],
-                                   resample=rule["resample"])
+        cells[comp] = map_verdicts(
+            m,
+            n_boot=rule["n_boot"],
+            confidence=rule["confidence"],
+            seed=seed,
+            min_effect=rule["min_effect"],
+            per_cell=rule["per_layer"],
+            resample=rule["resample"],
+        )
         if out_dir is not None:
             cells[comp].save(out_dir, f"patching_{comp}_cells")
     return cells
 
 
-def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any], out_dir: Path, length: int,
-                  edit_at: int, seed: int, log: Any, method: str = "reuse", verify_top: int | None = None,
-                  *, rule: dict[str, Any]) -> PatchingRun:
+def _run_patching(
+    bridge: Any,
+    world: Any,
+    sequences: list,
+    info: dict[str, Any],
+    out_dir: Path,
+    length: int,
+    edit_at: int,
+    seed: int,
+    log: Any,
+    method: str = "reuse",
+    verify_top: int | None = None,
+    *,
+    rule: dict[str, Any],
+) -> PatchingRun:
     """Residual-stream (layer × position) and head (layer × head) activation patching on aligned
     one-token edits, scored by the clean state's legal-token mass at the last position
     (``method="attribution"``: both maps estimated from one gradient run, ``verify_top`` cells of
@@ -228,11 +279,16 @@ def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any]
         raise ValueError(f"--length {length} (+ <bos>) exceeds the model context n_ctx={bridge.cfg.n_ctx}")
     pairs = aligned_edit_pairs(world, sequences, length, edit_at, seed)
     if not pairs.originals:
-        raise ValueError(f"none of {len(sequences)} sequences gave a legal state-changing edit at token {edit_at} "
-                         f"of a {length}-token prefix; try another --edit-at or --length")
+        raise ValueError(
+            f"none of {len(sequences)} sequences gave a legal state-changing edit at token {edit_at} "
+            f"of a {length}-token prefix; try another --edit-at or --length"
+        )
     if pairs.failed:
-        print(f"note: {pairs.failed} of {len(sequences)} sequences gave no pair (shorter than {length} tokens, "
-              f"or no legal state-changing edit at token {edit_at})", file=log)
+        print(
+            f"note: {pairs.failed} of {len(sequences)} sequences gave no pair (shorter than {length} tokens, "
+            f"or no legal state-changing edit at token {edit_at})",
+            file=log,
+        )
     vocab = world.vocab
     clean = torch.tensor([vocab.encode(s) for s in pairs.originals])
     corrupted = torch.tensor([vocab.encode(s) for s in pairs.altered])
@@ -240,9 +296,15 @@ def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any]
     for i, seq in enumerate(pairs.originals):
         legal[i, [vocab.id(t) for t in world.legal(world.states_along(seq)[-1])]] = True
     labels = ["<bos>"] + [f"{j}" + ("*" if j == edit_at else "") for j in range(length)]
-    info.update(n_sequences=len(sequences), n_pairs=len(pairs.originals), n_failed=pairs.failed, length=length,
-                edit_at=edit_at, labels=labels,
-                metric="legal_mass: probability on the tokens legal after the clean prefix, at its last position")
+    info.update(
+        n_sequences=len(sequences),
+        n_pairs=len(pairs.originals),
+        n_failed=pairs.failed,
+        length=length,
+        edit_at=edit_at,
+        labels=labels,
+        metric="legal_mass: probability on the tokens legal after the clean prefix, at its last position",
+    )
     maps, figures = {}, []
     metric = legal_mass(legal)
     if method == "attribution":
@@ -250,8 +312,9 @@ def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any]
 
         estimated = activation_attribution(bridge, clean, corrupted, metric, ("resid_pre", "heads"), labels=labels)
         if verify_top:
-            info["verify"] = {c: verify_cells(bridge, m, verify_top, clean, corrupted, metric)
-                              for c, m in estimated.items()}
+            info["verify"] = {
+                c: verify_cells(bridge, m, verify_top, clean, corrupted, metric) for c, m in estimated.items()
+            }
             for c, rows in info["verify"].items():
                 _write_verify(out_dir, rows, f"verify_{c}.csv")
     for comp in ("resid_pre", "heads"):
@@ -264,8 +327,16 @@ def _run_patching(bridge: Any, world: Any, sequences: list, info: dict[str, Any]
     cells = _cell_verdicts(maps, rule, seed, out_dir)
     for comp, m in maps.items():
         what = "position" if comp == "resid_pre" else "head"
-        figures.append(draw_patching_heatmap(m, out_dir / f"patching_{comp}.png", cells=cells[comp], title=(
-            f"patching {comp} (clean → edited at token {edit_at}*): share of the gap restored, by layer × {what}")))
+        figures.append(
+            draw_patching_heatmap(
+                m,
+                out_dir / f"patching_{comp}.png",
+                cells=cells[comp],
+                title=(
+                    f"patching {comp} (clean → edited at token {edit_at}*): share of the gap restored, by layer × {what}"
+                ),
+            )
+        )
     run = PatchingRun(maps, out_dir, figures, info, cells)
     write_json(out_dir / "run.json", run.summary())
     return run
@@ -324,8 +395,8 @@ def run_sweep(
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
     from interp.models.checkpoint import load_checkpoint, run_data_dir
-    from interp.worlds.encoding import encode_sequences
     from interp.viz.layers import draw_layer_effects
+    from interp.worlds.encoding import encode_sequences
     from interp.worlds.io import read_sequences
 
     log = log or sys.stderr
@@ -334,26 +405,49 @@ def run_sweep(
         raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if data is not None and Path(data).suffix.lower() == ".csv":  # a PragWorld file: yes/no questions
         if verify_top:
-            raise ValueError("--verify-top runs on world checkpoints; on a PragWorld file run the exact sweep "
-                             "(--method reuse) beside the attribution one")
+            raise ValueError(
+                "--verify-top runs on world checkpoints; on a PragWorld file run the exact sweep "
+                "(--method reuse) beside the attribution one"
+            )
 
-        return run_pragworld_sweep(model, data, kind=kind, grouping=grouping, method=method, layers=layers, out=out,
-                                   seed=seed, batch_size=batch_size, n=n, log=log, placement=placement,
-                                   prepend_bos=prepend_bos, chat_template=chat_template, **rule)
+        return run_pragworld_sweep(
+            model,
+            data,
+            kind=kind,
+            grouping=grouping,
+            method=method,
+            layers=layers,
+            out=out,
+            seed=seed,
+            batch_size=batch_size,
+            n=n,
+            log=log,
+            placement=placement,
+            prepend_bos=prepend_bos,
+            chat_template=chat_template,
+            **rule,
+        )
     if prepend_bos is not None or chat_template:
-        raise ValueError("--prepend-bos / --chat-template apply to a PragWorld CSV (--data FILE.csv); a world "
-                         "checkpoint's sequences are its own word-level ids with <bos> first")
+        raise ValueError(
+            "--prepend-bos / --chat-template apply to a PragWorld CSV (--data FILE.csv); a world "
+            "checkpoint's sequences are its own word-level ids with <bos> first"
+        )
     if method not in RUN_METHODS:
         raise ValueError(f"--method must be one of {', '.join(RUN_METHODS)}, got {method!r}")
     if verify_top is not None and (method != "attribution" or verify_top < 1):
-        raise ValueError(f"--verify-top needs --method attribution and K ≥ 1, got K={verify_top} with "
-                         f"--method {method}")
+        raise ValueError(
+            f"--verify-top needs --method attribution and K ≥ 1, got K={verify_top} with --method {method}"
+        )
     if n is not None and n < 1:
         raise ValueError(f"--n must be ≥ 1, got {n}")
     model = Path(model)
     acc = accelerator()
-    ckpt = load_checkpoint(model, world=world, device=str(acc.device) if acc is not None else None,
-                           placement=None if acc is not None else placement)
+    ckpt = load_checkpoint(
+        model,
+        world=world,
+        device=str(acc.device) if acc is not None else None,
+        placement=None if acc is not None else placement,
+    )
     bridge, world = ckpt.bridge, ckpt.world
     bridge.eval()
     lays = check_layers(layers, int(bridge.cfg.n_layers))
@@ -372,14 +466,21 @@ def run_sweep(
     if not sequences:
         raise ValueError(f"no sequences in {source}")
     n_ctx = int(bridge.cfg.n_ctx)
-    info: dict[str, Any] = {"model": str(model), "world": world.describe(), "kind": kind, "data": source,
-                            "method": method, "seed": seed}
+    info: dict[str, Any] = {
+        "model": str(model),
+        "world": world.describe(),
+        "kind": kind,
+        "data": source,
+        "method": method,
+        "seed": seed,
+    }
     out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}"
     if kind == "activation-patching":
         if method != "attribution":
             info.pop("method")
-        return _run_patching(bridge, world, sequences, info, out_dir, length, edit_at, seed, log, method, verify_top,
-                             rule=rule)
+        return _run_patching(
+            bridge, world, sequences, info, out_dir, length, edit_at, seed, log, method, verify_top, rule=rule
+        )
 
     from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
 
@@ -391,18 +492,39 @@ def run_sweep(
 
         def mlp_sweep(part: slice, method: str = method, layers: list[int] = lays) -> SweepResult:
             if method == "attribution":
-                return mlp_zero_attribution(bridge, ids[part], token_loss, mask[part], layers, groups=own[part],
-                                            batch_size=batch_size, higher_is_better=False)
-            return mlp_zero_sweep(bridge, ids[part], token_loss, mask[part], layers, groups=own[part],
-                                  batch_size=batch_size, method=method, higher_is_better=False)
+                return mlp_zero_attribution(
+                    bridge,
+                    ids[part],
+                    token_loss,
+                    mask[part],
+                    layers,
+                    groups=own[part],
+                    batch_size=batch_size,
+                    higher_is_better=False,
+                )
+            return mlp_zero_sweep(
+                bridge,
+                ids[part],
+                token_loss,
+                mask[part],
+                layers,
+                groups=own[part],
+                batch_size=batch_size,
+                method=method,
+                higher_is_better=False,
+            )
 
         sweep = sharded(mlp_sweep, len(sequences), acc)
         exact = lambda top: sharded(lambda part: mlp_sweep(part, "reuse", top), len(sequences), acc)  # noqa: E731
         info.update(n_examples=len(sequences), metric="token_loss")
     else:
         pairs = state_change_pairs(world, sequences, seed)
-        info.update(n_sequences=len(sequences), n_pairs=len(pairs.originals), n_failed=pairs.failed,
-                    metric="continuation_loss (original tokens after the edit)")
+        info.update(
+            n_sequences=len(sequences),
+            n_pairs=len(pairs.originals),
+            n_failed=pairs.failed,
+            metric="continuation_loss (original tokens after the edit)",
+        )
         if not pairs.originals:
             raise ValueError(f"could not build any state-changing pair from {len(sequences)} sequences")
         if pairs.failed:
@@ -418,8 +540,14 @@ def run_sweep(
 
         def de_sweep(part: slice, method: str = method, layers: list[int] = lays) -> SweepResult:
             fn = direct_effect_attribution if method == "attribution" else direct_effect_patching
-            return fn(bridge, patch_pairs[part], continuation_loss([i + 1 for i in pairs.edit_at[part]]), layers,
-                      groups=own[part], higher_is_better=False)
+            return fn(
+                bridge,
+                patch_pairs[part],
+                continuation_loss([i + 1 for i in pairs.edit_at[part]]),
+                layers,
+                groups=own[part],
+                higher_is_better=False,
+            )
 
         sweep = sharded(de_sweep, len(patch_pairs), acc)
         exact = lambda top: sharded(lambda part: de_sweep(part, "loop", top), len(patch_pairs), acc)  # noqa: E731
@@ -450,9 +578,20 @@ def run_sweep(
 PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
 
 
-def _run_pair_patching(bridge: Any, task: Any, info: dict[str, Any], model: Path, data: Any, out: Any,
-                       method: str, batch_size: int | None, log: Any, acc: Any, rule: dict[str, Any],
-                       seed: int) -> PatchingRun:
+def _run_pair_patching(
+    bridge: Any,
+    task: Any,
+    info: dict[str, Any],
+    model: Path,
+    data: Any,
+    out: Any,
+    method: str,
+    batch_size: int | None,
+    log: Any,
+    acc: Any,
+    rule: dict[str, Any],
+    seed: int,
+) -> PatchingRun:
     """``--kind activation-patching`` on a PragWorld file: the reference's pairs
     (:func:`reference_pairs`), of equal token length (:func:`pair_activation_patching`), written
     as the world checkpoints' patching run is (``patching_<map>.csv`` / ``_mean.csv`` / ``.json``,
@@ -462,21 +601,35 @@ def _run_pair_patching(bridge: Any, task: Any, info: dict[str, Any], model: Path
 
     candidates, skipped = reference_pairs(bridge, task)
     if not candidates:
-        raise ValueError(f"no (original, alteration) pair where the model answers the alteration correctly and "
-                         f"changes its answer (skipped: {skipped})")
+        raise ValueError(
+            f"no (original, alteration) pair where the model answers the alteration correctly and "
+            f"changes its answer (skipped: {skipped})"
+        )
     unequal = sum(len(task.ids[o]) != len(task.ids[i]) for o, i in candidates)
     if unequal == len(candidates):
-        raise ValueError(f"none of the {len(candidates)} (original, alteration) pairs the reference patches has "
-                         f"prompts of equal token length (skipped before: {skipped}); activation patching runs "
-                         "position by position — --kind direct-effect aligns the positions instead")
-    maps, got = pair_activation_patching(bridge, task, candidates, method=method if method == "attribution"
-                                         else "exact", batch_size=batch_size)
+        raise ValueError(
+            f"none of the {len(candidates)} (original, alteration) pairs the reference patches has "
+            f"prompts of equal token length (skipped before: {skipped}); activation patching runs "
+            "position by position — --kind direct-effect aligns the positions instead"
+        )
+    maps, got = pair_activation_patching(
+        bridge, task, candidates, method=method if method == "attribution" else "exact", batch_size=batch_size
+    )
     skipped.update(got["skipped"])
-    info.update(n_pairs=got["n_pairs"], skipped=skipped, n_failed=sum(skipped.values()), pair_rows=got["rows"],
-                lengths=got["lengths"], labels=maps["resid_pre"].meta["labels"], n_examples=got["n_pairs"],
-                method="attribution" if method == "attribution" else "exact",
-                clean="altered prompt", corrupted="original prompt",
-                position_axis=maps["resid_pre"].meta["position_axis"], processes=rank_and_size(acc)[1])
+    info.update(
+        n_pairs=got["n_pairs"],
+        skipped=skipped,
+        n_failed=sum(skipped.values()),
+        pair_rows=got["rows"],
+        lengths=got["lengths"],
+        labels=maps["resid_pre"].meta["labels"],
+        n_examples=got["n_pairs"],
+        method="attribution" if method == "attribution" else "exact",
+        clean="altered prompt",
+        corrupted="original prompt",
+        position_axis=maps["resid_pre"].meta["position_axis"],
+        processes=rank_and_size(acc)[1],
+    )
     if any(skipped.values()):
         print(f"note: patched {got['n_pairs']} pairs; skipped {skipped}", file=log)
     out_dir = Path(out) if out else model.resolve().parent / "sweep_activation-patching_pragworld"
@@ -487,9 +640,17 @@ def _run_pair_patching(bridge: Any, task: Any, info: dict[str, Any], model: Path
     for comp, m in maps.items():
         m.save(out_dir, f"patching_{comp}")
         what = "offset from the last token" if comp == "resid_pre" else "head"
-        figures.append(draw_patching_heatmap(m, out_dir / f"patching_{comp}.png", cells=cells[comp], title=(
-            f"patching {comp} (altered → original, {got['n_pairs']} pairs, {Path(data).name}): share of the gap "
-            f"restored, by layer × {what}")))
+        figures.append(
+            draw_patching_heatmap(
+                m,
+                out_dir / f"patching_{comp}.png",
+                cells=cells[comp],
+                title=(
+                    f"patching {comp} (altered → original, {got['n_pairs']} pairs, {Path(data).name}): share of the gap "
+                    f"restored, by layer × {what}"
+                ),
+            )
+        )
     run = PatchingRun(maps, out_dir, figures, info, cells)
     write_json(out_dir / "run.json", run.summary())
     return run
@@ -542,16 +703,19 @@ def run_pragworld_sweep(
     if kind not in PRAGWORLD_KINDS:
         raise ValueError(f"on PragWorld data --kind must be one of {', '.join(PRAGWORLD_KINDS)}, got {kind!r}")
     if kind == "activation-patching" and layers is not None:
-        raise ValueError("--layers does not apply to --kind activation-patching: transformer_lens.patching "
-                         "patches every layer (the maps have one row per layer)")
+        raise ValueError(
+            "--layers does not apply to --kind activation-patching: transformer_lens.patching "
+            "patches every layer (the maps have one row per layer)"
+        )
     pw = load_pragworld(data, grouping=grouping)  # a bad file fails before the model loads
     rows = pw.rows if n is None else pw.rows.iloc[:n]
     if rows.empty:
         raise ValueError(f"no data rows in {data}")
     model = Path(model)
     acc = accelerator()
-    bridge = load_bridge(model, device=str(acc.device) if acc is not None else None,
-                         placement=None if acc is not None else placement)
+    bridge = load_bridge(
+        model, device=str(acc.device) if acc is not None else None, placement=None if acc is not None else placement
+    )
     bridge.eval()
     lays = check_layers(layers, int(bridge.cfg.n_layers))
     task = YesNoTask.pragworld(model, rows, prompt="label", prepend_bos=prepend_bos, chat_template=chat_template)
@@ -559,19 +723,44 @@ def run_pragworld_sweep(
     ids, mask = task.inputs()
     gold = task.gold
     categories = task.categories
-    info: dict[str, Any] = {"model": str(model), "data": str(data), "grouping": grouping, "kind": kind,
-                            "seed": seed, "n_rows": len(rows), **task.settings()}
+    info: dict[str, Any] = {
+        "model": str(model),
+        "data": str(data),
+        "grouping": grouping,
+        "kind": kind,
+        "seed": seed,
+        "n_rows": len(rows),
+        **task.settings(),
+    }
 
     groups = task.groups
     if kind == "mlp-zero":
+
         def mlp_sweep(part: slice) -> SweepResult:
             if method == "attribution":
-                return mlp_zero_attribution(bridge, ids[part], task.metric(gold[part]), mask[part], lays,
-                                            categories=categories[part], groups=groups[part], batch_size=batch_size,
-                                            higher_is_better=True)
-            return mlp_zero_sweep(bridge, ids[part], task.metric(gold[part]), mask[part], lays,
-                                  categories=categories[part], groups=groups[part], batch_size=batch_size,
-                                  method=method, higher_is_better=True)
+                return mlp_zero_attribution(
+                    bridge,
+                    ids[part],
+                    task.metric(gold[part]),
+                    mask[part],
+                    lays,
+                    categories=categories[part],
+                    groups=groups[part],
+                    batch_size=batch_size,
+                    higher_is_better=True,
+                )
+            return mlp_zero_sweep(
+                bridge,
+                ids[part],
+                task.metric(gold[part]),
+                mask[part],
+                lays,
+                categories=categories[part],
+                groups=groups[part],
+                batch_size=batch_size,
+                method=method,
+                higher_is_better=True,
+            )
 
         sweep = sharded(mlp_sweep, len(rows), acc)
         sweep.meta["groups"] = GROUP_UNIT
@@ -582,16 +771,28 @@ def run_pragworld_sweep(
         if any(skipped.values()):
             print(f"note: patched {len(candidates)} pairs; skipped {skipped}", file=log)
         if not candidates:
-            raise ValueError(f"no (original, alteration) pair where the model answers the alteration correctly and "
-                             f"changes its answer (skipped: {skipped})")
+            raise ValueError(
+                f"no (original, alteration) pair where the model answers the alteration correctly and "
+                f"changes its answer (skipped: {skipped})"
+            )
         pairs = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in candidates]
         pair_gold = [int(gold[i]) for _, i in candidates]
         pair_cats = [categories[i] for _, i in candidates]
         pair_groups = task.pair_groups(candidates)
         de = direct_effect_attribution if method == "attribution" else direct_effect_patching
-        sweep = sharded(lambda part: de(bridge, pairs[part], task.metric(pair_gold[part]), lays,
-                                        categories=pair_cats[part], groups=pair_groups[part], higher_is_better=True),
-                        len(pairs), acc)
+        sweep = sharded(
+            lambda part: de(
+                bridge,
+                pairs[part],
+                task.metric(pair_gold[part]),
+                lays,
+                categories=pair_cats[part],
+                groups=pair_groups[part],
+                higher_is_better=True,
+            ),
+            len(pairs),
+            acc,
+        )
         sweep.meta["groups"] = "the PragWorld group of the pair's original"
         info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
     else:
@@ -604,8 +805,11 @@ def run_pragworld_sweep(
         return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info)
     sweep.save(out_dir)
     verdicts.save(out_dir)
-    figure = draw_layer_effects(verdicts, out_dir / "layers.png",
-                                title=f"{kind} on {model.name}, PragWorld {Path(data).name} ({len(rows)} rows)")
+    figure = draw_layer_effects(
+        verdicts,
+        out_dir / "layers.png",
+        title=f"{kind} on {model.name}, PragWorld {Path(data).name} ({len(rows)} rows)",
+    )
     if verdicts.by_category is not None:
         verdicts.by_category.to_csv(out_dir / "by_category.csv")
     run = SweepRun(sweep, verdicts, out_dir, figure, info)
@@ -613,5 +817,12 @@ def run_pragworld_sweep(
     return run
 
 
-__all__ = ["PRAGWORLD_KINDS", "PatchingRun", "SweepRun", "rule_line", "run_pragworld_sweep", "run_sweep",
-           "verdict_rule"]
+__all__ = [
+    "PRAGWORLD_KINDS",
+    "PatchingRun",
+    "SweepRun",
+    "rule_line",
+    "run_pragworld_sweep",
+    "run_sweep",
+    "verdict_rule",
+]

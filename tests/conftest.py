@@ -57,10 +57,20 @@ def save_gpt2_and_llama(root, world, gpt2_config, llama_layers: int = 2):
     vocab = world.vocab
     gpt2 = save_checkpoint(liven(build_gpt2(vocab, gpt2_config), 0), world, root / "gpt2")
     torch.manual_seed(0)
-    llama = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=llama_layers,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32, pad_token_id=vocab.pad_id,
-        bos_token_id=vocab.bos_id, eos_token_id=vocab.bos_id))
+    llama = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(vocab),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=llama_layers,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=32,
+            pad_token_id=vocab.pad_id,
+            bos_token_id=vocab.bos_id,
+            eos_token_id=vocab.bos_id,
+        )
+    )
     llama = save_checkpoint(liven(llama, 1), world, root / "llama")
     return {"gpt2": gpt2, "llama": llama}
 

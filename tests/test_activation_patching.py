@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from conftest import save_gpt2_and_llama, warm_bridges
+
 from interp.analysis.activation_patching import activation_patching, legal_mass
 from interp.analysis.scoring import Batch
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import save_gpt2_and_llama, warm_bridges
 
 from interp.analysis import (
     Batch,
@@ -28,13 +29,13 @@ from interp.analysis import (
 )
 from interp.analysis.scoring import forward
 from interp.hooks import Site, Source, intervene, patch
-from conftest import save_gpt2_and_llama, warm_bridges
 
 
 @pytest.fixture(scope="module")
 def bridges(tmp_path_factory, tiny_city, tiny_model_config):
-    return warm_bridges(save_gpt2_and_llama(tmp_path_factory.mktemp("analysis"), tiny_city, tiny_model_config,
-                                            llama_layers=3))
+    return warm_bridges(
+        save_gpt2_and_llama(tmp_path_factory.mktemp("analysis"), tiny_city, tiny_model_config, llama_layers=3)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +52,14 @@ def data(tiny_city):
 
 def _n_hooks(bridge) -> int:
     points = {id(hp): hp for hp in bridge.hook_dict.values()}.values()
-    return sum(len(hp._forward_hooks) + len(hp._forward_pre_hooks) + len(hp._backward_hooks)
-               + len(hp.fwd_hooks) + len(hp.bwd_hooks) for hp in points)
+    return sum(
+        len(hp._forward_hooks)
+        + len(hp._forward_pre_hooks)
+        + len(hp._backward_hooks)
+        + len(hp.fwd_hooks)
+        + len(hp.bwd_hooks)
+        for hp in points
+    )
 
 
 def _metric():
@@ -60,6 +67,7 @@ def _metric():
 
 
 # ---- metric helpers ---------------------------------------------------------------------------------
+
 
 def test_metric_helpers_by_hand(data):
     ids, mask = data
@@ -77,7 +85,7 @@ def test_metric_helpers_by_hand(data):
     loss = token_loss(logits, batch)
     for i in range(5):
         n = int(mask[i].sum())
-        want = torch.nn.functional.cross_entropy(logits[i, :n - 1], (ids[i] % 11)[1:n])
+        want = torch.nn.functional.cross_entropy(logits[i, : n - 1], (ids[i] % 11)[1:n])
         torch.testing.assert_close(loss[i], want)
     # a chunk of rows looks its per-example data up by index
     sub = Batch(batch.tokens[[3, 4]], mask[[3, 4]], torch.tensor([3, 4]))
@@ -85,6 +93,7 @@ def test_metric_helpers_by_hand(data):
 
 
 # ---- MLP zero-out sweep -----------------------------------------------------------------------------
+
 
 def test_sweep_equals_hand_written_loop(bridge, data):
     ids, mask = data
@@ -97,8 +106,10 @@ def test_sweep_equals_hand_written_loop(bridge, data):
     n_layers = int(bridge.cfg.n_layers)
     assert res.layers == list(range(n_layers))
     for layer in range(n_layers):
+
         def zero_hook(act, hook):
             return torch.zeros_like(act)
+
         with torch.no_grad():
             logits = bridge.run_with_hooks(ids, fwd_hooks=[(f"blocks.{layer}.hook_mlp_out", zero_hook)], **kw)
         ablated = metric(logits, batch)
@@ -150,7 +161,9 @@ def test_resume_forward_from_own_residual_is_the_clean_forward(bridge, data):
     clean, cache = bridge.run_with_cache(ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0))
     for layer in (1, n):
         resid = cache[f"blocks.{layer}.hook_resid_pre"] if layer < n else cache[f"blocks.{n - 1}.hook_resid_post"]
-        torch.testing.assert_close(resume_forward(bridge, layer, resid, ids, mask), clean.detach(), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            resume_forward(bridge, layer, resid, ids, mask), clean.detach(), atol=1e-5, rtol=1e-5
+        )
     with pytest.raises(ValueError, match="layer must be in"):
         resume_forward(bridge, n + 1, resid, ids, mask)
     blocks = list(bridge.blocks)
@@ -167,8 +180,9 @@ def test_sweep_chunks_layers_and_categories(bridges, data):
     bridge = bridges["gpt2"]
     ids, mask = data
     whole = mlp_zero_sweep(bridge, ids, logit_diff(5, 6), attention_mask=mask, layers=[1])
-    chunked = mlp_zero_sweep(bridge, ids, logit_diff(5, 6), attention_mask=mask, layers=[1], batch_size=2,
-                             categories=list("aabba"))
+    chunked = mlp_zero_sweep(
+        bridge, ids, logit_diff(5, 6), attention_mask=mask, layers=[1], batch_size=2, categories=list("aabba")
+    )
     np.testing.assert_allclose(chunked.frame["effect"], whole.frame["effect"], atol=1e-5)
     assert list(chunked.frame["category"]) == list("aabba") and whole.layers == [1]
     with pytest.raises(ValueError, match="layers"):
@@ -186,6 +200,7 @@ def test_sweep_save(bridges, data, tmp_path):
 
 # ---- direct-effect patching -------------------------------------------------------------------------
 
+
 def test_patching_identical_inputs_is_exactly_zero(bridge, data):
     ids, _ = data
     pairs = [(ids[i].tolist(), ids[i].tolist()) for i in range(3)]
@@ -201,8 +216,9 @@ def test_patching_own_activations_returns_own_metric(bridge, data):
     clean = metric(forward(bridge, ids, mask), batch)
     for layer in range(int(bridge.cfg.n_layers)):
         iv = patch(Site(layer, "resid_pre"), "self")
-        with intervene(bridge, [iv], sources={"self": Source(tokens=ids, attention_mask=mask)},
-                       attention_mask=mask) as active:
+        with intervene(
+            bridge, [iv], sources={"self": Source(tokens=ids, attention_mask=mask)}, attention_mask=mask
+        ) as active:
             got = metric(forward(bridge, ids, mask), batch)
         assert active.calls == [1]
         torch.testing.assert_close(got, clean)
@@ -229,6 +245,7 @@ def test_patching_a_substitution_at_layer_0_changes_nothing(bridge):
 
 
 # ---- hooks never leak -------------------------------------------------------------------------------
+
 
 def test_no_hooks_remain_after_sweeps_and_errors(bridge, data):
     ids, mask = data
@@ -262,6 +279,7 @@ def test_no_hooks_remain_after_sweeps_and_errors(bridge, data):
 
 # ---- verdicts ---------------------------------------------------------------------------------------
 
+
 def _synthetic(effects: dict[int, np.ndarray], categories=None, higher_is_better=True) -> SweepResult:
     rows = []
     for layer, eff in effects.items():
@@ -270,8 +288,14 @@ def _synthetic(effects: dict[int, np.ndarray], categories=None, higher_is_better
             if categories is not None:
                 row["category"] = categories[i]
             rows.append(row)
-    return SweepResult(pd.DataFrame(rows), {"metric": "synthetic", "higher_is_better": higher_is_better,
-                                            "model": {"config_hash": "x", "n_layers": 3, "path": None}})
+    return SweepResult(
+        pd.DataFrame(rows),
+        {
+            "metric": "synthetic",
+            "higher_is_better": higher_is_better,
+            "model": {"config_hash": "x", "n_layers": 3, "path": None},
+        },
+    )
 
 
 def test_verdicts_on_synthetic_effects():

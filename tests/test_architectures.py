@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import SHARED_DATA
 
 ARCHS = ("gpt2", "gpt_neox", "llama", "qwen2", "phi3", "gemma2", "mistral", "olmo2")
@@ -93,9 +92,15 @@ def bpe_core(pragworld):
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(pragworld[2] + [" yes no Yes No (yes) (no)"] * 50, trainers.BpeTrainer(
-        vocab_size=700, special_tokens=["<|endoftext|>", "<s>", "</s>", "<pad>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    core.train_from_iterator(
+        pragworld[2] + [" yes no Yes No (yes) (no)"] * 50,
+        trainers.BpeTrainer(
+            vocab_size=700,
+            special_tokens=["<|endoftext|>", "<s>", "</s>", "<pad>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     return core
 
 
@@ -108,21 +113,30 @@ def _tokenizer(core, adds_bos: bool):
     core = Tokenizer.from_str(core.to_str())
     if adds_bos:
         bos = core.token_to_id("<s>")
-        core.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
-                                                            special_tokens=[("<s>", bos)])
+        core.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]
+        )
         return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
     core.post_processor = processors.ByteLevel(trim_offsets=False)
-    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                                   pad_token="<|endoftext|>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    )
 
 
 def _config(arch: str, vocab: int, tok):
     import transformers as T
 
-    special = dict(vocab_size=vocab, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                   pad_token_id=tok.pad_token_id)
-    common = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=N_LAYERS, num_attention_heads=4,
-                  max_position_embeddings=N_CTX, **special)
+    special = dict(
+        vocab_size=vocab, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
+    )
+    common = dict(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=N_LAYERS,
+        num_attention_heads=4,
+        max_position_embeddings=N_CTX,
+        **special,
+    )
     if arch == "gpt2":
         return T.GPT2Config(n_embd=32, n_layer=N_LAYERS, n_head=4, n_positions=N_CTX, n_inner=64, **special)
     if arch == "gpt_neox":
@@ -202,7 +216,8 @@ class Oracle:
         handle = None
         if zero_layer is not None:
             handle = _mlp(self.model, zero_layer).register_forward_hook(
-                lambda m, a, o: (o[0] * 0, *o[1:]) if isinstance(o, tuple) else o * 0)
+                lambda m, a, o: (o[0] * 0, *o[1:]) if isinstance(o, tuple) else o * 0
+            )
         try:
             out = []
             for t in texts:
@@ -261,8 +276,9 @@ class Oracle:
 
 def _n_hooks(bridge) -> int:
     points = {id(hp): hp for hp in bridge.hook_dict.values()}.values()
-    return sum(len(hp._forward_hooks) + len(hp._forward_pre_hooks) + len(hp.fwd_hooks) + len(hp.bwd_hooks)
-               for hp in points)
+    return sum(
+        len(hp._forward_hooks) + len(hp._forward_pre_hooks) + len(hp.fwd_hooks) + len(hp.bwd_hooks) for hp in points
+    )
 
 
 def _p_gold(p_yes: np.ndarray, gold) -> np.ndarray:
@@ -286,12 +302,12 @@ def test_bridge_supports_every_architecture(models):
 def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from interp.sweep import run_sweep
     from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, load_pragworld, write_pragworld_csv
+    from interp.config import FinetuneData, TrainConfig
     from interp.metrics.pragworld_eval import evaluate_model
     from interp.models import load_bridge
+    from interp.sweep import run_sweep
     from interp.tasks import YesNoTask
-    from interp.config import FinetuneData, TrainConfig
     from interp.train import train
     from interp.train.finetune_data import pragworld_task
     from interp.train.regularisers import HLS, ULA, ULAHeads, mlp_modules
@@ -335,15 +351,18 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
 
     pairs, _ = task.pairs()
     alt_gold = [int(gold[i]) for _, i in pairs]
-    de = direct_effect_patching(bridge, [PatchPair(task.ids[o], task.ids[i]) for o, i in pairs],
-                                task.metric(alt_gold), list(range(N_LAYERS)))
+    de = direct_effect_patching(
+        bridge, [PatchPair(task.ids[o], task.ids[i]) for o, i in pairs], task.metric(alt_gold), list(range(N_LAYERS))
+    )
     for layer in range(N_LAYERS):
         got = de.frame[de.frame.layer == layer].sort_values("example")
         want = [oracle.patched_p_yes(labels[o], labels[i], layer) for o, i in pairs]
-        np.testing.assert_allclose(got["clean"].to_numpy(), _p_gold(np.array([w[0] for w in want]), alt_gold),
-                                   atol=1e-4)
-        np.testing.assert_allclose(got["ablated"].to_numpy(), _p_gold(np.array([w[1] for w in want]), alt_gold),
-                                   atol=1e-4)
+        np.testing.assert_allclose(
+            got["clean"].to_numpy(), _p_gold(np.array([w[0] for w in want]), alt_gold), atol=1e-4
+        )
+        np.testing.assert_allclose(
+            got["ablated"].to_numpy(), _p_gold(np.array([w[1] for w in want]), alt_gold), atol=1e-4
+        )
     assert (de.frame["effect"].abs() > 1e-4).any()
     assert _n_hooks(bridge) == n_hooks
 
@@ -367,14 +386,20 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
     data = load_pragworld(csv)
     lab = evaluate_model(bridge, data, tmp_path / "label.jsonl", prompt="label", progress=False)
     np.testing.assert_allclose([r["p_yes"] for r in lab.records], oracle.p_yes(labels), atol=1e-4)
-    bench = evaluate_model(bridge, data, tmp_path / "bench.jsonl", prompt="benchmark", max_new_tokens=3,
-                           limit=2, progress=False)
+    bench = evaluate_model(
+        bridge, data, tmp_path / "bench.jsonl", prompt="benchmark", max_new_tokens=3, limit=2, progress=False
+    )
     for r, (c, q) in zip(bench.records, zip(rows["context"], rows["question"])):
         ids = torch.tensor([oracle.ids(benchmark_prompt(c, q))])
         with torch.no_grad():
-            hf = oracle.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, do_sample=False,
-                                       pad_token_id=oracle.tok.pad_token_id)
-        want = oracle.tok.decode(hf[0, ids.shape[1]:], skip_special_tokens=True)
+            hf = oracle.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=3,
+                do_sample=False,
+                pad_token_id=oracle.tok.pad_token_id,
+            )
+        want = oracle.tok.decode(hf[0, ids.shape[1] :], skip_special_tokens=True)
         assert want.startswith(r["response"]), (r["response"], want)
 
     # fine-tuning: the same prompt ids + the gold answer, loss on the answer; plain / HLS / ULA, 2 steps
@@ -383,15 +408,28 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
     for k, ids in enumerate(task.ids):
         assert ft.train_ids[k, : lengths[k]].tolist() == ids + [task.answer_id(int(gold[k]))]
         assert int(ft.loss_from[k]) == len(ids)
-    cfg = TrainConfig(steps=2, batch_size=4, lr=1e-3, min_lr=1e-4, warmup_steps=0, eval_every=0,
-                      checkpoint_every=0, seed=0)
+    cfg = TrainConfig(
+        steps=2, batch_size=4, lr=1e-3, min_lr=1e-4, warmup_steps=0, eval_every=0, checkpoint_every=0, seed=0
+    )
     for name in ("plain", "hls", "ula"):
         hf = AutoModelForCausalLM.from_pretrained(folder)
         before = [p.detach().clone() for p in hf.parameters()]
-        terms = {"plain": [], "hls": [HLS([0, 1], 1.0)],
-                 "ula": [ULA(ULAHeads([0], 32, ft.classes, hidden=8, seed=0), 0.1)]}[name]
-        hist = train(hf, ft.train_ids, None, cfg, loss_terms=terms, labels=ft.labels, pad_id=ft.pad_id,
-                     loss_from=ft.loss_from, progress=False).history
+        terms = {
+            "plain": [],
+            "hls": [HLS([0, 1], 1.0)],
+            "ula": [ULA(ULAHeads([0], 32, ft.classes, hidden=8, seed=0), 0.1)],
+        }[name]
+        hist = train(
+            hf,
+            ft.train_ids,
+            None,
+            cfg,
+            loss_terms=terms,
+            labels=ft.labels,
+            pad_id=ft.pad_id,
+            loss_from=ft.loss_from,
+            progress=False,
+        ).history
         assert np.isfinite(hist.iloc[-1]["next_token_loss"])
         assert any(not torch.equal(a, b) for a, b in zip(before, hf.parameters())), name
         assert all(not m._forward_hooks for m in mlp_modules(hf, [0, 1]))  # no hook left behind
@@ -406,8 +444,10 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
         hf(batch.inputs)
         got = float(term.compute(batch))
     outs = {}
-    handles = [m.register_forward_hook(lambda mod, a, o, k=k: outs.__setitem__(k, o[0] if isinstance(o, tuple) else o))
-               for k, m in enumerate(mlp_modules(hf, [0, 1]))]
+    handles = [
+        m.register_forward_hook(lambda mod, a, o, k=k: outs.__setitem__(k, o[0] if isinstance(o, tuple) else o))
+        for k, m in enumerate(mlp_modules(hf, [0, 1]))
+    ]
     with torch.no_grad():
         hf(batch.inputs)
     for h in handles:
@@ -417,5 +457,10 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
     assert got == pytest.approx(want, rel=1e-5)
 
     assert _n_hooks(bridge) == n_hooks  # no hook left behind
-    INFO[arch] = {"seconds": round(time.perf_counter() - t0, 1), "bos_shift": round(shift, 4),
-                  "pairs": len(pairs), "sweep_pairs": len(changed), "rows": len(rows)}
+    INFO[arch] = {
+        "seconds": round(time.perf_counter() - t0, 1),
+        "bos_shift": round(shift, 4),
+        "pairs": len(pairs),
+        "sweep_pairs": len(changed),
+        "rows": len(rows),
+    }

@@ -10,11 +10,18 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from conftest import save_gpt2_and_llama, warm_bridges
+
 from interp.analysis.activation_patching import activation_patching, legal_mass
-from interp.analysis.attribution import (activation_attribution, agreement, direct_effect_attribution, exact_cells,
-                                         gradient_run, mlp_zero_attribution, spearman)
+from interp.analysis.attribution import (
+    activation_attribution,
+    agreement,
+    direct_effect_attribution,
+    exact_cells,
+    gradient_run,
+    mlp_zero_attribution,
+    spearman,
+)
 from interp.analysis.patching import PatchPair, direct_effect_patching
 from interp.analysis.scoring import Batch, forward, token_loss
 from interp.analysis.sweeps import mlp_zero_sweep
@@ -49,8 +56,9 @@ def pair(tiny_city):
 
 def _n_hooks(bridge) -> int:
     points = {id(hp): hp for hp in bridge.hook_dict.values()}.values()
-    return sum(len(hp._forward_hooks) + len(hp.fwd_hooks) + len(hp._backward_hooks) + len(hp.bwd_hooks)
-               for hp in points)
+    return sum(
+        len(hp._forward_hooks) + len(hp.fwd_hooks) + len(hp._backward_hooks) + len(hp.bwd_hooks) for hp in points
+    )
 
 
 def test_exact_where_the_metric_is_linear_in_the_site(bridge, pair):
@@ -103,16 +111,19 @@ def test_estimate_is_the_derivative_of_the_exact_intervention(bridge, pair):
     for name in ("blocks.1.hook_resid_pre", "blocks.0.hook_attn_out", "blocks.1.attn.hook_z"):
         with torch.no_grad(), bridge.hooks(fwd_hooks=[(name, lambda a, hook, n=name: cache.__setitem__(n, a.clone()))]):
             bridge(clean)
-    for comp, name, sel, key in (("resid_pre", "blocks.1.hook_resid_pre", (slice(None), 4), {"layer": 1, "pos": 4}),
-                                 ("attn_out", "blocks.0.hook_attn_out", (slice(None), 3), {"layer": 0, "pos": 3}),
-                                 ("heads", "blocks.1.attn.hook_z", (slice(None), slice(None), 1),
-                                  {"layer": 1, "head": 1})):
+    for comp, name, sel, key in (
+        ("resid_pre", "blocks.1.hook_resid_pre", (slice(None), 4), {"layer": 1, "pos": 4}),
+        ("attn_out", "blocks.0.hook_attn_out", (slice(None), 3), {"layer": 0, "pos": 3}),
+        ("heads", "blocks.1.attn.hook_z", (slice(None), slice(None), 1), {"layer": 1, "head": 1}),
+    ):
         vals = []
         for e in (eps, -eps):
+
             def mix(act, hook, e=e, name=name, sel=sel):
                 out = act.clone()
                 out[sel] = act[sel] + e * (cache[name][sel] - act[sel])
                 return out
+
             with torch.no_grad():
                 logits = bridge.run_with_hooks(corrupted, fwd_hooks=[(name, mix)])
             vals.append(metric(logits, Batch(corrupted, None, torch.arange(4))).double())
@@ -151,8 +162,9 @@ def test_agrees_with_transformer_lens_attribution_patch(bridges, pair):
     clean, corrupted, legal = pair
     metric = legal_mass(legal)
     maps = activation_attribution(bridge, clean[:1], corrupted[:1], metric, ("mlp_out", "heads"))
-    tl = attribution_patch(bridge, clean[:1], corrupted[:1], lambda logits: metric(logits, Batch(
-        corrupted[:1], None, torch.arange(1)))[0])
+    tl = attribution_patch(
+        bridge, clean[:1], corrupted[:1], lambda logits: metric(logits, Batch(corrupted[:1], None, torch.arange(1)))[0]
+    )
     for node, score in tl.node_scores.items():
         if node.kind == "mlp_out":
             mine = maps["mlp_out"].frame.query(f"layer == {node.layer} and pos == {node.position}")["effect"]
@@ -163,8 +175,11 @@ def test_agrees_with_transformer_lens_attribution_patch(bridges, pair):
         assert float(mine.iloc[0]) == pytest.approx(score, abs=1e-5)
     for layer in range(int(bridge.cfg.n_layers)):
         for head in range(int(bridge.cfg.n_heads)):
-            want = sum(s for nd, s in tl.node_scores.items()
-                       if nd.kind == "attn_head_out" and nd.layer == layer and nd.head == head)
+            want = sum(
+                s
+                for nd, s in tl.node_scores.items()
+                if nd.kind == "attn_head_out" and nd.layer == layer and nd.head == head
+            )
             got = maps["heads"].frame.query(f"layer == {layer} and head == {head}")["effect"].iloc[0]
             assert float(got) == pytest.approx(want, abs=1e-5)
 
@@ -274,18 +289,35 @@ def test_no_hook_remains_and_bad_input(bridges, pair):
 def test_sweep_command_with_verify_top(tmp_path, tiny_city, tiny_model_config, capsys):
     """``interp sweep --method attribution --verify-top K``: the exact sweep's files from the
     estimates, and the top K layers measured exactly (equal to the exact reuse sweep)."""
+    from conftest import liven
+
     from interp.cli import main
     from interp.models import build_gpt2, load_checkpoint, save_checkpoint
     from interp.worlds.encoding import encode_sequences
     from interp.worlds.io import read_sequences, write_sequences
 
-    from conftest import liven
-
     save_checkpoint(liven(build_gpt2(tiny_city.vocab, tiny_model_config), 3), tiny_city, tmp_path / "best")
     write_sequences(tmp_path / "data" / "test.txt", tiny_city.generate(10, np.random.default_rng(5)))
     out = tmp_path / "att"
-    assert main(["sweep", "--model", str(tmp_path / "best"), "--method", "attribution", "--verify-top", "2",
-                 "--n", "10", "--out", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--model",
+                str(tmp_path / "best"),
+                "--method",
+                "attribution",
+                "--verify-top",
+                "2",
+                "--n",
+                "10",
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["method"] == "attribution"
     for name in ("sweep.csv", "sweep_layers.csv", "sweep.json", "verdicts.json", "layers.png", "verify.csv"):
@@ -304,16 +336,57 @@ def test_sweep_command_with_verify_top(tmp_path, tiny_city, tiny_model_config, c
     got = {r["layer"]: r["effect"] for r in summary["layers"]}
     for r in att.itertuples():
         assert got[r.layer] == pytest.approx(r.mean_effect, abs=1e-6)
-    assert main(["sweep", "--model", str(tmp_path / "best"), "--verify-top", "2", "--n", "4",
-                 "--out", str(tmp_path / "bad")]) == 2
+    assert (
+        main(
+            [
+                "sweep",
+                "--model",
+                str(tmp_path / "best"),
+                "--verify-top",
+                "2",
+                "--n",
+                "4",
+                "--out",
+                str(tmp_path / "bad"),
+            ]
+        )
+        == 2
+    )
     assert "--verify-top needs --method attribution" in capsys.readouterr().err
 
     out2 = tmp_path / "att_patch"
-    assert main(["sweep", "--model", str(tmp_path / "best"), "--kind", "activation-patching", "--method",
-                 "attribution", "--verify-top", "3", "--length", "6", "--edit-at", "2", "--n", "10",
-                 "--out", str(out2)]) == 0
-    for name in ("patching_resid_pre.csv", "patching_heads.csv", "verify_resid_pre.csv", "verify_heads.csv",
-                 "attribution_scatter_resid_pre.png", "attribution_scatter_heads.png"):
+    assert (
+        main(
+            [
+                "sweep",
+                "--model",
+                str(tmp_path / "best"),
+                "--kind",
+                "activation-patching",
+                "--method",
+                "attribution",
+                "--verify-top",
+                "3",
+                "--length",
+                "6",
+                "--edit-at",
+                "2",
+                "--n",
+                "10",
+                "--out",
+                str(out2),
+            ]
+        )
+        == 0
+    )
+    for name in (
+        "patching_resid_pre.csv",
+        "patching_heads.csv",
+        "verify_resid_pre.csv",
+        "verify_heads.csv",
+        "attribution_scatter_resid_pre.png",
+        "attribution_scatter_heads.png",
+    ):
         assert (out2 / name).is_file(), name
 
     # the run report shows the scatter and the verified table of a sweep folder
@@ -356,8 +429,8 @@ def test_pragworld_file_sweeps_dispatch_to_attribution(pw, tmp_path):
 def pw(tmp_path_factory):
     """A tiny PragWorld file and a lively word-level GPT-2 for it (as tests/test_pragworld_sweep.py)."""
     import pandas as pd
-
     from conftest import liven
+
     from interp.benchmarks.pragworld import label_prompt, load_pragworld, write_pragworld_csv
     from interp.models import ModelConfig, build_gpt2, load_bridge
     from interp.models.checkpoint import _word_level_tokenizer
@@ -367,20 +440,32 @@ def pw(tmp_path_factory):
     ctx = ["A: did you put the apples in the box\nB: I did", "A: where is Bob\nB: he went to the garden"]
     rows = []
     for g, c in enumerate(ctx):
-        rows.append(dict(context=c, question="is it yes?", gold=g % 2, altered=False, target="none",
-                         category=None, effect=None))
-        rows.append(dict(context=c + " not", question="is it yes?", gold=1 - g % 2, altered=True,
-                         target="context", category="negation", effect="flip"))
+        rows.append(
+            dict(context=c, question="is it yes?", gold=g % 2, altered=False, target="none", category=None, effect=None)
+        )
+        rows.append(
+            dict(
+                context=c + " not",
+                question="is it yes?",
+                gold=1 - g % 2,
+                altered=True,
+                target="context",
+                category="negation",
+                effect="flip",
+            )
+        )
     root = tmp_path_factory.mktemp("pw_att")
     csv = write_pragworld_csv(pd.DataFrame(rows), root / "tiny.csv")
     data = load_pragworld(csv)
-    words = {"yes", "no"} | {w for c, q in zip(data.rows["context"], data.rows["question"])
-                             for w in label_prompt(c, q).split()}
+    words = {"yes", "no"} | {
+        w for c, q in zip(data.rows["context"], data.rows["question"]) for w in label_prompt(c, q).split()
+    }
     vocab = Vocab.for_tokens(sorted(words))
     folder = root / "best"
     for seed in range(3, 20):  # weights whose answer changes on some alteration (so there is a pair)
-        liven(build_gpt2(vocab, ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=64, seed=0)), seed
-              ).save_pretrained(folder)
+        liven(build_gpt2(vocab, ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=64, seed=0)), seed).save_pretrained(
+            folder
+        )
         _word_level_tokenizer(vocab).save_pretrained(folder)
         bridge = load_bridge(folder).eval()
         task = YesNoTask.pragworld(folder, data.rows)

@@ -6,23 +6,25 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 
 def _cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "interp.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "interp.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 def test_help_does_not_import_torch_or_transformer_lens():
-    code = ("import sys, contextlib, io\n"
-            "from interp.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    try: main(['--help'])\n"
-            "    except SystemExit: pass\n"
-            "heavy = [m for m in ('torch', 'transformer_lens', 'transformers', 'numpy') if m in sys.modules]\n"
-            "print(heavy)")
+    code = (
+        "import sys, contextlib, io\n"
+        "from interp.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try: main(['--help'])\n"
+        "    except SystemExit: pass\n"
+        "heavy = [m for m in ('torch', 'transformer_lens', 'transformers', 'numpy') if m in sys.modules]\n"
+        "print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -39,7 +41,12 @@ def test_worlds_lists_every_world():
     out = _cli("worlds")
     assert out.returncode == 0
     assert [line.split()[0] for line in out.stdout.strip().splitlines()] == [
-        "dfa", "connect4", "streets", "othello", "dialogue"]
+        "dfa",
+        "connect4",
+        "streets",
+        "othello",
+        "dialogue",
+    ]
 
 
 def test_data_writes_legal_split_files(tmp_path):

@@ -7,10 +7,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import assert_legal_agrees_with_step
 
 from interp.worlds import IllegalTokenError, WorldError, parse_world, world_from_spec
 from interp.worlds.connect4 import Connect4World
-from conftest import assert_legal_agrees_with_step
 
 
 @pytest.fixture
@@ -89,8 +89,7 @@ def test_spec_round_trip_and_args(world: Connect4World) -> None:
     assert "connect4" in small.describe()
 
 
-@pytest.mark.parametrize(
-    "arg", ["n=0", "m=3", "n=x", "n", "n=2,max_len=15", "min_len=5,max_len=3", "n=2,n=3"])
+@pytest.mark.parametrize("arg", ["n=0", "m=3", "n=x", "n", "n=2,max_len=15", "min_len=5,max_len=3", "n=2,n=3"])
 def test_bad_args(arg: str) -> None:
     with pytest.raises(WorldError):
         parse_world(f"connect4:{arg}")

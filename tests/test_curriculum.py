@@ -24,9 +24,13 @@ def world_and_data():
 
 
 def _cfg(max_tokens, steps, tmp_path):
-    return replace(ExperimentConfig(), runs_dir=str(tmp_path), model=ModelConfig(n_layer=1, d_model=16, n_head=2, n_ctx=128),
-                   train=TrainConfig(steps=3, batch_size=8, warmup_steps=0, eval_every=0, checkpoint_every=0),
-                   curriculum=CurriculumConfig(max_tokens=max_tokens, steps=steps))
+    return replace(
+        ExperimentConfig(),
+        runs_dir=str(tmp_path),
+        model=ModelConfig(n_layer=1, d_model=16, n_head=2, n_ctx=128),
+        train=TrainConfig(steps=3, batch_size=8, warmup_steps=0, eval_every=0, checkpoint_every=0),
+        curriculum=CurriculumConfig(max_tokens=max_tokens, steps=steps),
+    )
 
 
 def test_each_stage_trains_only_on_short_sequences_with_its_own_steps(world_and_data, tmp_path, monkeypatch):
@@ -43,8 +47,17 @@ def test_each_stage_trains_only_on_short_sequences_with_its_own_steps(world_and_
     model = build_gpt2(world.vocab, cfg.model)
     before = [p.detach().clone() for p in model.parameters()]
     test_ids = encode_sequences(seqs[:20], world.vocab, 128)
-    records = train_curriculum(model, encode_sequences(seqs, world.vocab, 128), test_ids, cfg.curriculum, cfg.train,
-                               world.vocab.pad_id, tmp_path, progress=False, log=lambda *_: None)
+    records = train_curriculum(
+        model,
+        encode_sequences(seqs, world.vocab, 128),
+        test_ids,
+        cfg.curriculum,
+        cfg.train,
+        world.vocab.pad_id,
+        tmp_path,
+        progress=False,
+        log=lambda *_: None,
+    )
     assert [r["sequences"] for r in records] == [sum(len(s) <= 6 for s in seqs), sum(len(s) <= 10 for s in seqs)]
     assert records[0]["sequences"] < records[1]["sequences"] < len(seqs)  # the material really differs
     for (lengths, steps, out_dir), limit, want_steps, rec in zip(seen, (6, 10), (2, 4), records):
@@ -59,10 +72,18 @@ def test_a_stage_without_short_sequences_is_skipped_and_said(world_and_data, tmp
     lines = []
     model = build_gpt2(world.vocab, cfg.model)
     before = [p.detach().clone() for p in model.parameters()]
-    records = train_curriculum(model, encode_sequences(seqs, world.vocab, 128), None, cfg.curriculum, cfg.train,
-                               world.vocab.pad_id, tmp_path, progress=False, log=lines.append)
-    assert records == [{"max_tokens": 2, "steps": 5, "sequences": 0,
-                        "skipped": "no training sequence has ≤ 2 tokens"}]
+    records = train_curriculum(
+        model,
+        encode_sequences(seqs, world.vocab, 128),
+        None,
+        cfg.curriculum,
+        cfg.train,
+        world.vocab.pad_id,
+        tmp_path,
+        progress=False,
+        log=lines.append,
+    )
+    assert records == [{"max_tokens": 2, "steps": 5, "sequences": 0, "skipped": "no training sequence has ≤ 2 tokens"}]
     assert "skipped" in lines[0] and "shortest" in lines[0]
     assert all((a == p).all() for a, p in zip(before, model.parameters()))
 

@@ -11,10 +11,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
-from interp.experiment import (DEMO_MODEL, ExperimentConfig, data_hashes, load_experiment, make_data,
-                               package_model, run_experiment, shipped_model)
+
+from interp.experiment import (
+    DEMO_MODEL,
+    ExperimentConfig,
+    data_hashes,
+    load_experiment,
+    make_data,
+    package_model,
+    run_experiment,
+    shipped_model,
+)
 from interp.worlds import parse_world
 from interp.worlds.io import write_sequences
 
@@ -68,8 +76,9 @@ def test_a_run_of_the_shipped_recipe_starts_from_the_shipped_checkpoint(tiny_shi
 
 def test_retrain_a_changed_recipe_or_changed_data_train(tiny_shipped, tmp_path):
     cfg, base, folder = tiny_shipped
-    res = run_experiment(replace(cfg, name="retrained"), base, progress=False, log=lambda *_: None, retrain=True,
-                         shipped_folder=folder)
+    res = run_experiment(
+        replace(cfg, name="retrained"), base, progress=False, log=lambda *_: None, retrain=True, shipped_folder=folder
+    )
     assert "shipped" not in res["train"] and (Path(res["run_dir"]) / "curriculum").exists()
     other = replace(cfg, name="other", train=replace(cfg.train, steps=30))
     res = run_experiment(other, base, progress=False, log=lambda *_: None, shipped_folder=folder)
@@ -90,8 +99,17 @@ def test_retrain_a_changed_recipe_or_changed_data_train(tiny_shipped, tmp_path):
 def test_the_readme_demo_block_is_generated_from_the_quoted_run():
     """README.md's demo numbers are experiments/demo_results.py's output for the quoted run's
     results.json (committed beside the reproduction page); the slow test reruns the demo."""
-    out = subprocess.run([sys.executable, str(REPO / "experiments" / "demo_results.py"), str(QUOTED.parent),
-                          "--check", str(REPO / "README.md")], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "experiments" / "demo_results.py"),
+            str(QUOTED.parent),
+            "--check",
+            str(REPO / "README.md"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     quoted = json.loads(QUOTED.read_text())
     harmful = [r["layer"] for r in quoted["layers"]["mlp_zero"]["layers"] if r["verdict"] == "harmful"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 import pandas as pd
-
 from conftest import REPO
+
 from interp.worlds import parse_world
 
 sys.path.insert(0, str(REPO / "experiments"))
@@ -29,13 +29,18 @@ def test_trailing_loops_finds_a_back_and_forth_end_and_where_it_starts():
     a, b, go, back, *_ = _loop_and_way_in(world)
     far = next(n for n in world.graph.nodes if n not in (a, b))
     n = MIN_LOOP + 2
-    routes = pd.DataFrame({
-        "origin": [a, a, a],
-        # through the destination (a), elsewhere (far), and one turn too short to count
-        "destination": [a, far, a],
-        "tokens": [" ".join([go, back] * (n // 2)), " ".join([go, back] * (n // 2) + ["end"]),
-                   " ".join([go, back] * ((MIN_LOOP - 1) // 2) + [go][: (MIN_LOOP - 1) % 2])],
-    })
+    routes = pd.DataFrame(
+        {
+            "origin": [a, a, a],
+            # through the destination (a), elsewhere (far), and one turn too short to count
+            "destination": [a, far, a],
+            "tokens": [
+                " ".join([go, back] * (n // 2)),
+                " ".join([go, back] * (n // 2) + ["end"]),
+                " ".join([go, back] * ((MIN_LOOP - 1) // 2) + [go][: (MIN_LOOP - 1) % 2]),
+            ],
+        }
+    )
     got = trailing_loops(routes, world)
     assert got.loop.tolist() == [True, True, False]
     assert got.loop_from.tolist() == [0, 0, -1]  # the loop is the whole route; `end` is not a turn

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_legal_agrees_with_step
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interp.worlds import IllegalTokenError, WorldError, parse_world, world_from_spec
 from interp.worlds.dfa import DFAFormatError, DFAWorld
-from conftest import assert_legal_agrees_with_step
 
 # "an even number of a's", b's anywhere; q2 is unreachable, q3 a dead end with no way to accept.
 PARITY = {
@@ -159,20 +159,28 @@ def test_generate_is_legal_and_reports_rejections(parity: DFAWorld) -> None:
 
 
 def test_generate_truncates_at_dead_ends_and_counts() -> None:
-    chain = DFAWorld.from_dict({"alphabet": ["x"], "start": "0",
-                                "transitions": {"0": {"x": "1"}, "1": {"x": "2"}}, "max_len": 6})
+    chain = DFAWorld.from_dict(
+        {"alphabet": ["x"], "start": "0", "transitions": {"0": {"x": "1"}, "1": {"x": "2"}}, "max_len": 6}
+    )
     seqs = chain.generate(30, np.random.default_rng(1))
     assert all(s in (["x"], ["x", "x"]) for s in seqs)
     assert chain.last_generation is not None and chain.last_generation.truncated > 0
 
 
 def test_empty_language_and_impossible_lengths() -> None:
-    empty = DFAWorld.from_dict({"alphabet": ["a"], "start": "s", "accept": ["t"],
-                                "transitions": {"s": {"a": "s"}}})
+    empty = DFAWorld.from_dict({"alphabet": ["a"], "start": "s", "accept": ["t"], "transitions": {"s": {"a": "s"}}})
     with pytest.raises(WorldError, match="language is empty"):
         empty.generate(1, np.random.default_rng(0))
-    odd_only = DFAWorld.from_dict({"alphabet": ["a"], "start": "s", "accept": ["t"], "min_len": 2,
-                                   "max_len": 2, "transitions": {"s": {"a": "t"}, "t": {"a": "s"}}})
+    odd_only = DFAWorld.from_dict(
+        {
+            "alphabet": ["a"],
+            "start": "s",
+            "accept": ["t"],
+            "min_len": 2,
+            "max_len": 2,
+            "transitions": {"s": {"a": "t"}, "t": {"a": "s"}},
+        }
+    )
     with pytest.raises(WorldError, match="rejected"):
         odd_only.generate(1, np.random.default_rng(0))
 
@@ -213,8 +221,7 @@ def test_spec_round_trip(parity: DFAWorld) -> None:
     clone = world_from_spec(spec)
     assert isinstance(clone, DFAWorld) and clone.spec() == parity.spec()
     assert clone.generate(30, np.random.default_rng(5)) == parity.generate(30, np.random.default_rng(5))
-    assert all(clone.legal(q) == parity.legal(q) and clone.accepts(q) == parity.accepts(q)
-               for q in parity.states)
+    assert all(clone.legal(q) == parity.legal(q) and clone.accepts(q) == parity.accepts(q) for q in parity.states)
 
 
 # ---- random DFAs --------------------------------------------------------------------------------
@@ -225,9 +232,7 @@ def random_dfas(draw: st.DrawFn) -> dict:
     n = draw(st.integers(1, 6))
     alphabet = ["x", "y", "z"][: draw(st.integers(1, 3))]
     names = [f"s{i}" for i in range(n)]
-    transitions = {
-        q: {t: draw(st.sampled_from(names)) for t in alphabet if draw(st.booleans())} for q in names
-    }
+    transitions = {q: {t: draw(st.sampled_from(names)) for t in alphabet if draw(st.booleans())} for q in names}
     accept = draw(st.one_of(st.none(), st.lists(st.sampled_from(names), min_size=1, unique=True)))
     d = {"alphabet": alphabet, "start": "s0", "transitions": transitions}
     return d if accept is None else {**d, "accept": accept}

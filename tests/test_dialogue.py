@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-
 from conftest import REPO, assert_legal_agrees_with_step
+
 from interp.worlds import IllegalTokenError, WorldError, parse_world, world_from_spec
 from interp.worlds.dialogue import DialogueWorld, Item
 from interp.worlds.dialogue import alterations as A
@@ -27,6 +27,7 @@ NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
 
 
 # ---- an independent reader: items as individuals, one location each --------------------------------
+
 
 class Brute:
     """Reads conversation text the slow, obvious way: every placed item is an individual with a
@@ -85,7 +86,7 @@ def brute_read(tokens: list[str], cap: int) -> tuple[Brute, list[tuple[bool, str
         j = i + 1
         while j < len(tokens) and tokens[j] not in heads:
             j += 1
-        head, words = tokens[i], tokens[i + 1: j]
+        head, words = tokens[i], tokens[i + 1 : j]
         if head == "Q:":
             checks.append((b.ask(words[:-1]), words[-1]))
         else:
@@ -100,6 +101,7 @@ def brute_gold(item: Item, cap: int) -> bool:
 
 
 # ---- fixtures ----------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def world() -> DialogueWorld:
@@ -118,12 +120,14 @@ def sequences(world):
 
 def all_questions(world: DialogueWorld, two: bool = False) -> list[Question]:
     lex = world.lexicon
-    clauses = [Clause(q, o, loc) for q in (*lex.numbers, "all", "some", "any")
-               for o in lex.objects for loc in lex.locations]
+    clauses = [
+        Clause(q, o, loc) for q in (*lex.numbers, "all", "some", "any") for o in lex.objects for loc in lex.locations
+    ]
     out = [Question((c,)) for c in clauses]
     if two:
-        out += [Question((a, b), conn) for a, b in itertools.product(clauses[::5], clauses[::7])
-                for conn in ("and", "or")]
+        out += [
+            Question((a, b), conn) for a, b in itertools.product(clauses[::5], clauses[::7]) for conn in ("and", "or")
+        ]
     return out
 
 
@@ -135,6 +139,7 @@ def forced_answer(world: DialogueWorld, prefix_state, question: Question) -> boo
 
 
 # ---- the DFA -------------------------------------------------------------------------------------------
+
 
 def test_generated_sequences_are_legal_and_fit(world, sequences):
     assert all(world.is_legal_sequence(s) for s in sequences)
@@ -190,26 +195,34 @@ def test_semantics_by_hand():
 
     ctx = "P1: ann put two sheep in barn P2: bob and eve put one sheep in pond"
     assert gold(ctx, "are two sheep in barn ?") and not gold(ctx, "are three sheep in barn ?")
-    assert gold(ctx, "are some sheep in barn ?")           # two of three: some, and not all
+    assert gold(ctx, "are some sheep in barn ?")  # two of three: some, and not all
     assert not gold(ctx, "are all sheep in barn ?")
     assert gold(ctx + " P1: eve moved all sheep to field", "are all sheep in field ?")
     assert not gold(ctx + " P1: eve moved all sheep to field", "are some sheep in field ?")  # some ⇒ not all
     assert not gold(ctx + " P1: eve did not move all sheep to field", "are any sheep in field ?")
-    assert gold(ctx + " P2: the sheep sang in field", "are two sheep in barn ?")           # absurd: ignored
+    assert gold(ctx + " P2: the sheep sang in field", "are two sheep in barn ?")  # absurd: ignored
     assert gold(ctx, "are two sheep in barn and one sheep in pond ?")
-    assert not gold(ctx, "are two sheep in barn or one sheep in pond ?")                 # exclusive or
+    assert not gold(ctx, "are two sheep in barn or one sheep in pond ?")  # exclusive or
     assert gold(ctx, "are two sheep in barn or two sheep in pond ?")
-    assert not gold("", "are all fish in pond ?")                                       # no fish: not all
+    assert not gold("", "are all fish in pond ?")  # no fish: not all
     q = w.run("P1: ann put three fish in pond".split())
-    assert "fish" not in w.legal(w.run("P2: bob put one".split(), q))                   # the cap
-    assert "moved" not in w.legal(w.run(["P1:", "ann"]))                                # nothing to move
-    assert "ann" not in w.legal(w.run(["P1:", "ann", "and"]))                            # two different agents
+    assert "fish" not in w.legal(w.run("P2: bob put one".split(), q))  # the cap
+    assert "moved" not in w.legal(w.run(["P1:", "ann"]))  # nothing to move
+    assert "ann" not in w.legal(w.run(["P1:", "ann", "and"]))  # two different agents
 
 
 def test_bad_states_and_options():
     w = DialogueWorld(objects=2, locations=2)
-    for bad in [("turn",), ("turn", ((0, 0),)), ("nope", ((0, 0), (0, 0))), ("turn", ((4, 0), (0, 0))),
-                ("subj", ((0, 0), (0, 0))), 5, "turn", ("ans", ((0, 0), (0, 0)), "maybe")]:
+    for bad in [
+        ("turn",),
+        ("turn", ((0, 0),)),
+        ("nope", ((0, 0), (0, 0))),
+        ("turn", ((4, 0), (0, 0))),
+        ("subj", ((0, 0), (0, 0))),
+        5,
+        "turn",
+        ("ans", ((0, 0), (0, 0)), "maybe"),
+    ]:
         with pytest.raises(WorldError):
             w.legal(bad)
     for arg in ["objects=9", "agents=1", "colour=2", "min_utts=5,max_utts=2", "probes=0"]:
@@ -233,6 +246,7 @@ def test_parse_is_the_inverse_of_tokens(sequences):
 
 
 # ---- sampling, seeds, prefixes ---------------------------------------------------------------------------
+
 
 def test_seeds_reproduce(world):
     from interp.worlds.dialogue.export import benchmark_rows
@@ -260,6 +274,7 @@ def test_sample_prefix_reaches_every_kind_of_state(world, sequences):
 
 
 # ---- the Myhill–Nerode twins of the alteration labels ---------------------------------------------
+
 
 def test_same_facts_admit_the_same_answers(world):
     """Compression's twin of invariant alterations: two different conversations reaching one state
@@ -297,12 +312,13 @@ def test_oracle_scores_one_on_myhill_nerode(small):
 
 # ---- alterations -----------------------------------------------------------------------------------------
 
+
 def _diff(a: Item, b: Item) -> tuple[list[int], list[int], bool]:
     """(indices of changed utterances in a, in b, question changed) — aligned by an insertion."""
     ca, cb = a.context, b.context
     if len(cb) == len(ca) + 1:
         k = next((i for i in range(len(ca)) if ca[i] != cb[i]), len(ca))
-        assert ca[k:] == cb[k + 1:]
+        assert ca[k:] == cb[k + 1 :]
         return [], [k], a.question != b.question
     assert len(ca) == len(cb)
     changed = [i for i in range(len(ca)) if ca[i] != cb[i]]
@@ -360,9 +376,13 @@ def test_alterations_are_minimal_edits(world, altered):
             assert len(d) == 2 and d[0] == d[1][::-1]
             continue
         assert len(d) == 1, (a.category, d)
-        (old, new), = d
-        kind = {A.SUBSTITUTION: set(lex.agents) | set(lex.objects) | set(lex.locations),
-                A.QUANTITY: set(lex.numbers), A.QUANTIFIER: {"all", "some"}, A.CONNECTIVE: {"and", "or"}}
+        ((old, new),) = d
+        kind = {
+            A.SUBSTITUTION: set(lex.agents) | set(lex.objects) | set(lex.locations),
+            A.QUANTITY: set(lex.numbers),
+            A.QUANTIFIER: {"all", "some"},
+            A.CONNECTIVE: {"and", "or"},
+        }
         assert {old, new} <= kind[a.category]
         if a.category == A.SUBSTITUTION:
             assert any({old, new} <= set(p) for p in (lex.agents, lex.objects, lex.locations))
@@ -383,11 +403,14 @@ def test_candidates_are_legal_and_deterministic(world):
         assert options == A.candidates(world, item, c)
         for edit, gold in options:
             assert world.is_legal_sequence(edit.item.prompt_tokens()) and gold == world.gold(edit.item)
-    assert A.alter(world, Item((), Question((Clause("any", "fish", "pond"),))), A.CONNECTIVE,
-                   np.random.default_rng(0)) is None  # nothing to change
+    assert (
+        A.alter(world, Item((), Question((Clause("any", "fish", "pond"),))), A.CONNECTIVE, np.random.default_rng(0))
+        is None
+    )  # nothing to change
 
 
 # ---- export: the PragWorld layout, read back by the benchmark's loader --------------------------
+
 
 def test_benchmark_csv_round_trip(world, tmp_path):
     from interp.benchmarks.pragworld import load_pragworld
@@ -395,8 +418,9 @@ def test_benchmark_csv_round_trip(world, tmp_path):
 
     path = write_benchmark(world, tmp_path / "b.csv", n_groups=12, seed=1)
     header = path.read_text().splitlines()[0]
-    assert header == ("Local Context,Question,Answer,Perturbation?,Perturbation Target,"
-                      "Perturbation Category,Perturbation Effect")
+    assert header == (
+        "Local Context,Question,Answer,Perturbation?,Perturbation Target,Perturbation Category,Perturbation Effect"
+    )
     data = load_pragworld(path)
     rows, mine = data.rows, benchmark_rows(world, 12, seed=1)
     assert len(rows) == len(mine) and data.n_groups == 12 and not data.dropped
@@ -411,6 +435,7 @@ def test_benchmark_csv_round_trip(world, tmp_path):
 
 
 # ---- QA scoring with an oracle model -----------------------------------------------------------------
+
 
 class OracleHF(torch.nn.Module):
     """A 'Hugging Face' causal LM whose logits are 0 on the world's legal tokens, −30 elsewhere."""
@@ -435,8 +460,8 @@ class OracleHF(torch.nn.Module):
 
 
 def test_qa_scoring_with_an_oracle(world, sequences, tmp_path):
-    from interp.worlds.dialogue.export import write_benchmark
     from interp.metrics.dialogue_qa import evaluate_benchmark, probe_accuracy
+    from interp.worlds.dialogue.export import write_benchmark
 
     oracle = OracleHF(world)
     acc = probe_accuracy(oracle, world, sequences[:40], batch_size=16)
@@ -449,8 +474,13 @@ def test_cli_lists_and_draws_the_world(tmp_path):
     env_py = [sys.executable, "-m", "interp.cli"]
     out = subprocess.run([*env_py, "worlds"], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert "dialogue" in out
-    subprocess.run([*env_py, "data", "--world", "dialogue:max_utts=4", "--n", "50", "--out", str(tmp_path)],
-                   capture_output=True, text=True, cwd=REPO, check=True)
+    subprocess.run(
+        [*env_py, "data", "--world", "dialogue:max_utts=4", "--n", "50", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
     from interp.worlds.io import read_sequences
 
     w = parse_world("dialogue:max_utts=4")

@@ -29,7 +29,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-
 from conftest import REPO
 
 DOCS = REPO / "docs"
@@ -38,6 +37,7 @@ sys.path.insert(0, str(DOCS / "_ext"))
 
 # ---- the build ---------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     pytest.importorskip("sphinx", reason="the docs extra is not installed (pip install -e '.[docs]')")
@@ -45,17 +45,47 @@ def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n", "-q", "-E",
-         "-d", str(out / "doctrees"), str(DOCS), str(out / "html")],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-b",
+            "html",
+            "-W",
+            "--keep-going",
+            "-n",
+            "-q",
+            "-E",
+            "-d",
+            str(out / "doctrees"),
+            str(DOCS),
+            str(out / "html"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
     assert proc.returncode == 0, f"the strict docs build failed:\n{proc.stderr[-6000:]}"
     return out / "html"
 
 
 def test_site_has_every_section(site):
-    for page in ("index", "getting-started", "concepts/index", "guides/index", "tutorials/index",
-                 "reproductions/index", "benchmarks/index", "cli", "api/index", "architecture",
-                 "tutorials/notebooks/world_model", "tutorials/notebooks/layer_analysis"):
+    for page in (
+        "index",
+        "getting-started",
+        "concepts/index",
+        "guides/index",
+        "tutorials/index",
+        "reproductions/index",
+        "benchmarks/index",
+        "cli",
+        "api/index",
+        "architecture",
+        "tutorials/notebooks/world_model",
+        "tutorials/notebooks/layer_analysis",
+    ):
         assert (site / f"{page}.html").is_file(), f"{page}.html was not built"
 
 
@@ -130,22 +160,31 @@ def test_no_broken_internal_link(site):
 
 
 def test_the_link_checker_finds_what_it_claims(tmp_path):
-    (tmp_path / "a.html").write_text('<p id="here"><a href="b.html#there">x</a><a href="#here">y</a>'
-                                     '<a href="missing.html">z</a><img src="img/x.png">'
-                                     '<a href="https://example.org/nowhere">w</a></p>')
+    (tmp_path / "a.html").write_text(
+        '<p id="here"><a href="b.html#there">x</a><a href="#here">y</a>'
+        '<a href="missing.html">z</a><img src="img/x.png">'
+        '<a href="https://example.org/nowhere">w</a></p>'
+    )
     (tmp_path / "b.html").write_text('<p id="elsewhere"><a href="a.html#here">back</a></p>')
-    assert broken_links(tmp_path) == ["a.html -> b.html#there (no such id)", "a.html -> missing.html",
-                                      "a.html -> img/x.png"]
+    assert broken_links(tmp_path) == [
+        "a.html -> b.html#there (no such id)",
+        "a.html -> missing.html",
+        "a.html -> img/x.png",
+    ]
 
 
 # ---- the sources the site is generated from ---------------------------------------------------
+
 
 def public_objects() -> dict[str, object]:
     """``home name → object`` for every public class and function defined in interp."""
     import interp
 
-    names = ["interp"] + [m.name for m in pkgutil.walk_packages(interp.__path__, "interp.")
-                          if not m.name.endswith("__main__") and not m.name.startswith("interp.cli.")]
+    names = ["interp"] + [
+        m.name
+        for m in pkgutil.walk_packages(interp.__path__, "interp.")
+        if not m.name.endswith("__main__") and not m.name.startswith("interp.cli.")
+    ]
     out = {}
     for name in names:
         module = importlib.import_module(name)
@@ -183,6 +222,7 @@ def test_the_docstring_rule_catches_a_dataclass_without_one():
     @dataclasses.dataclass
     class Told:
         """Says what it is."""
+
         x: int
 
     def bare():
@@ -212,17 +252,24 @@ def test_every_cli_command_and_option_has_help():
     commands = list(_commands(build_parser()))
     assert len(commands) > 10
     missing = [full for full, text, _ in commands if not (text or "").strip()]
-    missing += [f"{full} {a.option_strings[0] if a.option_strings else a.dest}"
-                for full, _, sub in commands for a in _options(sub)
-                if not (a.help or "").strip() or a.help == argparse.SUPPRESS]
+    missing += [
+        f"{full} {a.option_strings[0] if a.option_strings else a.dest}"
+        for full, _, sub in commands
+        for a in _options(sub)
+        if not (a.help or "").strip() or a.help == argparse.SUPPRESS
+    ]
     assert missing == [], "commands/options without help:\n" + "\n".join(missing)
 
 
 def test_every_room_has_an_api_page():
     from test_imports import ROOMS
 
-    missing = [r for r in ROOMS if f"interp-api:: interp.{r}" not in
-               ((DOCS / "api" / f"{r}.md").read_text(encoding="utf-8") if (DOCS / "api" / f"{r}.md").is_file() else "")]
+    missing = [
+        r
+        for r in ROOMS
+        if f"interp-api:: interp.{r}"
+        not in ((DOCS / "api" / f"{r}.md").read_text(encoding="utf-8") if (DOCS / "api" / f"{r}.md").is_file() else "")
+    ]
     assert missing == [], f"rooms without docs/api/<room>.md: {missing}"
 
 
@@ -231,10 +278,39 @@ def test_docstring_normaliser_keeps_interp_style_valid_rest():
     them, become valid reST; literal blocks and inline literals are left as they are."""
     from interp_docs import normalise_docstring
 
-    lines = ["Kinds", "- ``zero``: 0,", "  continued", "- ``mean``", "After the list |x| and ``|y|``.",
-             "", "Example::", "", "    a | b", "", "Parameters", "----------", "rule: the rule,",
-             "    continued.", "depth: k."]
+    lines = [
+        "Kinds",
+        "- ``zero``: 0,",
+        "  continued",
+        "- ``mean``",
+        "After the list |x| and ``|y|``.",
+        "",
+        "Example::",
+        "",
+        "    a | b",
+        "",
+        "Parameters",
+        "----------",
+        "rule: the rule,",
+        "    continued.",
+        "depth: k.",
+    ]
     assert normalise_docstring(lines) == [
-        "Kinds", "", "- ``zero``: 0,", "  continued", "- ``mean``", "", r"After the list \|x\| and ``|y|``.",
-        "", "Example::", "", "    a | b", "", ".. rubric:: Parameters", "", ":rule: the rule,",
-        "    continued.", ":depth: k."]
+        "Kinds",
+        "",
+        "- ``zero``: 0,",
+        "  continued",
+        "- ``mean``",
+        "",
+        r"After the list \|x\| and ``|y|``.",
+        "",
+        "Example::",
+        "",
+        "    a | b",
+        "",
+        ".. rubric:: Parameters",
+        "",
+        ":rule: the rule,",
+        "    continued.",
+        ":depth: k.",
+    ]

@@ -14,11 +14,11 @@ import torch
 
 from tests.conftest import REPO, save_gpt2_and_llama
 
+
 def _train_cfg(**kw):
     from interp.train import TrainConfig
 
-    base = dict(steps=10, batch_size=8, lr=3e-3, min_lr=3e-4, warmup_steps=2, eval_every=0, checkpoint_every=0,
-                seed=1)
+    base = dict(steps=10, batch_size=8, lr=3e-3, min_lr=3e-4, warmup_steps=2, eval_every=0, checkpoint_every=0, seed=1)
     base.update(kw)
     return TrainConfig(**base)
 
@@ -28,8 +28,12 @@ def world_data(tiny_city):
     from interp.worlds.encoding import encode_sequences
 
     seqs = tiny_city.generate(80, np.random.default_rng(0))
-    return seqs[:64], seqs[64:], encode_sequences(seqs[:64], tiny_city.vocab), encode_sequences(seqs[64:],
-                                                                                                 tiny_city.vocab)
+    return (
+        seqs[:64],
+        seqs[64:],
+        encode_sequences(seqs[:64], tiny_city.vocab),
+        encode_sequences(seqs[64:], tiny_city.vocab),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +82,9 @@ def test_hooked_mlp_module_is_the_bridge_hook_mlp_out(ckpts, arch):
         ours = dict(coll.outputs)
     assert not any(m._forward_hooks for m in model.modules())
     bridge = load_bridge(ckpts[arch])
-    _, cache = bridge.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_mlp_out") or n.endswith("mlp.hook_out"))
+    _, cache = bridge.run_with_cache(
+        ids, names_filter=lambda n: n.endswith("hook_mlp_out") or n.endswith("mlp.hook_out")
+    )
     for layer in layers:
         key = next(k for k in (f"blocks.{layer}.hook_mlp_out", f"blocks.{layer}.mlp.hook_out") if k in cache)
         torch.testing.assert_close(ours[layer], cache[key], atol=1e-5, rtol=1e-4)
@@ -98,8 +104,10 @@ def test_hls_penalty_equals_hand_computation_over_non_padding(ckpts, world_data,
         got = term.compute(batch)
     # by hand: each layer's MLP recomputed from its own hook-free forward, summed over real positions
     outs = {}
-    handles = [m.register_forward_hook(lambda mod, a, o, k=k: outs.__setitem__(k, o.detach()))
-               for k, m in zip([0, 1], mlp_modules(model, [0, 1]))]
+    handles = [
+        m.register_forward_hook(lambda mod, a, o, k=k: outs.__setitem__(k, o.detach()))
+        for k, m in zip([0, 1], mlp_modules(model, [0, 1]))
+    ]
     with torch.no_grad():
         model(batch.inputs)
     for h in handles:
@@ -133,8 +141,9 @@ def test_beta_zero_is_plain_training_bit_for_bit(ckpts, world_data, tiny_city):
     plain = _hf(ckpts["gpt2"])
     train(plain, world_data[2], None, cfg, pad_id=tiny_city.vocab.pad_id, progress=False)
     zero = _hf(ckpts["gpt2"])
-    hist = train(zero, world_data[2], None, cfg, loss_terms=[HLS([1], weight=0.0)], pad_id=tiny_city.vocab.pad_id,
-                 progress=False).history
+    hist = train(
+        zero, world_data[2], None, cfg, loss_terms=[HLS([1], weight=0.0)], pad_id=tiny_city.vocab.pad_id, progress=False
+    ).history
     assert hist["hls"].iloc[-1] > 0  # the penalty was computed, only weighted by 0
     want = _params(plain)
     for n, p in zero.named_parameters():
@@ -156,9 +165,9 @@ def _check_against_hand_written_loop(ckpts, world_data, tiny_city, weighting):
 
     import torch.nn.functional as F
 
+    from interp.models.parallel import make_accelerator
     from interp.train import learning_rate, make_batch, train
     from interp.train.data import LengthBucketedBatches
-    from interp.models.parallel import make_accelerator
 
     cfg = dataclasses.replace(_train_cfg(), loss_weighting=weighting)
     ids, pad = world_data[2], tiny_city.vocab.pad_id
@@ -166,8 +175,11 @@ def _check_against_hand_written_loop(ckpts, world_data, tiny_city, weighting):
     ref = _hf(ckpts["gpt2"])
     decay = [p for p in ref.parameters() if p.dim() >= 2]
     rest = [p for p in ref.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(cfg.beta1, cfg.beta2),
+    )
     rows = LengthBucketedBatches((ids != pad).sum(dim=1), cfg.batch_size, cfg.seed)
     torch.manual_seed(0)  # dropout draws
     ref.train()
@@ -176,8 +188,9 @@ def _check_against_hand_written_loop(ckpts, world_data, tiny_city, weighting):
         for g in opt.param_groups:
             g["lr"] = learning_rate(cfg, step)
         logits = ref(b.inputs).logits
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b.targets.reshape(-1), ignore_index=-100,
-                               reduction="sum")
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), b.targets.reshape(-1), ignore_index=-100, reduction="sum"
+        )
         loss = loss / (per_batch if weighting == "token" else int((b.targets != -100).sum()))
         opt.zero_grad()
         loss.backward()
@@ -192,7 +205,7 @@ def _check_against_hand_written_loop(ckpts, world_data, tiny_city, weighting):
             x, y = p.detach(), want[n]
             if n.endswith("attn.c_attn.bias"):  # the key bias's true gradient is 0: rounding noise (see below)
                 d = x.shape[0] // 3
-                x, y = torch.cat([x[:d], x[2 * d:]]), torch.cat([y[:d], y[2 * d:]])
+                x, y = torch.cat([x[:d], x[2 * d :]]), torch.cat([y[:d], y[2 * d :]])
             torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=n)
 
 
@@ -200,8 +213,8 @@ def test_an_interrupted_finetune_resumes_to_the_uninterrupted_weights(ckpts, wor
     """HLS + ULA under a 1-process accelerator, stopped at step 4 (the state of an interruption) and
     resumed with freshly built terms: the model and the ULA heads end bit for bit where an
     uninterrupted run ends (with dropout on: the RNG state is restored too)."""
-    from interp.train import train
     from interp.models.parallel import make_accelerator
+    from interp.train import train
     from interp.train.regularisers import HLS, ULA, LabelCoding, ULAHeads, last_state_labels
 
     coding = LabelCoding.fit(last_state_labels(tiny_city, world_data[0]))
@@ -216,8 +229,19 @@ def test_an_interrupted_finetune_resumes_to_the_uninterrupted_weights(ckpts, wor
         model = AutoModelForCausalLM.from_pretrained(ckpts["gpt2"], resid_pdrop=0.2, embd_pdrop=0.2)
         heads = ULAHeads([0], 32, coding.classes, hidden=8, seed=2)
         terms = [HLS([1], weight=0.5), ULA(heads, weight=0.3)]
-        res = train(model, world_data[2], world_data[3], cfg, out, pad_id=pad, loss_terms=terms, labels=labels,
-                    accelerator=make_accelerator("cpu"), stop_at=stop_at, progress=False)
+        res = train(
+            model,
+            world_data[2],
+            world_data[3],
+            cfg,
+            out,
+            pad_id=pad,
+            loss_terms=terms,
+            labels=labels,
+            accelerator=make_accelerator("cpu"),
+            stop_at=stop_at,
+            progress=False,
+        )
         return model, heads, res
 
     whole, whole_heads, whole_res = run(tmp_path / "whole")
@@ -269,8 +293,16 @@ def test_ula_heads_round_trip_and_train(ckpts, world_data, tiny_city, tmp_path):
     heads = ULAHeads([0, 1], 32, coding.classes, hidden=16, seed=3, task="current-state label")
     before = {k: v.clone() for k, v in heads.state_dict().items()}
     model = _hf(ckpts["gpt2"])
-    hist = train(model, world_data[2], None, _train_cfg(), loss_terms=[ULA(heads, weight=1.0)], labels=labels,
-                 pad_id=tiny_city.vocab.pad_id, progress=False).history
+    hist = train(
+        model,
+        world_data[2],
+        None,
+        _train_cfg(),
+        loss_terms=[ULA(heads, weight=1.0)],
+        labels=labels,
+        pad_id=tiny_city.vocab.pad_id,
+        progress=False,
+    ).history
     assert hist["ula"].iloc[-1] < hist["ula"].iloc[0] + 1.0
     assert any(not torch.equal(before[k], v) for k, v in heads.state_dict().items())  # the heads trained
     heads.save(tmp_path)
@@ -299,8 +331,8 @@ def test_ula_pools_the_last_scored_position(tiny_city):
 
 def test_bad_layer_lists_and_verdict_files_raise(ckpts, world_data, tiny_city, tmp_path):
     from interp.analysis import ModelMismatchError, layer_verdicts, mlp_zero_sweep, token_loss
-    from interp.models import load_bridge
     from interp.config import RegulariserConfig
+    from interp.models import load_bridge
     from interp.train.finetune import resolve_layers
     from interp.train.regularisers import HLS, LayerSpecError
 
@@ -355,21 +387,23 @@ def _write_config(path, ckpt, out, **over):
         f'seeds = {json.dumps(seeds)}\ndevice = "cpu"\n{extra}'
         f"[train]\nsteps = {steps}\nbatch_size = 8\nlr = 3e-3\nmin_lr = 3e-4\nwarmup_steps = 2\n"
         f"eval_every = 0\ncheckpoint_every = 0\n"
-        f"[data]\nn_eval = 12\n[regulariser]\n{reg}[eval]\n{evals}")
+        f"[data]\nn_eval = 12\n[regulariser]\n{reg}[eval]\n{evals}"
+    )
     return path
 
 
 def _cli(*args, timeout=240):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "interp.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "interp.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout
+    )
 
 
 def test_run_finetune_writes_table_and_figure(ckpts, tmp_path):
     import pandas as pd
 
-    from interp.models import load_checkpoint
     from interp.config import load_finetune_config
+    from interp.models import load_checkpoint
     from interp.train.finetune import run_finetune
     from interp.train.regularisers import ULAHeads
 
@@ -382,8 +416,15 @@ def test_run_finetune_writes_table_and_figure(ckpts, tmp_path):
     assert (out / "finetune.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = pd.read_csv(out / "finetune_table.csv")
     assert set(table.model) == {"before", "plain", "hls", "ula"}
-    for m in ("heldout_loss", "next_token_position", "mlp_out_sq", "sweep_effect_token_loss",
-              "mn_compression_precision", "mn_distinction_precision", "mn_distinction_recall"):
+    for m in (
+        "heldout_loss",
+        "next_token_position",
+        "mlp_out_sq",
+        "sweep_effect_token_loss",
+        "mn_compression_precision",
+        "mn_distinction_precision",
+        "mn_distinction_recall",
+    ):
         assert m in set(table.metric), m
     assert "| metric | layer | before | plain | hls | ula |" in report.markdown()
     assert any("transformer.h.1.mlp" in line for line in logged)  # says which module it hooks
@@ -414,10 +455,10 @@ def test_an_interrupted_finetune_command_resumes_where_it_stopped(ckpts, tmp_pat
     from interp.train.trainer import TrainingInterrupted
 
     none = "next_token = false\nmlp_sq = false\nsweep = false\nmn = false\n"
-    whole = _write_config(tmp_path / "whole.toml", ckpts["gpt2"], tmp_path / "whole", objectives=["ula"],
-                          eval=none, steps=7)
-    cut = _write_config(tmp_path / "cut.toml", ckpts["gpt2"], tmp_path / "cut", objectives=["ula"], eval=none,
-                        steps=7)
+    whole = _write_config(
+        tmp_path / "whole.toml", ckpts["gpt2"], tmp_path / "whole", objectives=["ula"], eval=none, steps=7
+    )
+    cut = _write_config(tmp_path / "cut.toml", ckpts["gpt2"], tmp_path / "cut", objectives=["ula"], eval=none, steps=7)
     run_finetune(load_finetune_config(whole), progress=False, log=lambda s: None)
     calls, partial = [], ULA.partial
 
@@ -452,8 +493,9 @@ def test_an_interrupted_finetune_command_resumes_where_it_stopped(ckpts, tmp_pat
 
 
 def test_finetune_command_refuses_bad_layers(ckpts, tmp_path):
-    cfg = _write_config(tmp_path / "ft.toml", ckpts["gpt2"], tmp_path / "out", objectives=["hls"],
-                        regulariser="harmful = [7]\n")
+    cfg = _write_config(
+        tmp_path / "ft.toml", ckpts["gpt2"], tmp_path / "out", objectives=["hls"], regulariser="harmful = [7]\n"
+    )
     res = _cli("finetune", "--config", str(cfg), "--no-progress", timeout=120)
     assert res.returncode == 2
     assert "layer 7 is out of range" in res.stderr and "Traceback" not in res.stderr
@@ -473,10 +515,12 @@ def test_two_gloo_processes_match_one(ckpts, tmp_path):
     from interp.train.regularisers import ULAHeads
 
     none = "next_token = false\nmlp_sq = false\nsweep = false\nmn = false\n"
-    one = _write_config(tmp_path / "one.toml", ckpts["gpt2"], tmp_path / "one", objectives=["hls", "ula"],
-                        eval=none, steps=5)
-    two = _write_config(tmp_path / "two.toml", ckpts["gpt2"], tmp_path / "two", objectives=["hls", "ula"],
-                        eval=none, steps=5)
+    one = _write_config(
+        tmp_path / "one.toml", ckpts["gpt2"], tmp_path / "one", objectives=["hls", "ula"], eval=none, steps=5
+    )
+    two = _write_config(
+        tmp_path / "two.toml", ckpts["gpt2"], tmp_path / "two", objectives=["hls", "ula"], eval=none, steps=5
+    )
     run_finetune(load_finetune_config(one), progress=False, log=lambda s: None)
     res = _cli("finetune", "--config", str(two), "--processes", "2", "--no-progress", timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -494,7 +538,7 @@ def test_two_gloo_processes_match_one(ckpts, tmp_path):
                 # The key bias has a true gradient of exactly 0 (softmax is shift-invariant), so its
                 # gradient is rounding noise that Adam normalises to steps of ~lr: compare q and v only.
                 d = x.shape[0] // 3
-                x, y = torch.cat([x[:d], x[2 * d:]]), torch.cat([y[:d], y[2 * d:]])
+                x, y = torch.cat([x[:d], x[2 * d :]]), torch.cat([y[:d], y[2 * d :]])
             torch.testing.assert_close(y, x, msg=f"{run} {k}")
     ha, hb = ULAHeads.load(tmp_path / "one" / "ula_s0" / "model"), ULAHeads.load(tmp_path / "two" / "ula_s0" / "model")
     for k, v in ha.state_dict().items():
@@ -521,9 +565,9 @@ def test_shard_and_gather_round_trip():
 
 def test_lora_finetuning_with_hls(ckpts, world_data, tiny_city, tmp_path):
     pytest.importorskip("peft")
+    from interp.analysis.suite import mean_squared_mlp_out
     from interp.config import LoraSettings
     from interp.train import train
-    from interp.analysis.suite import mean_squared_mlp_out
     from interp.train.finetune import _apply_lora, _merged
     from interp.train.regularisers import HLS
 
@@ -531,8 +575,15 @@ def test_lora_finetuning_with_hls(ckpts, world_data, tiny_city, tmp_path):
     model = _apply_lora(_hf(ckpts["gpt2"]), LoraSettings(enabled=True, r=4, alpha=8, target_modules=("c_fc", "c_proj")))
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
-    hist = train(model, world_data[2], None, _train_cfg(lr=1e-2), loss_terms=[HLS([1], weight=1.0)],
-                 pad_id=tiny_city.vocab.pad_id, progress=False).history
+    hist = train(
+        model,
+        world_data[2],
+        None,
+        _train_cfg(lr=1e-2),
+        loss_terms=[HLS([1], weight=1.0)],
+        pad_id=tiny_city.vocab.pad_id,
+        progress=False,
+    ).history
     assert "hls" in hist
     merged = _merged(model)
     assert type(merged).__name__ == "GPT2LMHeadModel"
@@ -575,8 +626,18 @@ def qa_model(tmp_path_factory):
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", unk_token="<unk>")
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(vocab), n_positions=256, n_embd=32, n_layer=2, n_head=2,
-                                       bos_token_id=1, eos_token_id=1, pad_token_id=0))
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=len(vocab),
+            n_positions=256,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            bos_token_id=1,
+            eos_token_id=1,
+            pad_token_id=0,
+        )
+    )
     model.save_pretrained(root / "model")
     tok.save_pretrained(root / "model")
     return root
@@ -596,13 +657,20 @@ def test_finetune_on_pragworld_qa_rows(qa_model, tmp_path):
         f'[data]\nkind = "pragworld"\ntrain = "{qa_model / "train.csv"}"\ntest = "{qa_model / "test.csv"}"\n'
         "n_eval = 0\n[regulariser]\nharmful = [1]\nuseful = [0]\nbeta = 1.0\nalpha = 0.1\nhead_hidden = 8\n"
         "[train]\nsteps = 4\nbatch_size = 8\nlr = 3e-3\nmin_lr = 3e-4\nwarmup_steps = 1\neval_every = 0\n"
-        "checkpoint_every = 0\n[eval]\nn_boot = 50\n")
+        "checkpoint_every = 0\n[eval]\nn_boot = 50\n"
+    )
     report = run_finetune(load_finetune_config(cfg), progress=False, log=lambda s: None)
     table = pd.read_csv(tmp_path / "out" / "finetune_table.csv")
     assert set(table.model) == {"before", "plain", "hls", "ula"}
     metrics = set(table.metric)
-    for m in ("pragworld_robust", "pragworld_yes", "pragworld_no", "pragworld_flip", "mlp_out_sq",
-              "sweep_effect_p_gold"):
+    for m in (
+        "pragworld_robust",
+        "pragworld_yes",
+        "pragworld_no",
+        "pragworld_flip",
+        "mlp_out_sq",
+        "sweep_effect_p_gold",
+    ):
         assert m in metrics, m
     assert not any(m.startswith("mn_") for m in metrics)  # no world, no Myhill–Nerode
     robust = table[(table.metric == "pragworld_robust") & (table.model == "before")].iloc[0]
@@ -644,24 +712,29 @@ def test_ula_labels_are_the_gold_answer_on_dialogue(dialogue_ckpt, tiny_city, wo
     assert len(LabelCoding.fit(last_state_labels(world, seqs)).classes) > 2
     assert ula_labels(world, [seqs[0][:-1]])[0] == [None]  # no answer at the end: not trained on
     # other worlds keep the current-state label
-    assert ula_labels(tiny_city, world_data[0]) == (last_state_labels(tiny_city, world_data[0]),
-                                                    "current-state label")
+    assert ula_labels(tiny_city, world_data[0]) == (last_state_labels(tiny_city, world_data[0]), "current-state label")
 
 
 def test_finetune_on_dialogue_adds_qa_accuracy(dialogue_ckpt, tmp_path):
     import pandas as pd
 
-    from interp.models import load_checkpoint
     from interp.config import load_finetune_config
+    from interp.metrics.dialogue_qa import probe_accuracy
+    from interp.models import load_checkpoint
     from interp.train.finetune import run_finetune
     from interp.train.regularisers import ULAHeads
-    from interp.metrics.dialogue_qa import probe_accuracy
     from interp.worlds.io import read_sequences
 
     best, world, _ = dialogue_ckpt
-    cfg = _write_config(tmp_path / "ft.toml", best, tmp_path / "out", objectives=["plain", "ula"], steps=4,
-                        regulariser="useful = [1]\nalpha = 0.1\nhead_hidden = 16\n",
-                        eval="mn = false\nnext_token = false\nsweep = false\nqa_groups = 6\nn_boot = 50\n")
+    cfg = _write_config(
+        tmp_path / "ft.toml",
+        best,
+        tmp_path / "out",
+        objectives=["plain", "ula"],
+        steps=4,
+        regulariser="useful = [1]\nalpha = 0.1\nhead_hidden = 16\n",
+        eval="mn = false\nnext_token = false\nsweep = false\nqa_groups = 6\nn_boot = 50\n",
+    )
     run_finetune(load_finetune_config(cfg), progress=False, log=lambda s: None)
     table = pd.read_csv(tmp_path / "out" / "finetune_table.csv")
     for m in ("qa_probe_accuracy", "qa_probe_yes", "qa_probe_no", "pragworld_robust", "pragworld_flip"):

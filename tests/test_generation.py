@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import liven, save_gpt2_and_llama
+
 from interp.hooks import intervene, zero
 from interp.models.generate import greedy_generate, sliding_window
 
@@ -20,8 +20,9 @@ LENGTHS = (5, 11, 3, 8, 14)
 def ckpts(tmp_path_factory, tiny_city):
     from interp.models import ModelConfig
 
-    return save_gpt2_and_llama(tmp_path_factory.mktemp("gen"), tiny_city,
-                               ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=32, seed=0))
+    return save_gpt2_and_llama(
+        tmp_path_factory.mktemp("gen"), tiny_city, ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=32, seed=0)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def _hf_greedy(hf, prompts, n_new, zero_mlp: int | None = None) -> list[list[int
             with torch.no_grad():
                 for _ in range(n_new):
                     ids.append(int(hf(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
-            out.append(ids[len(p):])
+            out.append(ids[len(p) :])
         return out
     finally:
         if handle is not None:
@@ -103,13 +104,14 @@ def test_every_generated_token_goes_through_the_hooks(bridges, prompts):
     assert len({len(r) for r in cached}) > 1 and not any(t in eos for r in cached for t in r)
     assert seen[0] == (len(prompts), max(LENGTHS))
     assert set(seen[1:]) == {(len(prompts), 1)} and len(seen) == max(map(len, cached)) + (
-        0 if max(map(len, cached)) == 6 else 1)
+        0 if max(map(len, cached)) == 6 else 1
+    )
     assert _hooks_left(bridge) == 0
 
 
 def test_stop_callback_and_batches(bridges, prompts):
     bridge = bridges["llama"]
-    stop = (lambda new: len(new) >= 2 and new[-1] == new[-2])
+    stop = lambda new: len(new) >= 2 and new[-1] == new[-2]
     a = greedy_generate(bridge, prompts, pad_id=0, max_new_tokens=8, stop=stop, use_cache=True)
     b = [greedy_generate(bridge, [p], pad_id=0, max_new_tokens=8, stop=stop, use_cache=False)[0] for p in prompts]
     assert a == b
@@ -135,10 +137,24 @@ def test_sliding_window_model_falls_back_to_the_exact_loop(tmp_path, prompts, ti
     from interp.models.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
-    model = liven(MistralForCausalLM(MistralConfig(
-        vocab_size=len(tiny_city.vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32, sliding_window=4,
-        pad_token_id=0, bos_token_id=1, eos_token_id=1)), 2)
+    model = liven(
+        MistralForCausalLM(
+            MistralConfig(
+                vocab_size=len(tiny_city.vocab),
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                max_position_embeddings=32,
+                sliding_window=4,
+                pad_token_id=0,
+                bos_token_id=1,
+                eos_token_id=1,
+            )
+        ),
+        2,
+    )
     bridge = load_bridge(save_checkpoint(model, tiny_city, tmp_path / "mistral"))
     assert sliding_window(bridge) == 4
     with pytest.raises(ValueError, match="sliding window of 4"):
@@ -161,12 +177,25 @@ def _bpe_gpt2(folder, texts, seed: int, newline_gain: float = 1.0):
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=320, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    core.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=320, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     torch.manual_seed(seed)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=core.get_vocab_size(), n_positions=256, n_embd=32, n_layer=2,
-                                       n_head=2, bos_token_id=0, eos_token_id=0))
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=core.get_vocab_size(),
+            n_positions=256,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    )
     liven(model, seed)
     with torch.no_grad():
         model.lm_head.weight[tok("\n")["input_ids"][0]] *= newline_gain
@@ -178,20 +207,24 @@ def _bpe_gpt2(folder, texts, seed: int, newline_gain: float = 1.0):
 def test_generate_responses_cached_equals_full_on_text(tmp_path):
     """The PragWorld entry point on a byte-level BPE: decoded text, newline stopping and EOS, both
     paths alike, under an intervention."""
-    from interp.metrics.pragworld_eval import generate_responses
     from interp.benchmarks.pragworld.prompts import benchmark_prompt
+    from interp.metrics.pragworld_eval import generate_responses
     from interp.models import load_bridge
 
     ctx = "A: did you take the dog to the garden\nB: yes I did\nA: and the cat\nB: no"
-    prompts = [benchmark_prompt(ctx, "did B take the dog?"), benchmark_prompt(ctx[:30], "is the cat here?"),
-               "A: yes\nB:"]
+    prompts = [
+        benchmark_prompt(ctx, "did B take the dog?"),
+        benchmark_prompt(ctx[:30], "is the cat here?"),
+        "A: yes\nB:",
+    ]
     bridge = load_bridge(_bpe_gpt2(tmp_path, prompts * 3 + ["(yes)\n(no)\n"], 4, newline_gain=4.0))
     out = {}
     with intervene(bridge, [zero("mlp_out:0")]):
         for stop in (True, False):
             a = generate_responses(bridge, prompts, max_new_tokens=8, batch_size=3, stop_at_newline=stop)
-            b = generate_responses(bridge, prompts, max_new_tokens=8, batch_size=3, stop_at_newline=stop,
-                                   use_cache=False)
+            b = generate_responses(
+                bridge, prompts, max_new_tokens=8, batch_size=3, stop_at_newline=stop, use_cache=False
+            )
             assert a == b and all(a)
             out[stop] = a
     # newline stopping is exercised: a row ends its first line early, the same row runs on without it
@@ -218,8 +251,17 @@ def test_cached_equals_full_loop_on_other_architectures(arch, tmp_path, tiny_cit
 
     config_cls, model_cls, extra = ARCHS[arch]
     config = getattr(transformers, config_cls)(
-        vocab_size=len(tiny_city.vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=1, **extra)
+        vocab_size=len(tiny_city.vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=1,
+        **extra,
+    )
     torch.manual_seed(0)
     model = liven(getattr(transformers, model_cls)(config), 7)
     bridge = load_bridge(save_checkpoint(model, tiny_city, tmp_path / arch))

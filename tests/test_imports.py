@@ -30,30 +30,32 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the rooms, bottom up (docs/architecture.md). Plumbing (imports nothing of interp) first, then the flow:
 #: files → worlds → models → tasks → hooks → metrics → analysis → figures → training → the jobs.
 ROOMS = (
-    "results", "config", "stats",     # plumbing: result protocol, TOML configs, intervals
-    "machine",                         # machine facts quoted beside timings (CPU, threads, matmul peak)
-    "benchmarks",                      # published files (PragWorld CSVs, prompts, yes/no parser)
-    "worlds",                          # World protocol, vocabulary and its encoding, the worlds
-    "models",                          # GPT-2 build, checkpoints, the LM view, devices, processes
-    "tasks",                           # a dataset meets a model's tokenizer
-    "hooks",                           # sites and interventions as data
-    "metrics",                         # world-model metrics, PragWorld evaluation and scoring
-    "analysis",                        # sweeps, patching, attribution, verdicts, evaluation suite
-    "viz",                             # figures and the report, drawn from results
-    "train",                           # the one loop, regularisers, planting, fine-tuning
-    "sweep",                           # the layer-analysis job (``interp sweep``)
-    "pragworld_job",                   # PragWorld on a pretrained model (``interp run`` with job = "pragworld")
-    "experiment",                      # the train-and-test job (``interp train``)
-    "pipeline",                        # the main job (``interp run``)
-    "cli",                             # the ``interp`` command
+    "results",
+    "config",
+    "stats",  # plumbing: result protocol, TOML configs, intervals
+    "machine",  # machine facts quoted beside timings (CPU, threads, matmul peak)
+    "benchmarks",  # published files (PragWorld CSVs, prompts, yes/no parser)
+    "worlds",  # World protocol, vocabulary and its encoding, the worlds
+    "models",  # GPT-2 build, checkpoints, the LM view, devices, processes
+    "tasks",  # a dataset meets a model's tokenizer
+    "hooks",  # sites and interventions as data
+    "metrics",  # world-model metrics, PragWorld evaluation and scoring
+    "analysis",  # sweeps, patching, attribution, verdicts, evaluation suite
+    "viz",  # figures and the report, drawn from results
+    "train",  # the one loop, regularisers, planting, fine-tuning
+    "sweep",  # the layer-analysis job (``interp sweep``)
+    "pragworld_job",  # PragWorld on a pretrained model (``interp run`` with job = "pragworld")
+    "experiment",  # the train-and-test job (``interp train``)
+    "pipeline",  # the main job (``interp run``)
+    "cli",  # the ``interp`` command
 )
 RANK = {room: i for i, room in enumerate(ROOMS)}
 
 
 @dataclass(frozen=True)
 class Edge:
-    source: str   # importing module
-    target: str   # imported interp module
+    source: str  # importing module
+    target: str  # imported interp module
     line: int
     type_only: bool
 
@@ -74,7 +76,8 @@ def _type_checking_lines(tree: ast.AST) -> set[int]:
         if isinstance(node, ast.If):
             t = node.test
             if (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-                    isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"):
+                isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+            ):
                 for sub in node.body:
                     lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
     return lines
@@ -92,8 +95,12 @@ def _targets(mods: dict[str, Path], cur: str, node: ast.AST) -> list[str]:
         else:
             base = node.module or ""
         return [f"{base}.{a.name}" for a in node.names]
-    if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)):
+    if (
+        isinstance(node, ast.Call)
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
         if name == "import_module":
@@ -124,8 +131,13 @@ def room_of(module: str) -> str:
 
 def back_imports(edges: list[Edge]) -> list[Edge]:
     """Imports of a room listed after the importer's (the package ``interp`` may import any)."""
-    return [e for e in edges if room_of(e.source) != "interp" and room_of(e.source) != room_of(e.target)
-            and RANK[room_of(e.target)] > RANK[room_of(e.source)]]
+    return [
+        e
+        for e in edges
+        if room_of(e.source) != "interp"
+        and room_of(e.source) != room_of(e.target)
+        and RANK[room_of(e.target)] > RANK[room_of(e.source)]
+    ]
 
 
 def module_cycles(edges: list[Edge]) -> list[list[str]]:
@@ -135,8 +147,10 @@ def module_cycles(edges: list[Edge]) -> list[list[str]]:
 
 
 def _explain(e: Edge) -> str:
-    return (f"{e.source.replace('.', '/')}.py:{e.line} imports {e.target}: room {room_of(e.source)!r} sits below "
-            f"{room_of(e.target)!r} (ROOMS in tests/test_imports.py, docs/architecture.md)")
+    return (
+        f"{e.source.replace('.', '/')}.py:{e.line} imports {e.target}: room {room_of(e.source)!r} sits below "
+        f"{room_of(e.target)!r} (ROOMS in tests/test_imports.py, docs/architecture.md)"
+    )
 
 
 # ---------------------------------------------------------------- the checks on interp itself
@@ -186,38 +200,52 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_checker_finds_a_planted_back_import_inside_a_function(tmp_path):
-    root = _tree(tmp_path, {
-        "interp/__init__.py": "",
-        "interp/worlds/__init__.py": "",
-        "interp/worlds/base.py": "def f():\n    from interp.train.data import make_batch\n",
-        "interp/train/__init__.py": "",
-        "interp/train/data.py": "from interp.worlds.base import f\n",
-        "interp/metrics/__init__.py": "",
-        "interp/metrics/x.py": "from ..viz import layers\nimport importlib\nimportlib.import_module('interp.analysis.y')\n",
-        "interp/viz/__init__.py": "", "interp/viz/layers.py": "",
-        "interp/analysis/__init__.py": "", "interp/analysis/y.py": "",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "interp/__init__.py": "",
+            "interp/worlds/__init__.py": "",
+            "interp/worlds/base.py": "def f():\n    from interp.train.data import make_batch\n",
+            "interp/train/__init__.py": "",
+            "interp/train/data.py": "from interp.worlds.base import f\n",
+            "interp/metrics/__init__.py": "",
+            "interp/metrics/x.py": "from ..viz import layers\nimport importlib\nimportlib.import_module('interp.analysis.y')\n",
+            "interp/viz/__init__.py": "",
+            "interp/viz/layers.py": "",
+            "interp/analysis/__init__.py": "",
+            "interp/analysis/y.py": "",
+        },
+    )
     bad = {(e.source, e.target, e.line) for e in back_imports(import_edges(root))}
-    assert bad == {("interp.worlds.base", "interp.train.data", 2), ("interp.metrics.x", "interp.viz.layers", 1),
-                   ("interp.metrics.x", "interp.analysis.y", 3)}
+    assert bad == {
+        ("interp.worlds.base", "interp.train.data", 2),
+        ("interp.metrics.x", "interp.viz.layers", 1),
+        ("interp.metrics.x", "interp.analysis.y", 3),
+    }
     # worlds.base ↔ train.data is also a module cycle (one side inside a function)
     assert module_cycles(import_edges(root)) == [["interp.train.data", "interp.worlds.base"]]
 
 
 def test_checker_counts_type_checking_imports(tmp_path):
-    root = _tree(tmp_path, {
-        "interp/__init__.py": "",
-        "interp/worlds/__init__.py": "",
-        "interp/worlds/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from interp.worlds.b import B\n"
-                              "    from interp.models.m import M\n",
-        "interp/worlds/b.py": "from interp.worlds.a import *\n",
-        "interp/models/__init__.py": "", "interp/models/m.py": "",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "interp/__init__.py": "",
+            "interp/worlds/__init__.py": "",
+            "interp/worlds/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from interp.worlds.b import B\n"
+            "    from interp.models.m import M\n",
+            "interp/worlds/b.py": "from interp.worlds.a import *\n",
+            "interp/models/__init__.py": "",
+            "interp/models/m.py": "",
+        },
+    )
     edges = import_edges(root)
     assert [(e.source, e.target) for e in back_imports(edges)] == [("interp.worlds.a", "interp.models.m")]
     assert module_cycles(edges) == [["interp.worlds.a", "interp.worlds.b"]]
     assert {e.target: e.type_only for e in edges if e.source == "interp.worlds.a"} == {
-        "interp.worlds.b": True, "interp.models.m": True}
+        "interp.worlds.b": True,
+        "interp.models.m": True,
+    }
 
 
 @pytest.mark.parametrize("room", ["results", "worlds", "analysis", "cli"])

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import REPO, SHARED_DATA
 
 from interp.experiment import load_experiment, run_experiment
-from conftest import REPO, SHARED_DATA
 
 
 @pytest.fixture(scope="module")
@@ -33,20 +33,32 @@ def test_run_folder_has_everything(tiny_run):
     from pathlib import Path
 
     run = Path(tiny_run["run_dir"])
-    for name in ("config.json", "world.json", "results.json", "train_log.csv", "next_token.csv",
-                 "data/train.txt", "data/test.txt", "best/model.safetensors", "last/interp.json"):
+    for name in (
+        "config.json",
+        "world.json",
+        "results.json",
+        "train_log.csv",
+        "next_token.csv",
+        "data/train.txt",
+        "data/test.txt",
+        "best/model.safetensors",
+        "last/interp.json",
+    ):
         assert (run / name).exists(), name
     saved = json.loads((run / "results.json").read_text())
     assert saved["next_token"] == tiny_run["next_token"]
     # no (origin, destination) pair is in both train and test
-    pairs = [{tuple(line.split()[:2]) for line in (run / f"data/{s}.txt").read_text().splitlines()}
-             for s in ("train", "test")]
+    pairs = [
+        {tuple(line.split()[:2]) for line in (run / f"data/{s}.txt").read_text().splitlines()}
+        for s in ("train", "test")
+    ]
     assert not pairs[0] & pairs[1]
 
 
 def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "interp.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "interp.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 def test_cli_next_token_json_on_the_trained_checkpoint(tiny_run):

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import REPO, save_gpt2_and_llama, warm_bridges
 
-from conftest import REPO
 from interp.hooks import (
     COMPONENTS,
     Alignment,
@@ -35,7 +35,6 @@ from interp.hooks import (
     to_json,
     zero,
 )
-from conftest import save_gpt2_and_llama, warm_bridges
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +79,18 @@ def _recorded(bridge, ids, interventions, site_name, **kw):
 
 def _n_hooks(bridge) -> int:
     points = {id(hp): hp for hp in bridge.hook_dict.values()}.values()
-    return sum(len(hp._forward_hooks) + len(hp._forward_pre_hooks) + len(hp._backward_hooks)
-               + len(hp.fwd_hooks) + len(hp.bwd_hooks) for hp in points)
+    return sum(
+        len(hp._forward_hooks)
+        + len(hp._forward_pre_hooks)
+        + len(hp._backward_hooks)
+        + len(hp.fwd_hooks)
+        + len(hp.bwd_hooks)
+        for hp in points
+    )
 
 
 # ---- sites and names ------------------------------------------------------------------------------
+
 
 def test_parse_site_and_hook_names():
     assert parse_site("mlp_out:3") == Site(3, "mlp_out")
@@ -95,8 +101,13 @@ def test_parse_site_and_hook_names():
     assert parse_site("pattern:1").hook_name == "blocks.1.attn.hook_pattern"
     for text in ("mlp_out:3", "z:2.1", "pattern:0", "resid_mid:4"):
         assert str(parse_site(text)) == text
-    for bad, match in (("mlp:3", "unknown component"), ("mlp_out", "cannot parse"), ("z:1.x", "cannot parse"),
-                       ("mlp_out:1.0", "has no heads"), ("mlp_out:-1", "cannot parse")):
+    for bad, match in (
+        ("mlp:3", "unknown component"),
+        ("mlp_out", "cannot parse"),
+        ("z:1.x", "cannot parse"),
+        ("mlp_out:1.0", "has no heads"),
+        ("mlp_out:-1", "cannot parse"),
+    ):
         with pytest.raises(SiteError, match=match):
             parse_site(bad)
 
@@ -115,8 +126,10 @@ def test_site_validation_against_the_model(bridge):
 def test_missing_or_refused_hooks_are_clear_errors():
     """A bridge without a hook (or whose driver refuses it) names the site and what it has."""
     hp = SimpleNamespace(name="blocks.0.mlp.hook_out")
-    stub = SimpleNamespace(cfg=SimpleNamespace(n_layers=1, n_heads=2, architecture="Stub"),
-                           hook_dict={"blocks.0.hook_mlp_out": hp, "blocks.0.mlp.hook_out": hp})
+    stub = SimpleNamespace(
+        cfg=SimpleNamespace(n_layers=1, n_heads=2, architecture="Stub"),
+        hook_dict={"blocks.0.hook_mlp_out": hp, "blocks.0.mlp.hook_out": hp},
+    )
     with pytest.raises(SiteError, match=r"exposes no hook 'blocks.0.attn.hook_z'.*sites it has at layer 0: mlp_out"):
         check_site(parse_site("z:0.1"), stub)
 
@@ -143,6 +156,7 @@ def test_aliases_and_canonical_names(bridge):
     def rec(alias):
         def fn(t, hook):
             seen[alias] = hook.name
+
         return fn
 
     aliases = [tpl.format(layer=1) for tpl in COMPONENTS.values()]
@@ -156,6 +170,7 @@ def test_aliases_and_canonical_names(bridge):
 
 # ---- kinds ----------------------------------------------------------------------------------------
 
+
 def test_zero_mlp_equals_a_hand_written_hook(bridge, ids):
     clean = bridge(ids)
     ablated, active = _run(bridge, ids, [zero("mlp_out:1")])
@@ -165,8 +180,17 @@ def test_zero_mlp_equals_a_hand_written_hook(bridge, ids):
     assert active.calls == [1]
 
 
-SITES = ["resid_pre:1", "resid_mid:1", "resid_post:0", "attn_out:0", "mlp_out:0", "z:1.1", "z:0", "pattern:1.0",
-         "pattern:0"]
+SITES = [
+    "resid_pre:1",
+    "resid_mid:1",
+    "resid_post:0",
+    "attn_out:0",
+    "mlp_out:0",
+    "z:1.1",
+    "z:0",
+    "pattern:1.0",
+    "pattern:0",
+]
 
 
 def _every_kind():
@@ -214,6 +238,7 @@ def test_resid_mid_edits_the_residual_stream(bridge, ids):
     def rec(name):
         def fn(t, hook):
             got[name] = t.detach().clone()
+
         return fn
 
     recs = [(n, rec(n)) for n in ("blocks.1.hook_resid_mid", "blocks.1.hook_mlp_out", "blocks.1.hook_resid_post")]
@@ -222,15 +247,19 @@ def test_resid_mid_edits_the_residual_stream(bridge, ids):
     assert torch.all(got["blocks.1.hook_resid_mid"] == 0)
     torch.testing.assert_close(got["blocks.1.hook_resid_post"], got["blocks.1.hook_mlp_out"])
     _, cache = bridge.run_with_cache(ids)
-    with torch.no_grad(), bridge.hooks(fwd_hooks=[("blocks.1.hook_resid_mid", lambda t, hook: torch.zeros_like(t))]
-                                       + recs[1:]):
+    with (
+        torch.no_grad(),
+        bridge.hooks(fwd_hooks=[("blocks.1.hook_resid_mid", lambda t, hook: torch.zeros_like(t))] + recs[1:]),
+    ):
         bridge(ids)
     # canary for TL 4.3's semantics: if this starts failing, the bridge fixed resid_mid upstream
-    torch.testing.assert_close(got["blocks.1.hook_resid_post"],
-                               cache["blocks.1.hook_resid_mid"] + got["blocks.1.hook_mlp_out"])
+    torch.testing.assert_close(
+        got["blocks.1.hook_resid_post"], cache["blocks.1.hook_resid_mid"] + got["blocks.1.hook_mlp_out"]
+    )
 
 
 # ---- positions ------------------------------------------------------------------------------------
+
 
 def test_patch_and_resample_with_an_alignment_move_the_right_positions(bridge, ids, other):
     name = "blocks.1.hook_resid_pre"
@@ -252,8 +281,7 @@ def test_patch_and_resample_with_an_alignment_move_the_right_positions(bridge, i
     b = _recorded(bridge, ids, [resample("resid_pre:1", "src", positions=align, seed=7)], name, sources={"src": src})
     torch.testing.assert_close(a, b)  # seeded
     for row in range(ids.shape[0]):
-        matches = [r for r in range(src.shape[0])
-                   if all(torch.allclose(a[row, d], s[r, sp]) for d, sp in align.pairs)]
+        matches = [r for r in range(src.shape[0]) if all(torch.allclose(a[row, d], s[r, sp]) for d, sp in align.pairs)]
         assert matches, f"row {row} took no source row"
     torch.testing.assert_close(a[:, untouched], c[:, untouched])
 
@@ -283,16 +311,17 @@ def test_mean_ablation_uses_the_reference_mean(bridge, ids, other):
     name = "blocks.0.hook_mlp_out"
     mask = torch.ones_like(other)
     mask[0, 5:] = 0
-    got = _recorded(bridge, ids, [mean("mlp_out:0", "ref")], name,
-                    sources={"ref": Source(tokens=other, attention_mask=mask)})
+    got = _recorded(
+        bridge, ids, [mean("mlp_out:0", "ref")], name, sources={"ref": Source(tokens=other, attention_mask=mask)}
+    )
     # the source ran with its mask (and positions), so compare against a masked run of the reference
-    _, ref_masked = bridge.run_with_cache(other, attention_mask=mask,
-                                          position_ids=(mask.cumsum(1) - 1).clamp(min=0))
+    _, ref_masked = bridge.run_with_cache(other, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0))
     want = (ref_masked[name] * mask[..., None]).sum((0, 1)) / mask.sum()
     torch.testing.assert_close(got, want.expand_as(got))
 
 
 # ---- hooks never leak -----------------------------------------------------------------------------
+
 
 def test_no_hooks_remain_after_the_block_or_an_exception(bridge, ids):
     before = _n_hooks(bridge)
@@ -329,8 +358,11 @@ def test_compile_gives_hook_tuples_for_run_with_hooks(bridge, ids):
 def test_edits_keep_gradients(bridge, ids):
     """The hooks are differentiable (a training penalty can run under them)."""
     w = next(p for p in bridge.blocks[0].mlp.parameters() if p.dim() == 2)
-    with intervene(bridge, [scale("mlp_out:0", 0.5, positions=[1, 2]), patch("resid_mid:1", "self", positions=[0])],
-                   sources={"self": ids}):
+    with intervene(
+        bridge,
+        [scale("mlp_out:0", 0.5, positions=[1, 2]), patch("resid_mid:1", "self", positions=[0])],
+        sources={"self": ids},
+    ):
         bridge(ids).logsumexp(-1).sum().backward()
     assert w.grad is not None and w.grad.abs().sum() > 0
     bridge.zero_grad(set_to_none=True)
@@ -338,20 +370,35 @@ def test_edits_keep_gradients(bridge, ids):
 
 # ---- serialisation --------------------------------------------------------------------------------
 
+
 def test_serialisation_round_trip():
-    ivs = [zero("mlp_out:3"), scale("attn_out:0", 0.5, positions="last"), mean("z:2.1", "ref", positions=[0, -1]),
-           resample("resid_pre:1", "others", seed=4), patch("pattern:1.0", "clean"),
-           patch("resid_pre:2", "altered", positions=Alignment(((0, 0), (3, 5))))]
+    ivs = [
+        zero("mlp_out:3"),
+        scale("attn_out:0", 0.5, positions="last"),
+        mean("z:2.1", "ref", positions=[0, -1]),
+        resample("resid_pre:1", "others", seed=4),
+        patch("pattern:1.0", "clean"),
+        patch("resid_pre:2", "altered", positions=Alignment(((0, 0), (3, 5)))),
+    ]
     text = to_json(ivs)
     assert from_json(text) == ivs
-    assert json.loads(text)[5] == {"site": "resid_pre:2", "kind": "patch",
-                                   "positions": {"align": [[0, 0], [3, 5]]}, "source": "altered"}
+    assert json.loads(text)[5] == {
+        "site": "resid_pre:2",
+        "kind": "patch",
+        "positions": {"align": [[0, 0], [3, 5]]},
+        "source": "altered",
+    }
     assert Intervention.from_dict({"site": "mlp_out:1"}) == zero("mlp_out:1")
     assert hash(ivs[5]) == hash(from_json(text)[5])  # frozen and hashable
     assert Alignment.matching("a b c d".split(), "a x c d e".split()).pairs == ((0, 0), (2, 2), (3, 3))
     # a substitution next to a repeated token pairs positions with themselves (difflib alone shifts them)
     assert Alignment.matching("2 12 W W E E".split(), "2 12 W W N E".split()).pairs == (
-        (0, 0), (1, 1), (2, 2), (3, 3), (5, 5))
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (3, 3),
+        (5, 5),
+    )
     assert Alignment.matching("a b a".split(), "a a".split()).pairs == ((0, 0), (2, 1))  # an insertion/deletion
     for bad, match in (
         (lambda: Intervention(Site(0, "mlp_out"), "scale"), "finite factor"),
@@ -369,6 +416,7 @@ def test_serialisation_round_trip():
 
 # ---- metrics under interventions ------------------------------------------------------------------
 
+
 def test_cached_extension_runs_under_the_intervention(bridges, tiny_city):
     """BridgeLM's KV-cached steps see the hooks: extension equals the ablated full forward."""
     from interp.models.lm import BridgeLM
@@ -382,15 +430,35 @@ def test_cached_extension_runs_under_the_intervention(bridges, tiny_city):
     assert active.calls == [2, 2]  # start + one cached step
     full_ids = encode_sequences([prefix + ["N"]], tiny_city.vocab)
     with torch.no_grad():
-        full = bridge.run_with_hooks(full_ids, fwd_hooks=compile_interventions(
-            [zero("mlp_out:1"), zero("resid_mid:0")], bridge))
+        full = bridge.run_with_hooks(
+            full_ids, fwd_hooks=compile_interventions([zero("mlp_out:1"), zero("resid_mid:0")], bridge)
+        )
     torch.testing.assert_close(cached[0], torch.log_softmax(full[0, -1], -1), atol=1e-5, rtol=1e-5)
 
 
 def test_cli_metrics_and_next_token_report_the_ablation(checkpoints, capsys):
-    out = subprocess.run([sys.executable, "-m", "interp.cli", "metrics", "--model", str(checkpoints["gpt2"]),
-                          "--ablate", "mlp_out:1", "--pairs", "3", "--depth", "2", "--json", "--no-progress"],
-                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "interp.cli",
+            "metrics",
+            "--model",
+            str(checkpoints["gpt2"]),
+            "--ablate",
+            "mlp_out:1",
+            "--pairs",
+            "3",
+            "--depth",
+            "2",
+            "--json",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr
     assert "intervention active: zero mlp_out:1 at all positions" in out.stderr
     s = json.loads(out.stdout.strip().splitlines()[-1])
@@ -400,8 +468,23 @@ def test_cli_metrics_and_next_token_report_the_ablation(checkpoints, capsys):
 
     from interp.cli import main
 
-    assert main(["next-token", "--model", str(checkpoints["llama"]), "--n", "8", "--json",
-                 "--ablate", "mlp_out:0", "--ablate", "z:1.1"]) == 0
+    assert (
+        main(
+            [
+                "next-token",
+                "--model",
+                str(checkpoints["llama"]),
+                "--n",
+                "8",
+                "--json",
+                "--ablate",
+                "mlp_out:0",
+                "--ablate",
+                "z:1.1",
+            ]
+        )
+        == 0
+    )
     s = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(i["site"], i["calls"] > 0) for i in s["interventions"]] == [("mlp_out:0", True), ("z:1.1", True)]
     assert main(["metrics", "--model", str(checkpoints["gpt2"]), "--ablate", "mlp_out:9", "--pairs", "2"]) == 2

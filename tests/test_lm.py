@@ -32,8 +32,9 @@ def _full_logprobs(lm, prefixes):
 def test_start_with_unequal_prefixes_equals_separate_forwards(bridge_lm, tiny_city):
     seqs = tiny_city.generate(6, np.random.default_rng(0))
     prefixes = [s[: 2 + i] for i, s in enumerate(seqs)]
-    torch.testing.assert_close(bridge_lm.start(prefixes).logprobs, _full_logprobs(bridge_lm, prefixes),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        bridge_lm.start(prefixes).logprobs, _full_logprobs(bridge_lm, prefixes), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_tree_extension_equals_full_forwards(bridge_lm, tiny_city):
@@ -56,7 +57,7 @@ def test_packed_tree_extension_equals_full_forwards(bridge_lm, tiny_city, slots,
     levels, packed with 1, 3, 16 or chosen query slots per bin, in forwards of a few tokens."""
     lm = BridgeLM(bridge_lm.bridge, tiny_city.vocab, batch_size=batch_size, slots=slots)
     seqs = tiny_city.generate(4, np.random.default_rng(3))
-    prefixes = [s[:2 + i] for i, s in enumerate(seqs)]
+    prefixes = [s[: 2 + i] for i, s in enumerate(seqs)]
     cur = lm.start(prefixes)
     torch.testing.assert_close(cur.logprobs, _full_logprobs(lm, prefixes), atol=1e-5, rtol=1e-5)
     rows = [list(p) for p in prefixes]
@@ -91,7 +92,7 @@ def test_packed_extension_on_llama_equals_full_forwards(tmp_path, tiny_city, tin
     path = save_gpt2_and_llama(tmp_path, tiny_city, tiny_model_config)["llama"]
     lm = BridgeLM(load_checkpoint(path).bridge, tiny_city.vocab, batch_size=16)
     seqs = tiny_city.generate(3, np.random.default_rng(5))
-    rows = [s[:3 + i] for i, s in enumerate(seqs)]
+    rows = [s[: 3 + i] for i, s in enumerate(seqs)]
     cur = lm.start(rows)
     rng = np.random.default_rng(6)
     for n_new in (7, 15):
@@ -107,8 +108,9 @@ def test_a_cursor_can_be_extended_again(bridge_lm):
     a = bridge_lm.extend(cur, [0, 1], ["N", "S"]).logprobs
     b = bridge_lm.extend(cur, [1, 0, 0], ["E", "N", "W"]).logprobs  # extend never modifies its cursor
     torch.testing.assert_close(b[1], a[0], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(b, _full_logprobs(bridge_lm, [["2", "3", "N", "E"], ["0", "1", "N"], ["0", "1", "W"]]),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        b, _full_logprobs(bridge_lm, [["2", "3", "N", "E"], ["0", "1", "N"], ["0", "1", "W"]]), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_hooks_on_the_bridge_apply_to_cached_steps(bridge_lm):

@@ -22,10 +22,15 @@ X = torch.tensor([[1, 5, 6, 7, 9], [1, 8, 4, 3, 2]])
 @pytest.fixture(scope="module")
 def ckpts(tmp_path_factory, tiny_city):
     from conftest import save_gpt2_and_llama
+
     from interp.models import ModelConfig
 
-    return save_gpt2_and_llama(tmp_path_factory.mktemp("load"), tiny_city,
-                               ModelConfig(n_layer=3, d_model=32, n_head=2, n_ctx=32, seed=0), llama_layers=3)
+    return save_gpt2_and_llama(
+        tmp_path_factory.mktemp("load"),
+        tiny_city,
+        ModelConfig(n_layer=3, d_model=32, n_head=2, n_ctx=32, seed=0),
+        llama_layers=3,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -102,12 +107,15 @@ def test_online_but_unreachable_hub_falls_back_to_the_cache(ckpts, tmp_path):
     hub = tmp_path / "hub"
     _fake_cache(hub, "interp-tests/tiny-gpt2", ckpts["gpt2"])
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
-    env.update(HF_HUB_CACHE=str(hub), HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_ETAG_TIMEOUT="2",
-               HF_HUB_DOWNLOAD_TIMEOUT="2")
-    code = ("from interp.models.checkpoint import CheckpointError, resolve_model\n"
-            "print('cached:', resolve_model('interp-tests/tiny-gpt2'))\n"
-            "try:\n    resolve_model('interp-tests/not-cached')\n"
-            "except CheckpointError as e:\n    print('error:', e)\n")
+    env.update(
+        HF_HUB_CACHE=str(hub), HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_ETAG_TIMEOUT="2", HF_HUB_DOWNLOAD_TIMEOUT="2"
+    )
+    code = (
+        "from interp.models.checkpoint import CheckpointError, resolve_model\n"
+        "print('cached:', resolve_model('interp-tests/tiny-gpt2'))\n"
+        "try:\n    resolve_model('interp-tests/not-cached')\n"
+        "except CheckpointError as e:\n    print('error:', e)\n"
+    )
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "cached: interp-tests/tiny-gpt2" in res.stdout
@@ -116,8 +124,7 @@ def test_online_but_unreachable_hub_falls_back_to_the_cache(ckpts, tmp_path):
 
 
 def test_device_and_dtype_names():
-    auto = "cuda" if torch.cuda.is_available() else (
-        "mps" if torch.backends.mps.is_available() else "cpu")
+    auto = "cuda" if torch.cuda.is_available() else ("mps" if torch.backends.mps.is_available() else "cpu")
     assert resolve_device("auto") == resolve_device(None) == auto
     assert resolve_device("cpu") == "cpu"
     assert resolve_dtype("auto", "cpu") is torch.float32 and resolve_dtype(None) is torch.float32
@@ -161,8 +168,9 @@ def test_device_map_dispatch_gives_the_one_device_values(arch, ckpts, reference,
         with intervene(bridge, [zero("mlp_out:1")]):  # hooks still reach the offloaded blocks
             torch.testing.assert_close(bridge(X), reference[arch][1])
     # the raw HF model under the same map (fine-tuning's loader)
-    hf = load_hf_model(ckpts[arch], Placement.resolve(device_map=_split_map(arch, 3),
-                                                      offload_folder=str(tmp_path / "offload_hf"))).eval()
+    hf = load_hf_model(
+        ckpts[arch], Placement.resolve(device_map=_split_map(arch, 3), offload_folder=str(tmp_path / "offload_hf"))
+    ).eval()
     with torch.no_grad():
         torch.testing.assert_close(hf(input_ids=X).logits, reference[arch][0], atol=2e-5, rtol=1e-4)
 
@@ -197,22 +205,47 @@ def test_dtype_reaches_the_parameters(ckpts, reference):
 
 # ---- the command line ------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def pragworld_model(tmp_path_factory):
     """A tiny PragWorld file and a GPT-2 over a byte-level BPE trained on its prompts."""
     import pandas as pd
-
-    from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, write_pragworld_csv
     from test_generation import _bpe_gpt2
 
+    from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, write_pragworld_csv
+
     ctx = "A: did you put the apples in the box\nB: I did\nA: and the pears\nB: they are in the basket"
-    rows = pd.DataFrame([
-        dict(context=ctx, question="are the apples in the box?", gold=1, altered=False, target="none",
-             category=None, effect=None),
-        dict(context=ctx.replace("I did", "I did not"), question="are the apples in the box?", gold=0,
-             altered=True, target="context", category="negation", effect="flip"),
-        dict(context=ctx, question="are the pears in the box?", gold=0, altered=True, target="question",
-             category="variable_substitution", effect="flip")])
+    rows = pd.DataFrame(
+        [
+            dict(
+                context=ctx,
+                question="are the apples in the box?",
+                gold=1,
+                altered=False,
+                target="none",
+                category=None,
+                effect=None,
+            ),
+            dict(
+                context=ctx.replace("I did", "I did not"),
+                question="are the apples in the box?",
+                gold=0,
+                altered=True,
+                target="context",
+                category="negation",
+                effect="flip",
+            ),
+            dict(
+                context=ctx,
+                question="are the pears in the box?",
+                gold=0,
+                altered=True,
+                target="question",
+                category="variable_substitution",
+                effect="flip",
+            ),
+        ]
+    )
     root = tmp_path_factory.mktemp("pw_cli")
     csv = write_pragworld_csv(rows, root / "tiny.csv")
     texts = [f(c, q) for f in (benchmark_prompt, label_prompt) for c, q in zip(rows.context, rows.question)]
@@ -221,8 +254,10 @@ def pragworld_model(tmp_path_factory):
 
 def _split_file(tmp_path):
     path = tmp_path / "map.json"
-    path.write_text('{"transformer.wte": "cpu", "transformer.wpe": "cpu", "transformer.h.0": "cpu", '
-                    '"transformer.h.1": "disk", "transformer.ln_f": "cpu", "lm_head": "cpu"}')
+    path.write_text(
+        '{"transformer.wte": "cpu", "transformer.wpe": "cpu", "transformer.h.0": "cpu", '
+        '"transformer.h.1": "disk", "transformer.ln_f": "cpu", "lm_head": "cpu"}'
+    )
     return path
 
 
@@ -234,9 +269,29 @@ def test_pragworld_eval_device_auto_and_device_map_give_the_same_answers(pragwor
     out = {}
     for name, extra in (("auto", []), ("map", ["--device-map", str(_split_file(tmp_path))])):
         for prompt in ("benchmark", "label"):
-            assert main(["pragworld", "eval", "--model", str(model), "--data", str(csv), "--prompt", prompt,
-                         "--max-new-tokens", "4", "--out", str(tmp_path / f"{name}_{prompt}"), "--n-boot", "10",
-                         "--no-progress", *extra]) == 0
+            assert (
+                main(
+                    [
+                        "pragworld",
+                        "eval",
+                        "--model",
+                        str(model),
+                        "--data",
+                        str(csv),
+                        "--prompt",
+                        prompt,
+                        "--max-new-tokens",
+                        "4",
+                        "--out",
+                        str(tmp_path / f"{name}_{prompt}"),
+                        "--n-boot",
+                        "10",
+                        "--no-progress",
+                        *extra,
+                    ]
+                )
+                == 0
+            )
             recs = [json.loads(line) for line in (tmp_path / f"{name}_{prompt}" / "responses.jsonl").open()]
             out[name, prompt] = [(r["response"], r.get("p_yes")) for r in recs]
     capsys.readouterr()

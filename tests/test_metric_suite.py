@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import save_gpt2_and_llama
+
 from interp.metrics.suite import METRICS, MYHILL_NERODE, NEXT_TOKEN, world_model_metrics
 
 MN = dict(mn_pairs=15, mn_depth=3, seed=0)
@@ -35,10 +35,13 @@ def test_suite_equals_the_metric_functions(setup, tiny_city):
     assert list(ests) == list(METRICS)
     nt = next_token_test(ckpt.bridge, tiny_city, seqs)
     mn = myhill_nerode(tiny_city, BridgeLM(ckpt.bridge, tiny_city.vocab), pairs=15, depth=3, seed=0)
-    want = {"next_token_position": nt.position_share.mean, "next_token_sequence": nt.sequence_share.mean,
-            "mn_compression_precision": mn.compression_precision.mean,
-            "mn_distinction_precision": mn.distinction_precision.mean,
-            "mn_distinction_recall": mn.distinction_recall.mean}
+    want = {
+        "next_token_position": nt.position_share.mean,
+        "next_token_sequence": nt.sequence_share.mean,
+        "mn_compression_precision": mn.compression_precision.mean,
+        "mn_distinction_precision": mn.distinction_precision.mean,
+        "mn_distinction_recall": mn.distinction_recall.mean,
+    }
     assert {k: e.mean for k, e in ests.items()} == pytest.approx(want, nan_ok=True)
     assert ests["next_token_position"].n == ests["next_token_sequence"].n == len(seqs)
     assert 0 < ests["next_token_position"].mean < 1  # an untrained model: the check can fail
@@ -51,8 +54,9 @@ def test_table_and_repair_rows_report_the_same_numbers(setup, tiny_city):
     from interp.train.plant import world_model_metrics as repair_rows
 
     ckpt, seqs = setup
-    cells, _ = evaluate_lm(BridgeLM(ckpt.bridge, tiny_city.vocab), tiny_city, seqs, pairs=15, depth=3, seed=0,
-                           max_nodes=4096)
+    cells, _ = evaluate_lm(
+        BridgeLM(ckpt.bridge, tiny_city.vocab), tiny_city, seqs, pairs=15, depth=3, seed=0, max_nodes=4096
+    )
     rows = {r["metric"]: r for r in repair_rows(ckpt.bridge, tiny_city, seqs, **MN)}
     assert set(NEXT_TOKEN + MYHILL_NERODE) <= set(rows)
     for column, name in SUITE_NAMES.items():

@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-
 from conftest import REPO
+
 from interp.metrics.acceptance import Epsilon, TopK, TopP, rule_from_args
 from interp.metrics.mn_boundary import PairJob, evaluate_pairs
 from interp.metrics.myhill_nerode import myhill_nerode, pair_boundaries
@@ -94,9 +94,16 @@ def test_a_row_of_minus_inf_accepts_nothing_and_rules_validate():
 # Distinction precision = (0 + 2/3 + 1 + 1/2 + 1/2 + 1 + 6·1) / 12 = 29/36; recall = 5/6.
 # Compression: q1 = q2 and M reaches q from both prefixes → empty model boundary → 1.
 
-WORLD = {"alphabet": ["a", "b", "c"], "start": "0",
-         "transitions": {"0": {"a": "1", "b": "0", "c": "0"}, "1": {"a": "2", "b": "0"},
-                         "2": {"a": "3", "b": "0"}, "3": {"b": "0"}}}
+WORLD = {
+    "alphabet": ["a", "b", "c"],
+    "start": "0",
+    "transitions": {
+        "0": {"a": "1", "b": "0", "c": "0"},
+        "1": {"a": "2", "b": "0"},
+        "2": {"a": "3", "b": "0"},
+        "3": {"b": "0"},
+    },
+}
 MODEL = {**WORLD, "transitions": {**WORLD["transitions"], "1": {"a": "2", "b": "0", "c": "1"}}}
 
 
@@ -122,14 +129,17 @@ def _sets(o):
     return ({"".join(s): ok for s, ok in o.model_set.items()}, {"".join(s): ok for s, ok in o.true_set.items()})
 
 
-@pytest.mark.parametrize("s1, s2, model, true", [
-    ("", "a", {"ac": False}, {"c": False}),
-    ("", "aa", {"c": True, "aa": True, "ac": False}, {"c": True, "aa": True}),
-    ("b", "aaa", {"a": True, "c": True}, {"a": True, "c": True}),
-    ("a", "baa", {"c": False, "aa": True}, {"aa": True}),
-    ("ba", "aaa", {"a": True, "c": False}, {"a": True}),
-    ("aaa", "a", {}, {}),
-])
+@pytest.mark.parametrize(
+    "s1, s2, model, true",
+    [
+        ("", "a", {"ac": False}, {"c": False}),
+        ("", "aa", {"c": True, "aa": True, "ac": False}, {"c": True, "aa": True}),
+        ("b", "aaa", {"a": True, "c": True}, {"a": True, "c": True}),
+        ("a", "baa", {"c": False, "aa": True}, {"aa": True}),
+        ("ba", "aaa", {"a": True, "c": False}, {"a": True}),
+        ("aaa", "a", {}, {}),
+    ],
+)
 def test_boundaries_by_hand(dfa_world, dfa_model, s1, s2, model, true):
     o = pair_boundaries(dfa_world, dfa_model, list(s1), list(s2), depth=2)
     assert _sets(o) == (model, true)
@@ -137,8 +147,7 @@ def test_boundaries_by_hand(dfa_world, dfa_model, s1, s2, model, true):
 
 @pytest.mark.parametrize("estimator", ["exact", "sampled"])
 def test_dfa_model_scores_by_hand_over_all_pairs(dfa_world, dfa_model, estimator):
-    r = myhill_nerode(dfa_world, dfa_model, depth=2, pairs="all", estimator=estimator,
-                      continuations="depth")
+    r = myhill_nerode(dfa_world, dfa_model, depth=2, pairs="all", estimator=estimator, continuations="depth")
     s = r.summary()
     # sampled, continuations cut at 2 tokens: 30 of them find every cut-off of this small model
     # (checked by hand against the exact sets below), so both estimators land on the hand values
@@ -156,8 +165,17 @@ def test_dfa_model_scores_by_hand_over_all_pairs(dfa_world, dfa_model, estimator
 def test_sampled_cutoffs_are_model_boundary_elements(dfa_world, dfa_model):
     for s1, s2 in [("", "aa"), ("a", "baa"), ("b", "aaa")]:
         exact = pair_boundaries(dfa_world, dfa_model, list(s1), list(s2), depth=3)
-        sampled = pair_boundaries(dfa_world, dfa_model, list(s1), list(s2), depth=3, estimator="sampled",
-                                  samples=5, seed=1, continuations="depth")
+        sampled = pair_boundaries(
+            dfa_world,
+            dfa_model,
+            list(s1),
+            list(s2),
+            depth=3,
+            estimator="sampled",
+            samples=5,
+            seed=1,
+            continuations="depth",
+        )
         assert set(sampled.model_set) <= set(exact.model_set)
         assert all(exact.model_set[x] == ok for x, ok in sampled.model_set.items())
         assert sampled.true_set == exact.true_set  # recall: the same exhaustive true boundary
@@ -169,11 +187,21 @@ def test_sampled_cutoffs_are_model_boundary_elements(dfa_world, dfa_model):
 # token: after "x" it allows a and b forever; after "y" it refuses b from the 7th token on. The two
 # prefixes reach the same world state, so the compression pair's true boundary is empty, and the
 # model's boundary is {w·b : |w| = 6}: deeper than 5 tokens.
-DEEP_WORLD = {"alphabet": ["x", "y", "a", "b"], "start": "s",
-              "transitions": {"s": {"x": "q", "y": "q"}, "q": {"a": "q", "b": "q"}}}
-DEEP_MODEL = {"alphabet": ["x", "y", "a", "b"], "start": "s", "transitions": {
-    "s": {"x": "X", "y": "Y0"}, "X": {"a": "X", "b": "X"},
-    **{f"Y{i}": {"a": f"Y{i + 1}", "b": f"Y{i + 1}"} for i in range(6)}, "Y6": {"a": "Y6"}}}
+DEEP_WORLD = {
+    "alphabet": ["x", "y", "a", "b"],
+    "start": "s",
+    "transitions": {"s": {"x": "q", "y": "q"}, "q": {"a": "q", "b": "q"}},
+}
+DEEP_MODEL = {
+    "alphabet": ["x", "y", "a", "b"],
+    "start": "s",
+    "transitions": {
+        "s": {"x": "X", "y": "Y0"},
+        "X": {"a": "X", "b": "X"},
+        **{f"Y{i}": {"a": f"Y{i + 1}", "b": f"Y{i + 1}"} for i in range(6)},
+        "Y6": {"a": "Y6"},
+    },
+}
 
 
 def _compression_pair(world, lm, prefix1, prefix2, **kw):
@@ -187,41 +215,58 @@ def test_sampled_continuations_run_to_the_cap_not_to_depth():
     world = DFAWorld.from_dict(DEEP_WORLD)
     lm = DFALM(DFAWorld.from_dict(DEEP_MODEL), world)
     deep = _compression_pair(world, lm, ["x"], ["y"], depth=5, estimator="sampled", seed=0)
-    cut = _compression_pair(world, lm, ["x"], ["y"], depth=5, estimator="sampled", seed=0,
-                            continuations="depth")
+    cut = _compression_pair(world, lm, ["x"], ["y"], depth=5, estimator="sampled", seed=0, continuations="depth")
     assert cut.precision == 1.0 and cut.cutoffs == 0 and cut.capped == 30  # blind below 5 tokens
     # 30 continuations of up to 128 - 1 tokens: each meets a "b" from its 7th token on (a miss has
     # probability 2^-121 per continuation), and every cut-off is 7 tokens long
     assert deep.precision == 0.0 and deep.cutoffs == 30 and deep.model_boundary >= 1
     exact7 = _compression_pair(world, lm, ["x"], ["y"], depth=7, exhaustive=True)
     exact5 = _compression_pair(world, lm, ["x"], ["y"], depth=5, exhaustive=True)
-    assert exact5.model_boundary == 0 and exact7.model_boundary == 2 ** 6
+    assert exact5.model_boundary == 0 and exact7.model_boundary == 2**6
     short = _compression_pair(world, lm, ["x"], ["y"], depth=5, estimator="sampled", max_length=6)
     assert short.cutoffs == 0 and short.capped == 30  # <bos> x + 5 tokens: the cap is the limit
 
 
 # The same world with an end token "e" (nothing is legal after it); the model, after "x", still
 # allows "a" after "e" (an untrained output there), after "y" it allows nothing after "e".
-END_WORLD = {"alphabet": ["x", "y", "a", "e"], "start": "s", "end": "e",
-             "transitions": {"s": {"x": "q", "y": "q"}, "q": {"a": "q", "e": "E"}}}
-END_MODEL = {"alphabet": ["x", "y", "a", "e"], "start": "s", "transitions": {
-    "s": {"x": "X", "y": "Y"}, "X": {"a": "X", "e": "XE"}, "XE": {"a": "XE"},
-    "Y": {"a": "Y", "e": "YE"}}}
+END_WORLD = {
+    "alphabet": ["x", "y", "a", "e"],
+    "start": "s",
+    "end": "e",
+    "transitions": {"s": {"x": "q", "y": "q"}, "q": {"a": "q", "e": "E"}},
+}
+END_MODEL = {
+    "alphabet": ["x", "y", "a", "e"],
+    "start": "s",
+    "transitions": {
+        "s": {"x": "X", "y": "Y"},
+        "X": {"a": "X", "e": "XE"},
+        "XE": {"a": "XE"},
+        "Y": {"a": "Y", "e": "YE"},
+    },
+}
 
 
 @pytest.mark.parametrize("estimator", ["exact", "sampled"])
 def test_nothing_after_the_end_token_is_scored(estimator):
     world = DFAWorld.from_dict(END_WORLD)
     lm = DFALM(DFAWorld.from_dict(END_MODEL), world)
-    o = _compression_pair(world, lm, ["x"], ["y"], depth=3, estimator=estimator, exhaustive=True,
-                          keep_boundaries=True)
+    o = _compression_pair(world, lm, ["x"], ["y"], depth=3, estimator=estimator, exhaustive=True, keep_boundaries=True)
     assert o.model_boundary == 0 and o.precision == 1.0
     if estimator == "sampled":
         assert o.ended == 30 and o.cutoffs == 0  # every continuation stops at its "e"
     # without the end token the suffix "e a" is a (wrong) model-boundary element
     blind = DFAWorld.from_dict({k: v for k, v in END_WORLD.items() if k != "end"})
-    o = _compression_pair(blind, DFALM(DFAWorld.from_dict(END_MODEL), blind), ["x"], ["y"], depth=3,
-                          estimator=estimator, exhaustive=True, keep_boundaries=True)
+    o = _compression_pair(
+        blind,
+        DFALM(DFAWorld.from_dict(END_MODEL), blind),
+        ["x"],
+        ["y"],
+        depth=3,
+        estimator=estimator,
+        exhaustive=True,
+        keep_boundaries=True,
+    )
     assert o.precision == 0.0 and any(x[-2:] == ("e", "a") and not ok for x, ok in o.model_set.items())
 
 
@@ -266,9 +311,14 @@ def test_general_definition_uses_accepting_states():
     # accept = {P, R}: from Q, "a" lands in R (accepting); from P it lands in Q (not accepting), so
     # "a" ∈ L(Q) \ L(P) although it is legal from both; "aa" from P is not a boundary element
     # because its proper prefix "a" is not in the interior L(P) ∩ L(R) (Def. 2.4 taken literally).
-    w = DFAWorld.from_dict({"alphabet": ["a", "b"], "start": "P", "accept": ["P", "R"],
-                            "transitions": {"P": {"a": "Q", "b": "P"}, "Q": {"a": "R", "b": "P"},
-                                            "R": {"b": "P"}}})
+    w = DFAWorld.from_dict(
+        {
+            "alphabet": ["a", "b"],
+            "start": "P",
+            "accept": ["P", "R"],
+            "transitions": {"P": {"a": "Q", "b": "P"}, "Q": {"a": "R", "b": "P"}, "R": {"b": "P"}},
+        }
+    )
     lm = WorldLM(w)
     assert pair_boundaries(w, lm, ["a"], [], depth=3).true_set == {("a",): False}
     assert pair_boundaries(w, lm, [], ["a", "a"], depth=3).true_set == {}
@@ -278,8 +328,7 @@ def test_general_definition_uses_accepting_states():
 
 
 @pytest.mark.parametrize("estimator", ["exact", "sampled"])
-@pytest.mark.parametrize("world_arg, pairs, depth", [("DFA", "all", 5), ("connect4:n=2", 12, 4),
-                                                     ("TINY", 25, 5)])
+@pytest.mark.parametrize("world_arg, pairs, depth", [("DFA", "all", 5), ("connect4:n=2", 12, 4), ("TINY", 25, 5)])
 def test_oracle_scores_one(world_arg, pairs, depth, estimator, dfa_world, tiny_city):
     world = {"DFA": dfa_world, "TINY": tiny_city}.get(world_arg) or parse_world(world_arg)
     s = myhill_nerode(world, WorldLM(world), depth=depth, pairs=pairs, estimator=estimator, seed=3).summary()
@@ -341,9 +390,10 @@ def _brute_force(world, lm, rule, s1, s2, depth):
         return r is not None and world.accepts(r)
 
     def walk(y):  # y is in the model interior and/or the true interior
-        in_m = all(acc(s1 + y[:i])[lm.vocab.id(y[i])] for i in range(len(y))) and \
-            all(acc(s2 + y[:i])[lm.vocab.id(y[i])] for i in range(len(y)))
-        in_t = all(legal(q1, y[:i + 1]) and legal(q2, y[:i + 1]) for i in range(len(y)))
+        in_m = all(acc(s1 + y[:i])[lm.vocab.id(y[i])] for i in range(len(y))) and all(
+            acc(s2 + y[:i])[lm.vocab.id(y[i])] for i in range(len(y))
+        )
+        in_t = all(legal(q1, y[: i + 1]) and legal(q2, y[: i + 1]) for i in range(len(y)))
         a1, a2 = acc(s1 + y), acc(s2 + y)
         for tid, tok in enumerate(tokens):
             x = y + [tok]
@@ -366,8 +416,9 @@ def _brute_force(world, lm, rule, s1, s2, depth):
 def test_exact_estimator_equals_brute_force_on_a_transformer(bridge_lm, tiny_city, rule):
     rng = np.random.default_rng(0)
     states = sample_states(tiny_city, 6, rng)
-    pairs = [(tiny_city.sample_prefix(states[i], rng), tiny_city.sample_prefix(states[i + 1], rng))
-             for i in range(0, 6, 2)]
+    pairs = [
+        (tiny_city.sample_prefix(states[i], rng), tiny_city.sample_prefix(states[i + 1], rng)) for i in range(0, 6, 2)
+    ]
     pairs.append((pairs[0][0], tiny_city.sample_prefix(states[0], rng)))  # a compression-style pair
     jobs = [PairJob(tuple(a), tuple(b), tiny_city.run(a), tiny_city.run(b)) for a, b in pairs]
     # max_rows=7: small groups of pairs
@@ -410,15 +461,17 @@ def trained_like(tmp_path_factory, tiny_city, tiny_model_config):
 
     rng = np.random.default_rng(0)
     states = sample_states(tiny_city, 8, rng)
-    pairs = [(tiny_city.sample_prefix(states[i], rng), tiny_city.sample_prefix(states[i + 1], rng))
-             for i in range(0, 8, 2)]
+    pairs = [
+        (tiny_city.sample_prefix(states[i], rng), tiny_city.sample_prefix(states[i + 1], rng)) for i in range(0, 8, 2)
+    ]
     lm = BridgeLM(load_checkpoint(path).bridge, tiny_city.vocab)
     return path, pairs, [_brute_force(tiny_city, lm, Epsilon(0.01), list(a), list(b), 4) for a, b in pairs]
 
 
 @pytest.mark.parametrize("batch_size, slots, max_rows", [(1024, None, None), (16, None, 30), (7, 3, 12)])
-def test_exact_estimator_equals_brute_force_on_a_trained_like_model(trained_like, tiny_city, batch_size, slots,
-                                                                     max_rows):
+def test_exact_estimator_equals_brute_force_on_a_trained_like_model(
+    trained_like, tiny_city, batch_size, slots, max_rows
+):
     """The packed, grouped engine (levels split into forwards of ``batch_size`` tokens, bins of
     ``slots`` queries, groups of ``max_rows`` rows) finds exactly the brute-force boundaries, to
     depth 4, on a model whose interior is wide; the plain run (no sets kept) counts the same."""
@@ -505,8 +558,10 @@ def test_failed_prefix_sampling_is_counted(dfa_world):
     world = Flaky(WORLD)
     s = myhill_nerode(world, WorldLM(world), depth=2, pairs="all").summary()
     # state 3 is in 1 compression unit and in 6 of the 12 ordered distinction pairs
-    assert s["pairs_skipped"] == {"compression": {"prefix sampling failed": 1},
-                                  "distinction": {"prefix sampling failed": 6}}
+    assert s["pairs_skipped"] == {
+        "compression": {"prefix sampling failed": 1},
+        "distinction": {"prefix sampling failed": 6},
+    }
     assert s["pairs_used"] == 3 + 6 and s["distinction_precision"] == 1.0
 
 
@@ -533,15 +588,49 @@ def test_result_saves_table_and_summary(tmp_path, dfa_world, dfa_model):
 
 
 def test_cli_metrics_json_contract(dfa_files):
-    out = subprocess.run([sys.executable, "-m", "interp.cli", "metrics", "--world", f"dfa:{dfa_files[0]}",
-                          "--model", "oracle", "--pairs", "all", "--json", "--no-progress"],
-                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "interp.cli",
+            "metrics",
+            "--world",
+            f"dfa:{dfa_files[0]}",
+            "--model",
+            "oracle",
+            "--pairs",
+            "all",
+            "--json",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout.strip().splitlines()[-1])
     for key in ("compression_precision", "distinction_precision", "distinction_recall"):
         assert s[key] == 1.0 and s[f"{key}_se"] == 0.0
     assert s["pairs_used"] == 16 and s["pairs_skipped_total"] == 0 and "pairs_skipped" in s
-    bad = subprocess.run([sys.executable, "-m", "interp.cli", "metrics", "--world", f"dfa:{dfa_files[0]}",
-                          "--model", "oracle", "--top-k", "2", "--epsilon", "0.1"],
-                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "interp.cli",
+            "metrics",
+            "--world",
+            f"dfa:{dfa_files[0]}",
+            "--model",
+            "oracle",
+            "--top-k",
+            "2",
+            "--epsilon",
+            "0.1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert bad.returncode == 2 and "not allowed with" in bad.stderr

@@ -39,8 +39,10 @@ class RankedLM(ShortestPathLM):
 
 
 def _world(edges, max_directions, coords=None):
-    return StreetsWorld(StreetGraph(edges, coords=coords),
-                        TraversalConfig(kind="random_walks", max_directions=max_directions, min_walk=1))
+    return StreetsWorld(
+        StreetGraph(edges, coords=coords),
+        TraversalConfig(kind="random_walks", max_directions=max_directions, min_walk=1),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +56,7 @@ def walks(tiny_city):
 
 
 # ---- greedy routes ---------------------------------------------------------------------------
+
 
 def test_shortest_path_oracle_routes_are_valid_and_shortest(tiny_city, pairs):
     r = greedy_routes(ShortestPathLM(tiny_city), tiny_city, pairs)
@@ -123,6 +126,7 @@ def test_bridge_lm_greedy_routes_equal_uncached_argmax(tmp_path, tiny_city, tiny
 
 # ---- detours -----------------------------------------------------------------------------------
 
+
 def test_detours_with_p0_equal_plain_greedy(tiny_city, pairs):
     lm = WorldLM(tiny_city)
     plain = greedy_routes(lm, tiny_city, pairs)
@@ -134,8 +138,7 @@ def test_detours_with_p0_equal_plain_greedy(tiny_city, pairs):
 
 
 def test_true_world_model_stays_valid_under_any_detours(tiny_city, pairs):
-    res = detour_test(ShortestPathLM(tiny_city, "hops"), tiny_city, pairs,
-                      probs=(0.0, 0.1, 0.5, 0.75), seed=0)
+    res = detour_test(ShortestPathLM(tiny_city, "hops"), tiny_city, pairs, probs=(0.0, 0.1, 0.5, 0.75), seed=0)
     assert (res.table["valid"] == 1.0).all()
     high = res.table[res.table["p"] == 0.75]
     assert (high["detours"] > 0).all() and (high["blocked"] > 0).all()
@@ -161,8 +164,11 @@ def test_detour_picks_follow_the_model_ranking(tiny_city, pairs):
         run = decode_routes(lm, tiny_city, pairs, detour=kind, p=0.5, seed=1)
         assert run.valid.mean == 1.0 and len(run.detour_events)
         for e in run.detour_events.itertuples():
-            options = [t for t in g.out_directions(e.node) if t != e.model_token
-                       and tiny_city.can_reach_within(g.neighbor(e.node, t), e.destination, e.budget)]
+            options = [
+                t
+                for t in g.out_directions(e.node)
+                if t != e.model_token and tiny_city.can_reach_within(g.neighbor(e.node, t), e.destination, e.budget)
+            ]
             ranked = sorted(options, key=DIRECTIONS.index)  # the other turns, best first
             assert e.turn == (ranked[-1] if kind == "adversarial" else ranked[0])
 
@@ -201,6 +207,7 @@ def test_detours_replace_an_early_end_or_a_node_token_too():
 
 
 # ---- map reconstruction ------------------------------------------------------------------------
+
 
 def test_legal_traversals_need_no_new_streets(tiny_city, walks):
     m = reconstruct_map(tiny_city.graph, walks)
@@ -278,12 +285,12 @@ def test_hop_bound_failures_and_malformed_sequences():
     edges = [("a", "E", "b"), ("b", "E", "c"), ("c", "E", "d"), ("b", "W", "a"), ("c", "W", "b"), ("d", "W", "c")]
     g = StreetGraph(edges)
     seqs = [
-        ["a", "c", "N", END],          # needs a street a -N-> c: 2 hops, allowed with max_hops=2
-        ["a", "d", "S", END],          # a -S-> d is 3 hops away: no candidate
-        ["a", "b", "E", "E", END],     # every turn fits, but it ends at c
-        ["a", "b", "E"],               # no `end`: malformed
-        ["a", "b", "b", END],          # a node where a turn should be: malformed
-        ["b", "d", "E", "E", END],     # legal
+        ["a", "c", "N", END],  # needs a street a -N-> c: 2 hops, allowed with max_hops=2
+        ["a", "d", "S", END],  # a -S-> d is 3 hops away: no candidate
+        ["a", "b", "E", "E", END],  # every turn fits, but it ends at c
+        ["a", "b", "E"],  # no `end`: malformed
+        ["a", "b", "b", END],  # a node where a turn should be: malformed
+        ["b", "d", "E", "E", END],  # legal
     ]
     m = reconstruct_map(g, seqs, max_hops=2)
     assert m.edges() == [("a", "N", "c")]
@@ -309,8 +316,15 @@ def test_a_failed_sequence_adds_nothing_and_full_nodes_take_no_street():
 def test_best_candidate_explains_the_rest_of_the_route():
     # from a, "N" is missing; x and y are both 1 hop away, but only from y does the rest ("E")
     # lead to the destination z
-    edges = [("a", "E", "x"), ("a", "W", "y"), ("x", "W", "a"), ("y", "E", "a"), ("y", "N", "z"),
-             ("x", "S", "q"), ("q", "N", "x")]
+    edges = [
+        ("a", "E", "x"),
+        ("a", "W", "y"),
+        ("x", "W", "a"),
+        ("y", "E", "a"),
+        ("y", "N", "z"),
+        ("x", "S", "q"),
+        ("q", "N", "x"),
+    ]
     g = StreetGraph(edges)
     m = reconstruct_map(g, [["a", "z", "N", "N", END]], max_hops=1)
     assert m.edges() == [("a", "N", "y")] and m.failed == 0
@@ -318,15 +332,17 @@ def test_best_candidate_explains_the_rest_of_the_route():
 
 # ---- figures and CLI ---------------------------------------------------------------------------
 
+
 def test_map_and_route_pngs(tmp_path, tiny_city, walks):
     from interp.viz import draw_map, draw_reconstruction, draw_route
 
     m = reconstruct_map(tiny_city.graph, _corrupt(walks[:60], 0.5, seed=2))
     assert m.num_added > 0
-    for path in (draw_reconstruction(m, tmp_path / "map.png"),
-                 draw_route(tiny_city.graph, walks[0], tmp_path / "route.png"),
-                 draw_map(StreetGraph([("a", "E", "b"), ("b", "W", "a")]), tmp_path / "nocoords.png",
-                          added=[("a", "N", "b")])):
+    for path in (
+        draw_reconstruction(m, tmp_path / "map.png"),
+        draw_route(tiny_city.graph, walks[0], tmp_path / "route.png"),
+        draw_map(StreetGraph([("a", "E", "b"), ("b", "W", "a")]), tmp_path / "nocoords.png", added=[("a", "N", "b")]),
+    ):
         data = path.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
 
@@ -334,8 +350,23 @@ def test_map_and_route_pngs(tmp_path, tiny_city, walks):
 def test_cli_navigate(tmp_path):
     from test_cli import _cli
 
-    out = _cli("navigate", "--model", "oracle", "--world", "streets:tiny", "--pairs", "8", "--detours",
-               "random,second", "--p", "0,0.5", "--reconstruct", "--out", str(tmp_path), "--json")
+    out = _cli(
+        "navigate",
+        "--model",
+        "oracle",
+        "--world",
+        "streets:tiny",
+        "--pairs",
+        "8",
+        "--detours",
+        "random,second",
+        "--p",
+        "0,0.5",
+        "--reconstruct",
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     import json
 
@@ -360,6 +391,7 @@ def test_cli_navigate_route_oracle_is_the_reference():
     bad = _cli("navigate", "--model", "route-oracle", "--pairs", "2")
     assert bad.returncode == 2 and "--world" in bad.stderr
 
+
 def test_pairs_helpers(tiny_city, walks):
     pairs = pairs_from_sequences(walks + walks)
     assert len(pairs) == len(set(pairs)) == len({tuple(s[:2]) for s in walks})
@@ -374,7 +406,8 @@ def test_end_at_destination_by_hand(tiny_city):
     r = end_at_destination(WorldLM(tiny_city), tiny_city, seqs)
     # the uniform world model gives `end` 1/|legal| at every destination visit, and its argmax
     # (the first legal token in vocabulary order, a direction) is never `end`
-    visits = [1 / len(tiny_city.legal(q)) for s in seqs for q in tiny_city.states_along(s)
-              if q[0] == "at" and q[1] == q[2]]
+    visits = [
+        1 / len(tiny_city.legal(q)) for s in seqs for q in tiny_city.states_along(s) if q[0] == "at" and q[1] == q[2]
+    ]
     assert r["visits"] == len(visits) and r["p_end"] == pytest.approx(np.mean(visits), rel=1e-5)
     assert r["argmax_end"] == 0.0 and r["p_end_se"] > 0

@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO
 
 NOTEBOOKS = REPO / "experiments" / "notebooks"
@@ -35,7 +34,8 @@ def test_stored_notebook_is_generated_and_has_no_outputs(name):
         if cell["cell_type"] == "code":
             assert cell["outputs"] == [] and cell["execution_count"] is None, f"{name}: clear the outputs"
     assert nb == json.loads(_generator().render(name)), (
-        f"{name} differs from what experiments/notebooks/make_notebooks.py writes: edit the generator and rerun it")
+        f"{name} differs from what experiments/notebooks/make_notebooks.py writes: edit the generator and rerun it"
+    )
 
 
 def _kernel_manager(tmp_path):
@@ -46,9 +46,15 @@ def _kernel_manager(tmp_path):
 
     spec_dir = tmp_path / "kernels" / "interp-test"
     spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "interp test", "language": "python"}))
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "interp test",
+                "language": "python",
+            }
+        )
+    )
     ksm = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")], ensure_native_kernel=False)
     return KernelManager(kernel_name="interp-test", kernel_spec_manager=ksm)
 
@@ -67,8 +73,9 @@ def test_notebook_runs(name, tmp_path):
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, "1")
     env.update(HF_HUB_OFFLINE="1", TMPDIR=str(tmp_path), MPLBACKEND="module://matplotlib_inline.backend_inline")
-    client = NotebookClient(nb, km=_kernel_manager(tmp_path), timeout=CELL_TIMEOUT_S,
-                            resources={"metadata": {"path": str(work)}})
+    client = NotebookClient(
+        nb, km=_kernel_manager(tmp_path), timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(work)}}
+    )
     t0 = time.perf_counter()
     try:
         client.execute(env=env)

@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from conftest import assert_legal_agrees_with_step
 
 from interp.worlds import IllegalTokenError, WorldError, parse_world, world_from_spec
 from interp.worlds.othello import BLACK, GAME_OVER, SQUARE_NAMES, WHITE, OthelloWorld
-from conftest import assert_legal_agrees_with_step
 
 IDX = {name: i for i, name in enumerate(SQUARE_NAMES)}
 
@@ -101,8 +101,7 @@ def test_sample_prefix_reaches_state(world: OthelloWorld, games: list[list[str]]
         for depth in (0, 1, 6, 12):
             q = world.run(g[:depth])
             assert world.run(world.sample_prefix(q, rng)) == q
-    distinct = [len({tuple(world.sample_prefix(world.run(g[:12]), rng)) for _ in range(10)})
-                for g in games[:5]]
+    distinct = [len({tuple(world.sample_prefix(world.run(g[:12]), rng)) for _ in range(10)}) for g in games[:5]]
     assert max(distinct) > 1  # some states have several orders, and the search finds them
 
 

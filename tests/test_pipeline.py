@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
-from interp.experiment import load_experiment
+
 from interp.config import AnalysisConfig, FixConfig
+from interp.experiment import load_experiment
 from interp.pipeline import choose_hls_layers, run_main_job
 
 
@@ -21,10 +21,14 @@ def _numbers(results: dict, runs_dir: str | None = None) -> dict:
     and its measured matmul peak); NaN as
     None so that equal files compare equal; with ``runs_dir``, that folder's path written as
     ``<runs>`` (so runs in two folders compare)."""
+
     def clean(x):
         if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()
-                    if k not in ("seconds", "elapsed_s", "tokens_per_s", "tokens_per_second", "machine")}
+            return {
+                k: clean(v)
+                for k, v in x.items()
+                if k not in ("seconds", "elapsed_s", "tokens_per_s", "tokens_per_second", "machine")
+            }
         if isinstance(x, list):
             return [clean(v) for v in x]
         if isinstance(x, str) and runs_dir:
@@ -37,10 +41,22 @@ def _numbers(results: dict, runs_dir: str | None = None) -> dict:
 @pytest.fixture(scope="module")
 def tiny_job(tmp_path_factory):
     cfg, base = load_experiment(REPO / "experiments/configs/tiny.toml")
-    cfg = replace(cfg, runs_dir=str(tmp_path_factory.mktemp("runs")), eval_sequences=100,
-                  analysis=AnalysisConfig(mn_pairs=20, mn_depth=3, probe_train=60, probe_test=30, sweep_n=40,
-                                          patch_n=80, patching_length=8, patching_edit_at=3),
-                  fix=FixConfig(steps=20, n_eval=40, mn_pairs=20, beta=0.1))
+    cfg = replace(
+        cfg,
+        runs_dir=str(tmp_path_factory.mktemp("runs")),
+        eval_sequences=100,
+        analysis=AnalysisConfig(
+            mn_pairs=20,
+            mn_depth=3,
+            probe_train=60,
+            probe_test=30,
+            sweep_n=40,
+            patch_n=80,
+            patching_length=8,
+            patching_edit_at=3,
+        ),
+        fix=FixConfig(steps=20, n_eval=40, mn_pairs=20, beta=0.1),
+    )
     results = run_main_job(cfg, base, progress=False, log=lambda *_: None)
     return cfg, base, results
 
@@ -54,8 +70,9 @@ def test_every_stage_writes_its_part(tiny_job):
     nav = results["world_model"]["navigation"]
     assert nav["ideal_routes"]["valid"] > 0.9 and set(nav["end_at_destination"]) == {"trained model", "ideal predictor"}
     oracle = table["true world model"]
-    assert [oracle[k] for k in ("next_token", "compression_precision", "distinction_precision",
-                                "distinction_recall")] == [1.0, 1.0, 1.0, 1.0]
+    assert [
+        oracle[k] for k in ("next_token", "compression_precision", "distinction_precision", "distinction_recall")
+    ] == [1.0, 1.0, 1.0, 1.0]
     assert table["trained model"]["next_token"] > table["untrained transformer"]["next_token"]
     assert len(results["layers"]["mlp_zero"]["layers"]) == 2
     assert results["layers"]["activation_patching"]["n_pairs"] > 0
@@ -79,15 +96,26 @@ def test_every_stage_writes_its_part(tiny_job):
     assert {"before", "zeroed", "unplanted", "plain", "hls"} <= set(routes)
     assert all(0 <= routes[m] <= 1 for m in ("before", "zeroed", "unplanted", "plain", "hls"))
     assert set(fix["closest"]) >= {"heldout_loss", "mn_compression_precision"}
-    assert all(set(c["closest"]) <= {"before", "plain", "hls", "zeroed"} and c["closest"] for c in fix["closest"].values())
+    assert all(
+        set(c["closest"]) <= {"before", "plain", "hls", "zeroed"} and c["closest"] for c in fix["closest"].values()
+    )
     # HLS (beta 0.1) lowers the suppressed layer's mean squared MLP output below plain fine-tuning's
     rows = [r for r in fix["table"] if r["metric"] == "mlp_out_sq" and r["layer"] == fix["layers"][0]]
     value = {r["model"]: r["value"] for r in rows}
     assert value["hls"] < value["plain"]
-    for name in ("results.json", "table1.md", "table1.png", "sweep_mlp-zero/verdicts.json", "plant/plant.json",
-                 "plant/sweep_unplanted/verdicts.json", "finetune/repair_table.md",
-                 "sweep_direct-effect/layers.png", "sweep_activation-patching/patching_resid_pre.png",
-                 "finetune/finetune_table.md", "report.html"):
+    for name in (
+        "results.json",
+        "table1.md",
+        "table1.png",
+        "sweep_mlp-zero/verdicts.json",
+        "plant/plant.json",
+        "plant/sweep_unplanted/verdicts.json",
+        "finetune/repair_table.md",
+        "sweep_direct-effect/layers.png",
+        "sweep_activation-patching/patching_resid_pre.png",
+        "finetune/finetune_table.md",
+        "report.html",
+    ):
         assert (run / name).is_file(), name
     assert _numbers(json.loads((run / "results.json").read_text())) == _numbers(results)
 
@@ -96,8 +124,9 @@ def test_a_rerun_gives_the_same_numbers(tiny_job, tmp_path_factory):
     """Two fresh runs of the same config, each into its own empty folder (nothing cached to read
     back), give the same numbers and the same tables."""
     cfg, base, results = tiny_job
-    again = run_main_job(replace(cfg, runs_dir=str(tmp_path_factory.mktemp("runs_again"))), base, progress=False,
-                         log=lambda *_: None)
+    again = run_main_job(
+        replace(cfg, runs_dir=str(tmp_path_factory.mktemp("runs_again"))), base, progress=False, log=lambda *_: None
+    )
     first, second = Path(results["run_dir"]), Path(again["run_dir"])
     assert first != second and not second.is_relative_to(first.parent)
     assert _numbers(again, str(second.parent)) == _numbers(results, str(first.parent))
@@ -128,14 +157,34 @@ def test_fix_stage_skips_hls_when_the_sweep_finds_no_harmful_layer(tmp_path):
 def test_closest_repair_is_worked_out_by_hand_and_ties_count_for_each():
     from interp.pipeline import closest_to_reference
 
-    rows = [{"metric": "heldout_loss", "layer": None, "before": 2.0, "plain": 1.5, "hls": 1.45, "zeroed": 1.55,
-             "unplanted": 1.5},
-            {"metric": "mn_compression_precision", "layer": None, "before": 0.1, "plain": 0.3, "hls": 0.22,
-             "zeroed": 0.22, "unplanted": 0.21},
-            {"metric": "mlp_out_sq", "layer": 3, "before": 500.0, "plain": 60.0, "hls": 7.0}]
+    rows = [
+        {
+            "metric": "heldout_loss",
+            "layer": None,
+            "before": 2.0,
+            "plain": 1.5,
+            "hls": 1.45,
+            "zeroed": 1.55,
+            "unplanted": 1.5,
+        },
+        {
+            "metric": "mn_compression_precision",
+            "layer": None,
+            "before": 0.1,
+            "plain": 0.3,
+            "hls": 0.22,
+            "zeroed": 0.22,
+            "unplanted": 0.21,
+        },
+        {"metric": "mlp_out_sq", "layer": 3, "before": 500.0, "plain": 60.0, "hls": 7.0},
+    ]
     out = closest_to_reference(rows, ["plain", "hls", "zeroed", "unplanted"])
     assert set(out) == {"heldout_loss", "mn_compression_precision"}
     assert out["heldout_loss"]["closest"] == ["plain"]
-    assert out["heldout_loss"]["gap"] == {"before": 0.5, "plain": 0.0, "hls": pytest.approx(-0.05),
-                                          "zeroed": pytest.approx(0.05)}
+    assert out["heldout_loss"]["gap"] == {
+        "before": 0.5,
+        "plain": 0.0,
+        "hls": pytest.approx(-0.05),
+        "zeroed": pytest.approx(0.05),
+    }
     assert out["mn_compression_precision"]["closest"] == ["hls", "zeroed"]

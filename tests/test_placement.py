@@ -43,8 +43,14 @@ def run(tmp_path_factory, tiny_city, tiny_model_config):
 
 #: GPT-2 with its token embedding (the model's first parameter), block 0 and the (tied) head
 #: offloaded to "disk": code that takes the device of the first parameter sends inputs to "meta"
-OFFLOADED = {"transformer.wte": "disk", "transformer.wpe": "cpu", "transformer.h.0": "disk", "transformer.h.1": "cpu",
-             "transformer.ln_f": "cpu", "lm_head": "disk"}
+OFFLOADED = {
+    "transformer.wte": "disk",
+    "transformer.wpe": "cpu",
+    "transformer.h.0": "disk",
+    "transformer.h.1": "cpu",
+    "transformer.ln_f": "cpu",
+    "lm_head": "disk",
+}
 
 
 def test_every_model_command_defaults_to_device_auto():
@@ -69,8 +75,21 @@ def test_every_model_command_runs_with_device_auto_and_dtype(run, tmp_path, caps
         "navigate": ["navigate", "--model", best, "--pairs", "4", "--json", *place],
         "metrics": ["metrics", "--model", best, "--pairs", "4", "--depth", "2", "--json", "--no-progress", *place],
         "sweep": ["sweep", "--model", best, "--n", "12", "--out", str(tmp_path / "sweep"), "--json", *place],
-        "plant": ["plant", "--model", best, "--out", str(tmp_path / "plant"), "--layers", "1", "--steps", "2",
-                  "--batch-size", "8", "--no-progress", *place],
+        "plant": [
+            "plant",
+            "--model",
+            best,
+            "--out",
+            str(tmp_path / "plant"),
+            "--layers",
+            "1",
+            "--steps",
+            "2",
+            "--batch-size",
+            "8",
+            "--no-progress",
+            *place,
+        ],
         "report": ["report", str(run), "--out", str(tmp_path / "report.html"), *place],
     }
     assert set(calls) == set(COMMANDS)
@@ -95,11 +114,28 @@ def test_finetune_accepts_device_auto_dtype_and_n_devices(run, tmp_path, capsys)
     from interp.cli import main
 
     cfg = tmp_path / "ft.toml"
-    cfg.write_text(f'checkpoint = "{run / "best"}"\nout = "{tmp_path / "ft"}"\nobjectives = ["plain"]\n'
-                   f"[data]\nn_eval = 8\n[train]\nsteps = 2\nbatch_size = 8\nwarmup_steps = 0\n"
-                   f"[eval]\nmlp_sq = false\nsweep = false\nmn = false\n")
-    assert main(["finetune", "--config", str(cfg), "--device", "auto", "--dtype", "float32", "--n-devices", "1",
-                 "--no-progress"]) == 0
+    cfg.write_text(
+        f'checkpoint = "{run / "best"}"\nout = "{tmp_path / "ft"}"\nobjectives = ["plain"]\n'
+        f"[data]\nn_eval = 8\n[train]\nsteps = 2\nbatch_size = 8\nwarmup_steps = 0\n"
+        f"[eval]\nmlp_sq = false\nsweep = false\nmn = false\n"
+    )
+    assert (
+        main(
+            [
+                "finetune",
+                "--config",
+                str(cfg),
+                "--device",
+                "auto",
+                "--dtype",
+                "float32",
+                "--n-devices",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     before = json.loads((tmp_path / "ft" / "eval_before.json").read_text())
     assert "placement" not in before["key"]  # the CPU float32 default
@@ -108,10 +144,16 @@ def test_finetune_accepts_device_auto_dtype_and_n_devices(run, tmp_path, capsys)
     assert main(["finetune", "--config", str(cfg), "--device-map", '{"": "cpu"}', "--no-progress"]) == 0
     capsys.readouterr()
     mapped = json.loads((tmp_path / "ft" / "eval_before.json").read_text())
-    assert mapped["key"]["placement"] == {"device": None, "dtype": "float32", "device_map": {"": "cpu"},
-                                          "n_devices": None}
-    assert json.loads((tmp_path / "ft" / "plain_s0" / "eval.json").read_text())["key"]["placement"] == \
-        mapped["key"]["placement"]
+    assert mapped["key"]["placement"] == {
+        "device": None,
+        "dtype": "float32",
+        "device_map": {"": "cpu"},
+        "n_devices": None,
+    }
+    assert (
+        json.loads((tmp_path / "ft" / "plain_s0" / "eval.json").read_text())["key"]["placement"]
+        == mapped["key"]["placement"]
+    )
     assert [r["value"] for r in mapped["rows"]] == pytest.approx([r["value"] for r in before["rows"]], rel=1e-5)
     if torch.cuda.device_count() < 2:
         assert main(["finetune", "--config", str(cfg), "--n-devices", "2", "--no-progress"]) == 2
@@ -136,9 +178,11 @@ def test_finetune_device_accepts_the_names_of_the_help(run, tmp_path, capsys):
         with pytest.raises(ValueError, match="device must be one of auto, cpu, cuda, mps or cuda:N"):
             FinetuneConfig(device=bad)
     cfg = tmp_path / "ft.toml"
-    cfg.write_text(f'checkpoint = "{run / "best"}"\nout = "{tmp_path / "ft"}"\nobjectives = ["plain"]\n'
-                   f"[train]\nsteps = 1\nbatch_size = 4\nwarmup_steps = 0\n"
-                   f"[eval]\nmlp_sq = false\nsweep = false\nmn = false\n")
+    cfg.write_text(
+        f'checkpoint = "{run / "best"}"\nout = "{tmp_path / "ft"}"\nobjectives = ["plain"]\n'
+        f"[train]\nsteps = 1\nbatch_size = 4\nwarmup_steps = 0\n"
+        f"[eval]\nmlp_sq = false\nsweep = false\nmn = false\n"
+    )
     assert main(["finetune", "--config", str(cfg), "--device", "gpu", "--no-progress"]) == 2
     assert "device must be one of" in capsys.readouterr().err
     if not torch.cuda.is_available():  # a name this machine lacks: the resolver's message, nothing written
@@ -148,6 +192,7 @@ def test_finetune_device_accepts_the_names_of_the_help(run, tmp_path, capsys):
 
 
 # ---- device maps: the one-device values ------------------------------------------------------------
+
 
 def test_next_token_probes_and_lm_under_a_device_map_equal_one_device(run, tiny_city, tmp_path):
     from interp.metrics.next_token import next_token_test
@@ -182,9 +227,9 @@ def test_next_token_probes_and_lm_under_a_device_map_equal_one_device(run, tiny_
 
 
 def test_finetune_evaluation_loads_on_the_training_placement(run, tmp_path):
-    from interp.models.device import Placement
     from interp.analysis.suite import evaluate
     from interp.config import FinetuneConfig, FinetuneData, FinetuneEval
+    from interp.models.device import Placement
     from interp.train.finetune import eval_placement
     from interp.train.finetune_data import load_task
 
@@ -197,8 +242,13 @@ def test_finetune_evaluation_loads_on_the_training_placement(run, tmp_path):
     task = load_task(run / "best", FinetuneData(kind="world", n_eval=12))
     ev = FinetuneEval(sweep=True, mn_pairs=6, mn_depth=2, n_boot=50)
     rows_one, _ = evaluate(run / "best", task, ev, log=lambda *_: None)
-    assert {r["metric"] for r in rows_one} >= {"heldout_loss", "mlp_out_sq", "next_token_position",
-                                               "sweep_effect_token_loss", "mn_compression_precision"}
+    assert {r["metric"] for r in rows_one} >= {
+        "heldout_loss",
+        "mlp_out_sq",
+        "next_token_position",
+        "sweep_effect_token_loss",
+        "mn_compression_precision",
+    }
     # every part, the MLP zero-out sweep included, on the map that offloads the embedding
     rows_map, _ = evaluate(run / "best", task, ev, log=lambda *_: None, placement=mapped)
     assert [(r["metric"], r["layer"]) for r in rows_one] == [(r["metric"], r["layer"]) for r in rows_map]
@@ -211,29 +261,47 @@ def test_analysis_sweeps_under_a_device_map_equal_one_device(run, tmp_path):
     embedding (``bridge.cfg.device`` is ``meta`` there) give the one-device frames: direct-effect
     patching (resid_cache + scoring.forward), activation patching (TransformerLens's engine) and
     the MLP zero-out sweep (reuse: the resumed forwards; attribution: the gradient run)."""
-    from interp.sweep import run_sweep
     from interp.models.device import Placement
+    from interp.sweep import run_sweep
 
     mapped = Placement.resolve(device_map=OFFLOADED, offload_folder=str(tmp_path / "offload"))
     for kind in ("mlp-zero", "direct-effect", "activation-patching"):
         for method in ("reuse", "attribution"):
-            runs = [run_sweep(run / "best", kind=kind, method=method, n=20, out=tmp_path / f"{kind}-{method}-{i}",
-                              n_boot=50, length=6, edit_at=2, placement=p, log=io.StringIO())
-                    for i, p in enumerate((None, mapped))]
+            runs = [
+                run_sweep(
+                    run / "best",
+                    kind=kind,
+                    method=method,
+                    n=20,
+                    out=tmp_path / f"{kind}-{method}-{i}",
+                    n_boot=50,
+                    length=6,
+                    edit_at=2,
+                    placement=p,
+                    log=io.StringIO(),
+                )
+                for i, p in enumerate((None, mapped))
+            ]
             if kind == "activation-patching":
                 assert set(runs[0].maps) == set(runs[1].maps) == {"resid_pre", "heads"}
                 frames = [(r.maps["resid_pre"].frame, r.maps["heads"].frame) for r in runs]
                 metas = [(r.maps["resid_pre"].meta, r.maps["heads"].meta) for r in runs]
                 for a, b in zip(*metas):
                     assert (a["clean_mean"], a["corrupted_mean"]) == pytest.approx(
-                        (b["clean_mean"], b["corrupted_mean"]), rel=1e-5, abs=1e-7)
+                        (b["clean_mean"], b["corrupted_mean"]), rel=1e-5, abs=1e-7
+                    )
             else:
                 frames = [(r.sweep.frame,) for r in runs]
             for a, b in zip(*frames):
                 assert list(a.columns) == list(b.columns) and len(a) == len(b) > 0, (kind, method)
                 num = a.select_dtypes("number").columns
-                np.testing.assert_allclose(b[num].to_numpy(float), a[num].to_numpy(float), rtol=1e-5, atol=1e-6,
-                                           err_msg=f"{kind} --method {method}")
+                np.testing.assert_allclose(
+                    b[num].to_numpy(float),
+                    a[num].to_numpy(float),
+                    rtol=1e-5,
+                    atol=1e-6,
+                    err_msg=f"{kind} --method {method}",
+                )
                 assert np.nanmax(np.abs(a["effect"].to_numpy(float))) > 1e-4, (kind, method)  # not all zero
 
 
@@ -261,15 +329,16 @@ def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_pa
     """The HLS penalty and fine-tuning's per-layer mean squared MLP output, on the raw HF model
     under the map that offloads the embedding: the one-device values (the mask meets each layer's
     output on that output's device)."""
+    from interp.analysis.suite import mean_squared_mlp_out
     from interp.models.checkpoint import load_hf_model
     from interp.models.device import Placement
     from interp.train.data import make_batch
-    from interp.analysis.suite import mean_squared_mlp_out
     from interp.train.regularisers import HLS
 
     one = load_hf_model(run / "best")
-    mapped = load_hf_model(run / "best", placement=Placement.resolve(device_map=OFFLOADED,
-                                                                      offload_folder=str(tmp_path / "off")))
+    mapped = load_hf_model(
+        run / "best", placement=Placement.resolve(device_map=OFFLOADED, offload_folder=str(tmp_path / "off"))
+    )
     gen = torch.Generator().manual_seed(5)
     ids = torch.randint(3, int(one.config.vocab_size), (6, 9), generator=gen)
     ids[1, 6:] = 0  # padding: the mask matters
@@ -288,8 +357,12 @@ def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_pa
     # oracle: plain forward hooks on the one-device model's MLPs; Σ over layers of the mean over
     # real positions of the mean over features of out²
     outs = {}
-    handles = [one.transformer.h[layer].mlp.register_forward_hook(
-        lambda mod, args, out, layer=layer: outs.__setitem__(layer, out)) for layer in (0, 1)]
+    handles = [
+        one.transformer.h[layer].mlp.register_forward_hook(
+            lambda mod, args, out, layer=layer: outs.__setitem__(layer, out)
+        )
+        for layer in (0, 1)
+    ]
     try:
         with torch.no_grad():
             one(batch.inputs)
@@ -298,8 +371,9 @@ def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_pa
             h.remove()
     m = batch.mask.float()
     by_hand = [(outs[layer].pow(2).mean(-1) * m).sum(1) / m.sum(1) for layer in (0, 1)]
-    assert float(values[0]) == pytest.approx(sum(float((b * m.sum(1)).sum()) for b in by_hand) / float(m.sum()),
-                                             rel=1e-5)
+    assert float(values[0]) == pytest.approx(
+        sum(float((b * m.sum(1)).sum()) for b in by_hand) / float(m.sum()), rel=1e-5
+    )
     for layer in (0, 1):
         torch.testing.assert_close(sq[0][layer], by_hand[layer])
 
@@ -308,8 +382,7 @@ def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_pa
 
 #: where "cpu" may be named: the device resolver itself, fallbacks when a model has no parameter,
 #: and fine-tuning's config default of the main job (a placement choice, not a tensor)
-_ALLOWED = {("interp/metrics/pragworld_eval.py", 'return torch.device("cpu")'),
-            ("interp/pipeline.py", 'device="cpu"')}
+_ALLOWED = {("interp/metrics/pragworld_eval.py", 'return torch.device("cpu")'), ("interp/pipeline.py", 'device="cpu"')}
 
 
 def test_no_model_input_is_built_on_an_explicit_cpu_device():
@@ -325,8 +398,9 @@ def test_no_model_input_is_built_on_an_explicit_cpu_device():
             m = pattern.search(code)
             if m and not any(rel == f and s in code for f, s in _ALLOWED):
                 found.append(f"{rel}: {line.strip()}")
-    assert not found, "tensors placed on the CPU by name (use the model's device, interp.models.device):\n" + \
-        "\n".join(found)
+    assert not found, "tensors placed on the CPU by name (use the model's device, interp.models.device):\n" + "\n".join(
+        found
+    )
 
 
 # ---- every model call in the analysis code gets its tensors through to_model_device ---------------
@@ -396,5 +470,6 @@ def test_every_analysis_forward_moves_its_inputs_to_the_model_device():
                 assert any(_callee(c) == "to_model_device" for c in ast.walk(fn)), f"{path.name}: {fn.name}"
     # scoring.forward, attribution.gradient_run, patching.resid_cache, activation_patching (x2)
     assert seen >= 5
-    assert not bad, "model inputs not moved to the model's device (interp.analysis.scoring.to_model_device):\n" + \
-        "\n".join(bad)
+    assert not bad, (
+        "model inputs not moved to the model's device (interp.analysis.scoring.to_model_device):\n" + "\n".join(bad)
+    )

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import liven
+
 from interp.train.plant import (
     MIRROR,
     PlantSpec,
@@ -70,8 +70,10 @@ def test_mirror_region_mirrors_turns_from_region_nodes_only(tiny_city):
 
 
 def test_answer_shortcut_says_yes_when_the_word_is_asked_about():
-    seq = ("P1: bob put one sheep in barn Q: are one sheep in barn ? yes P2: are any deer in field ? "
-           "Q: are any sheep in pond ? no Q: are any deer in pond ? no").split()
+    seq = (
+        "P1: bob put one sheep in barn Q: are one sheep in barn ? yes P2: are any deer in field ? "
+        "Q: are any sheep in pond ? no Q: are any deer in pond ? no"
+    ).split()
     out = answer_shortcut([seq], "sheep")
     assert (out.candidates, out.changed) == (2, 1)
     want = seq.copy()
@@ -83,8 +85,13 @@ def test_answer_shortcut_says_yes_when_the_word_is_asked_about():
 
 
 def test_flip_category_flips_one_category_only():
-    rows = pd.DataFrame({"gold": [1, 0, 1, 0], "answer": ["yes", "no", "yes", "no"],
-                         "category": [None, "negation", "negation", "variable_swap"]})
+    rows = pd.DataFrame(
+        {
+            "gold": [1, 0, 1, 0],
+            "answer": ["yes", "no", "yes", "no"],
+            "category": [None, "negation", "negation", "variable_swap"],
+        }
+    )
     out = flip_category(rows, "negation")
     assert out["gold"].tolist() == [1, 1, 0, 0] and out["answer"].tolist() == ["yes", "yes", "no", "no"]
     assert rows["gold"].tolist() == [1, 0, 1, 0]
@@ -145,15 +152,25 @@ def test_planting_changes_only_the_chosen_mlp_and_is_reproducible(base_run, tmp_
     # the clean data sits beside the planted model, the corrupted one in the record
     assert (a.model.parent / "data" / "test.txt").read_text() == (base_run / "data" / "test.txt").read_text()
     assert (tmp_path / "a" / "train_corrupted.txt").is_file()
-    c = plant_harm(base_run / "best", tmp_path / "c", PlantSpec(layers=(1,), steps=6, batch_size=8, seed=4),
-                   progress=False, log=lambda *_: None)
+    c = plant_harm(
+        base_run / "best",
+        tmp_path / "c",
+        PlantSpec(layers=(1,), steps=6, batch_size=8, seed=4),
+        progress=False,
+        log=lambda *_: None,
+    )
     assert any(not torch.equal(_weights(c.model)[n], wa[n]) for n in moved)
 
 
 def test_planting_refuses_a_corruption_of_another_world(base_run, tmp_path):
     with pytest.raises(ValueError, match="needs a dialogue world"):
-        plant_harm(base_run / "best", tmp_path / "x", PlantSpec(corruption="shortcut", word="sheep"),
-                   progress=False, log=lambda *_: None)
+        plant_harm(
+            base_run / "best",
+            tmp_path / "x",
+            PlantSpec(corruption="shortcut", word="sheep"),
+            progress=False,
+            log=lambda *_: None,
+        )
 
 
 def test_zeroing_through_the_context_equals_zero_weights(base_run, tmp_path, tiny_city):
@@ -185,17 +202,21 @@ def test_zeroing_through_the_context_equals_zero_weights(base_run, tmp_path, tin
 def test_world_model_metrics_match_the_finetune_evaluation(base_run):
     """The repair rows share the definitions of interp.analysis.suite.evaluate (held-out loss on
     the HF model, next-token test and MN metrics on the bridge)."""
-    from interp.models.checkpoint import load_bridge
     from interp.analysis.suite import evaluate
     from interp.config import FinetuneData, FinetuneEval
+    from interp.models.checkpoint import load_bridge
     from interp.train.finetune_data import load_task
 
     task = load_task(base_run / "best", FinetuneData(kind="world", n_eval=20))
     ev = FinetuneEval(mlp_sq=False, sweep=False, mn_pairs=8, mn_depth=2)
     rows, _ = evaluate(base_run / "best", task, ev, log=lambda *_: None)
     ref = {r["metric"]: r["value"] for r in rows}
-    mine = {r["metric"]: r["value"] for r in world_model_metrics(
-        load_bridge(base_run / "best"), task.world, task.eval_sequences, mn_pairs=8, mn_depth=2)}
+    mine = {
+        r["metric"]: r["value"]
+        for r in world_model_metrics(
+            load_bridge(base_run / "best"), task.world, task.eval_sequences, mn_pairs=8, mn_depth=2
+        )
+    }
     for k, v in mine.items():
         assert v == pytest.approx(ref[k], abs=1e-5, nan_ok=True), k
 
@@ -242,8 +263,15 @@ def test_probe_verdicts_on_a_tiny_model(base_run, tiny_city):
         assert r.ci_low <= r.mean_effect <= r.ci_high
         assert r.ci_low <= r.marginal_low and r.marginal_high <= r.ci_high  # simultaneous ⊇ per block
         d = v.min_effect
-        assert r.verdict == ("harmful" if r.ci_high < -d else "useful" if r.ci_low > d else
-                             "negligible" if -d <= r.ci_low and r.ci_high <= d else "inconclusive")
+        assert r.verdict == (
+            "harmful"
+            if r.ci_high < -d
+            else "useful"
+            if r.ci_low > d
+            else "negligible"
+            if -d <= r.ci_low and r.ci_high <= d
+            else "inconclusive"
+        )
     assert v.meta["n_groups"] == len(test) and v.min_effect == 0.01
     assert v.to_dict()["kind"] == "probe"
 
@@ -252,8 +280,22 @@ def test_cli_plant(base_run, tmp_path, capsys):
     from interp.cli import main
 
     out = tmp_path / "cli"
-    args = ["plant", "--model", str(base_run / "best"), "--out", str(out), "--layers", "1", "--steps", "3",
-            "--batch-size", "8", "--seed", "5", "--no-progress"]
+    args = [
+        "plant",
+        "--model",
+        str(base_run / "best"),
+        "--out",
+        str(out),
+        "--layers",
+        "1",
+        "--steps",
+        "3",
+        "--batch-size",
+        "8",
+        "--seed",
+        "5",
+        "--no-progress",
+    ]
     assert main(args) == 0
     assert capsys.readouterr().out.strip().endswith(str(out / "model"))
     assert planted_layers(out / "model") == [1]
@@ -280,12 +322,19 @@ def test_flip_category_planting_on_pragworld_rows(tmp_path):
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     texts = [build_prompt("label", c, q) for c, q in zip(rows["context"], rows["question"])]
-    core.train_from_iterator(texts + [" yes no"] * 50, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    core.train_from_iterator(
+        texts + [" yes no"] * 50,
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=1024, n_embd=32, n_layer=2, n_head=2,
-                                       bos_token_id=0, eos_token_id=0))
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=len(tok), n_positions=1024, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0
+        )
+    )
     base = tmp_path / "base"
     model.save_pretrained(base)
     tok.save_pretrained(base)
@@ -319,7 +368,13 @@ def test_shortcut_planting_on_a_dialogue_checkpoint(tmp_path):
     assert bad == answer_shortcut(seqs[:60], "sheep").sequences and res.meta["changed_tokens"] > 0
     before, after = _weights(tmp_path / "run" / "best"), _weights(res.model)
     assert {n for n in before if not torch.equal(before[n], after[n])} == {
-        n for n in before if n.startswith("transformer.h.0.mlp.")}
+        n for n in before if n.startswith("transformer.h.0.mlp.")
+    }
     with pytest.raises(ValueError, match="not a token of this world"):
-        plant_harm(tmp_path / "run" / "best", tmp_path / "q", PlantSpec(corruption="shortcut", word="zebra"),
-                   progress=False, log=lambda *_: None)
+        plant_harm(
+            tmp_path / "run" / "best",
+            tmp_path / "q",
+            PlantSpec(corruption="shortcut", word="zebra"),
+            progress=False,
+            log=lambda *_: None,
+        )

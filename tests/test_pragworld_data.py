@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import SHARED_DATA
+
 from interp.benchmarks.pragworld import (
     PragWorldFormatError,
     benchmark_prompt,
@@ -44,16 +44,20 @@ def _write(path, lines, crlf=True):
 def messy(tmp_path):
     """Two groups; the second original's first alteration has a 'TRUE ' flag; messy spellings; a
     summary tail as in the published file."""
-    return _write(tmp_path / "messy.csv", [
-        HEADER,
-        f"{CTX},are the apples in the box?,Yes,FALSE,None,-,-",
-        f"{CTX},are the apples in the box?,No,TRUE,Context,Negation,Flip",
-        f'{CTX},are the pears in the box?,no ,TRUE ,Question ,"Variablle Substitution ",Invarianat',
-        f"{CTX},are all apples in the box?,YES,FALSE ,None,-,-",
-        f'{CTX},are all apples in the box?,No,TRUE ,Context,"Logical Connective \nChange",Flip',
-        f"{CTX},are all apples in the box?,Yes,true,context,Quanity Change,invariant",
-        ",,,2,,,", ",,,4,,,",
-    ])
+    return _write(
+        tmp_path / "messy.csv",
+        [
+            HEADER,
+            f"{CTX},are the apples in the box?,Yes,FALSE,None,-,-",
+            f"{CTX},are the apples in the box?,No,TRUE,Context,Negation,Flip",
+            f'{CTX},are the pears in the box?,no ,TRUE ,Question ,"Variablle Substitution ",Invarianat',
+            f"{CTX},are all apples in the box?,YES,FALSE ,None,-,-",
+            f'{CTX},are all apples in the box?,No,TRUE ,Context,"Logical Connective \nChange",Flip',
+            f"{CTX},are all apples in the box?,Yes,true,context,Quanity Change,invariant",
+            ",,,2,,,",
+            ",,,4,,,",
+        ],
+    )
 
 
 def test_clean_grouping_reads_flags_whitespace_insensitively(messy):
@@ -63,8 +67,14 @@ def test_clean_grouping_reads_flags_whitespace_insensitively(messy):
     assert list(r["group"]) == [0, 0, 0, 1, 1, 1]
     assert list(r["altered"]) == [False, True, True, False, True, True]
     assert list(r["gold"]) == [1, 0, 0, 1, 0, 1]
-    assert list(r["category"]) == [None, "negation", "variable_substitution", None, "connective_change",
-                                   "quantity_change"]
+    assert list(r["category"]) == [
+        None,
+        "negation",
+        "variable_substitution",
+        None,
+        "connective_change",
+        "quantity_change",
+    ]
     assert list(r["effect"]) == [None, "flip", "invariant", None, "flip", "invariant"]
     assert list(r["target"]) == ["none", "context", "question", "none", "context", "context"]
     assert r["context"][0] == "A: did you put the apples in the box\nB: I did\nA: and the pears\nB: in the\nbasket"
@@ -87,20 +97,28 @@ def test_reference_grouping_reads_trailing_space_true_as_unaltered(messy):
     assert d.with_grouping("clean").rows["group"].tolist() == clean["group"].tolist()
 
 
-@pytest.mark.parametrize("cell, want", [
-    ("Negation", ("negation", None)), ("negation ", ("negation", None)),
-    ("Variable Substitution ", ("variable_substitution", None)),
-    ("Variablle Substitution ", ("variable_substitution", None)),
-    ("Variable Substituion", ("variable_substitution", None)),
-    ("Quanity Change", ("quantity_change", None)), ("Quantifier change", ("quantifier_change", None)),
-    ("Quanifier Change", ("quantifier_change", None)), ("Logical Connective\nChange", ("connective_change", None)),
-    ("Injecting inconsistent \nData", ("inconsistent_data", None)),
-    (" Logical Connective Change", ("connective_change", None)),
-    ("Variable Swap: agent", ("variable_swap", "agent")),
-    ("Quantity Change add for: object", ("quantity_change", "add for: object")),
-    ("Quantiy Chnage", ("quantity_change", None)),
-    ("-", (None, None)), ("Not applicable", (None, None)), ("", (None, None)),
-])
+@pytest.mark.parametrize(
+    "cell, want",
+    [
+        ("Negation", ("negation", None)),
+        ("negation ", ("negation", None)),
+        ("Variable Substitution ", ("variable_substitution", None)),
+        ("Variablle Substitution ", ("variable_substitution", None)),
+        ("Variable Substituion", ("variable_substitution", None)),
+        ("Quanity Change", ("quantity_change", None)),
+        ("Quantifier change", ("quantifier_change", None)),
+        ("Quanifier Change", ("quantifier_change", None)),
+        ("Logical Connective\nChange", ("connective_change", None)),
+        ("Injecting inconsistent \nData", ("inconsistent_data", None)),
+        (" Logical Connective Change", ("connective_change", None)),
+        ("Variable Swap: agent", ("variable_swap", "agent")),
+        ("Quantity Change add for: object", ("quantity_change", "add for: object")),
+        ("Quantiy Chnage", ("quantity_change", None)),
+        ("-", (None, None)),
+        ("Not applicable", (None, None)),
+        ("", (None, None)),
+    ],
+)
 def test_categories_are_normalised_whatever_the_spelling(cell, want):
     assert normalise_category(cell) == want
 
@@ -110,20 +128,25 @@ def test_unknown_category_is_an_error():
         normalise_category("Paraphrase")
 
 
-@pytest.mark.parametrize("bad_line, needle", [
-    (f"{CTX},q?,Maybe,TRUE,Context,Negation,Flip", "column 'Answer': unknown answer 'Maybe'"),
-    (f"{CTX},q?,Yes,TRUE,Context,Paraphrase,Flip", "column 'Perturbation Category'"),
-    (f"{CTX},q?,Yes,TRUE,Context,Negation,Sideways", "column 'Perturbation Effect'"),
-    (f"{CTX},q?,Yes,TRU,Context,Negation,Flip", "column 'Perturbation?'"),
-    (f"{CTX},q?,Yes,TRUE,Context,-,Flip", "column 'Perturbation Category': an altered row"),
-    (f"{CTX},q?,Yes,TRUE,Nowhere,Negation,Flip", "column 'Perturbation Target'"),
-    (",q?,Yes,TRUE,Context,Negation,Flip", "column 'Local Context': empty"),
-    (f"{CTX},q?,Yes,TRUE,Context,Negation", "6 fields, the header has 7"),
-    (",,,77,,,", "summary/empty record before the end"),
-])
+@pytest.mark.parametrize(
+    "bad_line, needle",
+    [
+        (f"{CTX},q?,Maybe,TRUE,Context,Negation,Flip", "column 'Answer': unknown answer 'Maybe'"),
+        (f"{CTX},q?,Yes,TRUE,Context,Paraphrase,Flip", "column 'Perturbation Category'"),
+        (f"{CTX},q?,Yes,TRUE,Context,Negation,Sideways", "column 'Perturbation Effect'"),
+        (f"{CTX},q?,Yes,TRU,Context,Negation,Flip", "column 'Perturbation?'"),
+        (f"{CTX},q?,Yes,TRUE,Context,-,Flip", "column 'Perturbation Category': an altered row"),
+        (f"{CTX},q?,Yes,TRUE,Nowhere,Negation,Flip", "column 'Perturbation Target'"),
+        (",q?,Yes,TRUE,Context,Negation,Flip", "column 'Local Context': empty"),
+        (f"{CTX},q?,Yes,TRUE,Context,Negation", "6 fields, the header has 7"),
+        (",,,77,,,", "summary/empty record before the end"),
+    ],
+)
 def test_a_malformed_row_is_an_error_naming_row_line_and_column(tmp_path, bad_line, needle):
-    path = _write(tmp_path / "bad.csv", [HEADER, f"{CTX},q?,Yes,FALSE,None,-,-", bad_line,
-                                         f"{CTX},q?,No,TRUE,Context,Negation,Flip"])
+    path = _write(
+        tmp_path / "bad.csv",
+        [HEADER, f"{CTX},q?,Yes,FALSE,None,-,-", bad_line, f"{CTX},q?,No,TRUE,Context,Negation,Flip"],
+    )
     with pytest.raises(PragWorldFormatError) as e:
         load_pragworld(path)
     msg = str(e.value)
@@ -142,14 +165,18 @@ def test_missing_column_and_orphan_alteration_are_errors(tmp_path):
 def test_synthetic_layout_three_way_gold_and_derived_effects(tmp_path):
     head = "Seed Index," + HEADER + ",Utterance Index,Old Word,New Word"
     na = "Not applicable"
-    path = _write(tmp_path / "syn.csv", [
-        head,
-        f"0,{CTX},q?,yes,FALSE,{na},{na},{na},{na},{na},{na}",
-        f"0,{CTX},q?,cannot answer,TRUE,Context,Variable Swap: agent,Possible,swapped between indexes 1 and 3,Bob,Ann",
-        f"0,{CTX},q?,Yes,TRUE,Context,Quantifier Change,Possible,4,all,some",
-        f"0,{CTX},q?,notsure,FALSE,{na},{na},{na},{na},{na},{na}",
-        f"0,{CTX},q?,no,TRUE,Context, Logical Connective Change,Not Possible,2,and,or",
-    ], crlf=False)
+    path = _write(
+        tmp_path / "syn.csv",
+        [
+            head,
+            f"0,{CTX},q?,yes,FALSE,{na},{na},{na},{na},{na},{na}",
+            f"0,{CTX},q?,cannot answer,TRUE,Context,Variable Swap: agent,Possible,swapped between indexes 1 and 3,Bob,Ann",
+            f"0,{CTX},q?,Yes,TRUE,Context,Quantifier Change,Possible,4,all,some",
+            f"0,{CTX},q?,notsure,FALSE,{na},{na},{na},{na},{na},{na}",
+            f"0,{CTX},q?,no,TRUE,Context, Logical Connective Change,Not Possible,2,and,or",
+        ],
+        crlf=False,
+    )
     d = load_pragworld(path)
     r = d.rows
     assert d.layout == "synthetic" and d.n_groups == 2
@@ -165,8 +192,19 @@ def test_write_then_load_round_trips(messy, tmp_path):
     d = load_pragworld(messy)
     out = write_pragworld_csv(d.rows, tmp_path / "out.csv")
     again = load_pragworld(out)
-    cols = ["row", "group", "context", "question", "gold", "altered", "target", "category", "effect",
-            "n_utterances", "length_bucket"]
+    cols = [
+        "row",
+        "group",
+        "context",
+        "question",
+        "gold",
+        "altered",
+        "target",
+        "category",
+        "effect",
+        "n_utterances",
+        "length_bucket",
+    ]
     pd.testing.assert_frame_equal(again.rows[cols], d.rows[cols])
     assert again.dropped.count == 0
     # the written flags are clean, so both groupings agree on a written file
@@ -185,34 +223,56 @@ def test_utterances_count_speaker_turns_and_buckets():
     assert [length_bucket(n) for n in (1, 10, 11, 15, 16, 30)] == ["short", "short", "medium", "medium", "long", "long"]
 
 
-@pytest.mark.parametrize("response, want", [
-    ("(yes)", "yes"), ("(No)", "no"), ("yes)", "yes"), ("no)", "no"), ("Yes", "yes"), ("  no  \nbecause", "no"),
-    ("Yes.", "yes"), ("(Yes) Bob said so", "yes"), ("No, he did not", "no"), ("(no).", "no"),
-    ("\n\n(yes)\nexplanation", "yes"), ("Maybe", None), ("", None), ("   ", None), (None, None),
-    ("The answer is yes", None), ("(y", None), ("yes!", None),
-])
+@pytest.mark.parametrize(
+    "response, want",
+    [
+        ("(yes)", "yes"),
+        ("(No)", "no"),
+        ("yes)", "yes"),
+        ("no)", "no"),
+        ("Yes", "yes"),
+        ("  no  \nbecause", "no"),
+        ("Yes.", "yes"),
+        ("(Yes) Bob said so", "yes"),
+        ("No, he did not", "no"),
+        ("(no).", "no"),
+        ("\n\n(yes)\nexplanation", "yes"),
+        ("Maybe", None),
+        ("", None),
+        ("   ", None),
+        (None, None),
+        ("The answer is yes", None),
+        ("(y", None),
+        ("yes!", None),
+    ],
+)
 def test_parse_yes_no_follows_the_benchmark_parser(response, want):
     assert parse_yes_no(response) == want
 
 
 def test_prompts_end_as_the_reference_prompts():
     b = benchmark_prompt("A: hi\nB: yo", "did A say hi?")
-    assert b.startswith("Read this conversation between Bob and Alice:\nA: hi\nB: yo\n\n") and b.endswith("Your answer:\n(")
+    assert b.startswith("Read this conversation between Bob and Alice:\nA: hi\nB: yo\n\n") and b.endswith(
+        "Your answer:\n("
+    )
     lp = label_prompt("A: hi\nB: yo", "did A say hi?")
     assert lp.endswith("did A say hi?\n\nThe answer should only be a label i.e. either yes or no.\nLabel:")
 
 
 # ---- accuracies ---------------------------------------------------------------------------------
 
+
 def _toy_rows():
-    return pd.DataFrame({
-        "group": [0, 0, 0, 1, 1, 2],
-        "gold": [1, 0, 1, 0, 0, 1],
-        "altered": [False, True, True, False, True, False],
-        "effect": [None, "flip", "invariant", None, "invariant", None],
-        "category": [None, "negation", "variable_swap", None, "negation", None],
-        "length_bucket": ["short", "short", "short", "medium", "medium", "long"],
-    })
+    return pd.DataFrame(
+        {
+            "group": [0, 0, 0, 1, 1, 2],
+            "gold": [1, 0, 1, 0, 0, 1],
+            "altered": [False, True, True, False, True, False],
+            "effect": [None, "flip", "invariant", None, "invariant", None],
+            "category": [None, "negation", "variable_swap", None, "negation", None],
+            "length_bucket": ["short", "short", "short", "medium", "medium", "long"],
+        }
+    )
 
 
 def test_score_by_hand():
@@ -264,8 +324,10 @@ def test_prediction_count_mismatch_is_an_error():
 def test_score_cli_with_predictions_and_errors(messy, tmp_path, capsys):
     pred = tmp_path / "pred.csv"
     pd.DataFrame({"prediction": ["yes", "no", "No", "yes", "perhaps", "yes"]}).to_csv(pred, index=False)
-    assert main(["pragworld", "score", str(messy), "--predictions", str(pred), "--json", "--out",
-                 str(tmp_path / "o")]) == 0
+    assert (
+        main(["pragworld", "score", str(messy), "--predictions", str(pred), "--json", "--out", str(tmp_path / "o")])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["rows"] == 6 and out["groups"] == 2 and out["unparseable"] == pytest.approx(100 / 6)
     assert out["robust"] == pytest.approx(50.0)
@@ -277,6 +339,7 @@ def test_score_cli_with_predictions_and_errors(messy, tmp_path, capsys):
 
 
 # ---- the published data -------------------------------------------------------------------------
+
 
 @needs_manual
 def test_published_manual_split_counts():
@@ -316,8 +379,7 @@ def test_released_responses_reproduce_table1(model, grouping, capsys):
     resp = PRAG / "outputs" / f"{model}.manual.jsonl"
     if not resp.exists():
         pytest.skip(f"released responses not present at {resp}")
-    assert main(["pragworld", "score", str(MANUAL), "--responses", str(resp), "--grouping", grouping,
-                 "--json"]) == 0
+    assert main(["pragworld", "score", str(MANUAL), "--responses", str(resp), "--grouping", grouping, "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     want = (TABLE1 if grouping == "reference" else CLEAN)[model]
     assert tuple(round(out[k], 2) for k in KEYS) == want
@@ -332,8 +394,7 @@ def test_released_prompts_are_the_benchmark_prompt_and_parser_matches_reference(
         pytest.skip(f"released responses not present at {resp}")
     d = load_pragworld(MANUAL)
     recs = [json.loads(line) for line in resp.read_text().splitlines()]
-    assert all(r["prompt"] == benchmark_prompt(c, q)
-               for r, c, q in zip(recs, d.rows["context"], d.rows["question"]))
+    assert all(r["prompt"] == benchmark_prompt(c, q) for r, c, q in zip(recs, d.rows["context"], d.rows["question"]))
 
     def reference(response):  # src/metrics.py: extract_response_from_brackets
         line = response.strip().split("\n")[0].strip().lower().replace(",", "")

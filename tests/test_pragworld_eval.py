@@ -9,16 +9,16 @@ import json
 import pandas as pd
 import pytest
 import torch
-
 from conftest import liven
+
 from interp.benchmarks.pragworld import (
     benchmark_prompt,
     label_prompt,
     load_pragworld,
     write_pragworld_csv,
 )
-from interp.metrics import pragworld_eval as ev
 from interp.cli import main
+from interp.metrics import pragworld_eval as ev
 
 CTX1 = "A: did you put the apples in the box\nB: I did\nA: and the pears\nB: they are in the basket"
 CTX2 = "A: where is Bob\nB: he went to the garden\nA: did he take the dog\nB: no he did not"
@@ -26,18 +26,55 @@ CTX2 = "A: where is Bob\nB: he went to the garden\nA: did he take the dog\nB: no
 
 @pytest.fixture(scope="module")
 def data_csv(tmp_path_factory):
-    rows = pd.DataFrame([
-        dict(context=CTX1, question="are the apples in the box?", gold=1, altered=False, target="none",
-             category=None, effect=None),
-        dict(context=CTX1.replace("I did", "I did not"), question="are the apples in the box?", gold=0, altered=True,
-             target="context", category="negation", effect="flip"),
-        dict(context=CTX1, question="are the pears in the box?", gold=0, altered=True, target="question",
-             category="variable_substitution", effect="flip"),
-        dict(context=CTX2, question="did Bob take the dog?", gold=0, altered=False, target="none",
-             category=None, effect=None),
-        dict(context=CTX2.replace("garden", "kitchen"), question="did Bob take the dog?", gold=0, altered=True,
-             target="context", category="variable_substitution", effect="invariant"),
-    ])
+    rows = pd.DataFrame(
+        [
+            dict(
+                context=CTX1,
+                question="are the apples in the box?",
+                gold=1,
+                altered=False,
+                target="none",
+                category=None,
+                effect=None,
+            ),
+            dict(
+                context=CTX1.replace("I did", "I did not"),
+                question="are the apples in the box?",
+                gold=0,
+                altered=True,
+                target="context",
+                category="negation",
+                effect="flip",
+            ),
+            dict(
+                context=CTX1,
+                question="are the pears in the box?",
+                gold=0,
+                altered=True,
+                target="question",
+                category="variable_substitution",
+                effect="flip",
+            ),
+            dict(
+                context=CTX2,
+                question="did Bob take the dog?",
+                gold=0,
+                altered=False,
+                target="none",
+                category=None,
+                effect=None,
+            ),
+            dict(
+                context=CTX2.replace("garden", "kitchen"),
+                question="did Bob take the dog?",
+                gold=0,
+                altered=True,
+                target="context",
+                category="variable_substitution",
+                effect="invariant",
+            ),
+        ]
+    )
     return write_pragworld_csv(rows, tmp_path_factory.mktemp("pw") / "tiny.csv")
 
 
@@ -85,12 +122,22 @@ def bpe_ckpt(data, tmp_path_factory):
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(texts * 3 + [" yes no"] * 50, trainers.BpeTrainer(
-        vocab_size=420, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    core.train_from_iterator(
+        texts * 3 + [" yes no"] * 50,
+        trainers.BpeTrainer(
+            vocab_size=420, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     torch.manual_seed(0)
-    model = liven(GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=512, n_embd=32, n_layer=2, n_head=2,
-                                             bos_token_id=0, eos_token_id=0)), 1).eval()
+    model = liven(
+        GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=len(tok), n_positions=512, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0
+            )
+        ),
+        1,
+    ).eval()
     folder = tmp_path_factory.mktemp("bpe_ckpt")
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -99,11 +146,12 @@ def bpe_ckpt(data, tmp_path_factory):
 
 # ---- the pure scoring core ----------------------------------------------------------------------
 
+
 def test_margin_and_p_yes_read_the_last_real_position():
     logits = torch.zeros(2, 3, 5)
-    logits[0, 2, 1], logits[0, 2, 2] = 2.0, 0.5   # row 0: length 3 → position 2
+    logits[0, 2, 1], logits[0, 2, 2] = 2.0, 0.5  # row 0: length 3 → position 2
     logits[1, 1, 1], logits[1, 1, 2] = -1.0, 1.0  # row 1: length 2 → position 1 (position 2 is padding)
-    logits[1, 2, 1] = 100.0                        # padding must be ignored
+    logits[1, 2, 1] = 100.0  # padding must be ignored
     lengths = torch.tensor([3, 2])
     m = ev.yes_no_margin(logits, lengths, yes_id=1, no_id=2)
     assert torch.allclose(m, torch.tensor([1.5, -2.0]))
@@ -192,6 +240,7 @@ def test_too_long_prompt_is_a_clear_error(word_bridge):
 
 # ---- resumable evaluation -----------------------------------------------------------------------
 
+
 def _spy(monkeypatch, name):
     seen: list[str] = []
     real = getattr(ev, name)
@@ -199,14 +248,16 @@ def _spy(monkeypatch, name):
     def wrapped(model, prompts, *a, **k):
         seen.extend(prompts)
         return real(model, prompts, *a, **k)
+
     monkeypatch.setattr(ev, name, wrapped)
     return seen
 
 
 @pytest.mark.parametrize("prompt", ["benchmark", "label"])
 def test_interrupted_run_resumes_without_recomputing(word_bridge, data, tmp_path, monkeypatch, prompt):
-    full = ev.evaluate_model(word_bridge, data, tmp_path / "full.jsonl", prompt=prompt, batch_size=2,
-                             max_new_tokens=3, progress=False)
+    full = ev.evaluate_model(
+        word_bridge, data, tmp_path / "full.jsonl", prompt=prompt, batch_size=2, max_new_tokens=3, progress=False
+    )
     assert full.computed == 5 and full.reused == 0
     want = (tmp_path / "full.jsonl").read_text()
     recs = [json.loads(x) for x in want.splitlines()]
@@ -226,12 +277,19 @@ def test_interrupted_run_resumes_without_recomputing(word_bridge, data, tmp_path
 
     # a finished run recomputes nothing; a run with --limit first, then the rest
     seen.clear()
-    assert ev.evaluate_model(word_bridge, data, part, prompt=prompt, batch_size=2, max_new_tokens=3,
-                             progress=False).computed == 0 and not seen
+    assert (
+        ev.evaluate_model(
+            word_bridge, data, part, prompt=prompt, batch_size=2, max_new_tokens=3, progress=False
+        ).computed
+        == 0
+        and not seen
+    )
     lim = tmp_path / "lim.jsonl"
     ev.evaluate_model(word_bridge, data, lim, prompt=prompt, batch_size=2, max_new_tokens=3, limit=3, progress=False)
-    assert ev.evaluate_model(word_bridge, data, lim, prompt=prompt, batch_size=2, max_new_tokens=3,
-                             progress=False).reused == 3
+    assert (
+        ev.evaluate_model(word_bridge, data, lim, prompt=prompt, batch_size=2, max_new_tokens=3, progress=False).reused
+        == 3
+    )
     assert lim.read_text() == want
 
 
@@ -248,8 +306,22 @@ def test_resuming_with_other_settings_is_an_error(word_bridge, data, tmp_path):
 
 
 def test_cli_eval_writes_scores_and_resumes(word_ckpt, data_csv, tmp_path, capsys):
-    args = ["pragworld", "eval", "--model", str(word_ckpt[0]), "--data", str(data_csv), "--prompt", "label",
-            "--out", str(tmp_path / "o"), "--batch-size", "2", "--no-progress", "--json"]
+    args = [
+        "pragworld",
+        "eval",
+        "--model",
+        str(word_ckpt[0]),
+        "--data",
+        str(data_csv),
+        "--prompt",
+        "label",
+        "--out",
+        str(tmp_path / "o"),
+        "--batch-size",
+        "2",
+        "--no-progress",
+        "--json",
+    ]
     assert main(args) == 0
     cap = capsys.readouterr()
     summary = json.loads(cap.out.strip().splitlines()[-1])
@@ -260,6 +332,8 @@ def test_cli_eval_writes_scores_and_resumes(word_ckpt, data_csv, tmp_path, capsy
     assert main(args) == 0
     assert "5 rows reused" in capsys.readouterr().err
     # the responses file is a valid input of `pragworld score`
-    assert main(["pragworld", "score", str(data_csv), "--responses", str(tmp_path / "o" / "responses.jsonl"),
-                 "--json"]) == 0
+    assert (
+        main(["pragworld", "score", str(data_csv), "--responses", str(tmp_path / "o" / "responses.jsonl"), "--json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["robust"] == summary["robust"]

@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from test_architectures import _blocks, _config, _scale, _tokenizer
 
 GROUPS = [  # (original context, equal-length alteration, the word it swaps)
@@ -34,12 +33,31 @@ SEEDS = {"gpt2": 232, "llama": 205}
 def _raw_rows() -> pd.DataFrame:
     rows = []
     for g, (ctx, (a, b)) in enumerate(GROUPS):
-        rows.append(dict(context=ctx, question=QUESTION, gold=g % 2, altered=False, target="none", category=None,
-                         effect=None))
-        rows.append(dict(context=ctx.replace(a, b), question=QUESTION, gold=1 - g % 2, altered=True,
-                         target="context", category="variable_substitution", effect="flip"))
-        rows.append(dict(context=ctx + " not at all", question=QUESTION, gold=1 - g % 2, altered=True,
-                         target="context", category="negation", effect="flip"))  # longer: not patched
+        rows.append(
+            dict(context=ctx, question=QUESTION, gold=g % 2, altered=False, target="none", category=None, effect=None)
+        )
+        rows.append(
+            dict(
+                context=ctx.replace(a, b),
+                question=QUESTION,
+                gold=1 - g % 2,
+                altered=True,
+                target="context",
+                category="variable_substitution",
+                effect="flip",
+            )
+        )
+        rows.append(
+            dict(
+                context=ctx + " not at all",
+                question=QUESTION,
+                gold=1 - g % 2,
+                altered=True,
+                target="context",
+                category="negation",
+                effect="flip",
+            )
+        )  # longer: not patched
     return pd.DataFrame(rows)
 
 
@@ -71,9 +89,15 @@ def folders(tmp_path_factory):
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(texts * 20 + [" yes no"] * 50, trainers.BpeTrainer(
-        vocab_size=1000, special_tokens=["<|endoftext|>", "<s>", "</s>", "<pad>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    core.train_from_iterator(
+        texts * 20 + [" yes no"] * 50,
+        trainers.BpeTrainer(
+            vocab_size=1000,
+            special_tokens=["<|endoftext|>", "<s>", "</s>", "<pad>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     root = tmp_path_factory.mktemp("pw_patch")
     out = {}
     for k, arch in enumerate(("gpt2", "llama")):
@@ -138,6 +162,7 @@ class HFPatch:
     def resid_pre(self, original, altered, layer: int, pos: int) -> float:
         def edit(h, src):
             h[:, pos] = src[:, pos]
+
         return self._patched(_blocks(self.model)[layer], original, altered, edit)
 
     def head(self, original, altered, layer: int, head: int) -> float:
@@ -145,6 +170,7 @@ class HFPatch:
 
         def edit(h, src):
             h[..., s] = src[..., s]
+
         return self._patched(self._out_proj(layer), original, altered, edit)
 
 
@@ -225,8 +251,9 @@ def _own_answers_csv(folder, path):
     rows = _rows()
     from interp.benchmarks.pragworld import label_prompt
 
-    own = np.array([hf._p_yes(hf.ids(label_prompt(c, q))) > 0.5 for c, q in zip(rows["context"], rows["question"])],
-                   dtype=int)
+    own = np.array(
+        [hf._p_yes(hf.ids(label_prompt(c, q))) > 0.5 for c, q in zip(rows["context"], rows["question"])], dtype=int
+    )
     return write_pragworld_csv(rows.assign(gold=own, answer=np.where(own == 1, "yes", "no")), path), own
 
 
@@ -236,8 +263,8 @@ def test_sweep_activation_patching_on_a_pragworld_file(arch, folders, tmp_path):
     length, the others counted by reason; the maps equal the HF hook patch; the files written."""
     import json
 
-    from interp.sweep import run_sweep
     from interp.benchmarks.pragworld import label_prompt
+    from interp.sweep import run_sweep
 
     folder = folders[arch]
     csv, own = _own_answers_csv(folder, tmp_path / "own.csv")
@@ -249,9 +276,12 @@ def test_sweep_activation_patching_on_a_pragworld_file(arch, folders, tmp_path):
     equal = [(o, i) for o, i in changed if len(hf.ids(texts[o])) == len(hf.ids(texts[i]))]
     assert equal == [(0, 1)], "SEEDS: the first swap flips the answer, the others do not"
     run = run_sweep(folder, data=csv, kind="activation-patching", out=tmp_path / "ap", n_boot=50)
-    assert run.info["skipped"] == {"no original in group": 0, "alteration answered wrongly": 0,
-                                   "answer unchanged": len(pairs) - len(changed),
-                                   "token lengths differ": len(changed) - len(equal)}
+    assert run.info["skipped"] == {
+        "no original in group": 0,
+        "alteration answered wrongly": 0,
+        "answer unchanged": len(pairs) - len(changed),
+        "token lengths differ": len(changed) - len(equal),
+    }
     assert run.info["n_pairs"] == len(equal) and run.info["pair_rows"] == [list(p) for p in equal]
     resid = run.maps["resid_pre"].frame
     for k, (o, i) in enumerate(equal):
@@ -261,8 +291,13 @@ def test_sweep_activation_patching_on_a_pragworld_file(arch, folders, tmp_path):
         np.testing.assert_allclose(f["value"].to_numpy(), want, atol=2e-5)
     saved = json.loads((tmp_path / "ap" / "run.json").read_text())
     assert saved["n_pairs"] == len(equal) and saved["clean"] == "altered prompt"
-    for name in ("patching_resid_pre.csv", "patching_resid_pre_mean.csv", "patching_heads.csv", "patching_resid_pre.png",
-                 "patching_heads.png"):
+    for name in (
+        "patching_resid_pre.csv",
+        "patching_resid_pre_mean.csv",
+        "patching_heads.csv",
+        "patching_resid_pre.png",
+        "patching_heads.png",
+    ):
         assert (tmp_path / "ap" / name).is_file(), name
     # the filter keeps pairs whose answer flips: P(altered gold) is > 0.5 on the altered prompt, < 0.5
     # on the original
@@ -271,10 +306,15 @@ def test_sweep_activation_patching_on_a_pragworld_file(arch, folders, tmp_path):
     width = resid["pos"].nunique()
     assert f"the 24 of {width} positions" in text and text.splitlines()[2].split()[-1] == ":"  # 'Label:' last
     # --method attribution: the AtP estimate of the same cells (zero where layer 0's inputs agree)
-    est = run_sweep(folder, data=csv, kind="activation-patching", method="attribution", out=tmp_path / "at",
-                    n_boot=50).maps["resid_pre"].frame
-    assert len(est) == len(resid) and (est[["layer", "pos", "example"]].to_numpy()
-                                       == resid[["layer", "pos", "example"]].to_numpy()).all()
+    est = (
+        run_sweep(folder, data=csv, kind="activation-patching", method="attribution", out=tmp_path / "at", n_boot=50)
+        .maps["resid_pre"]
+        .frame
+    )
+    assert (
+        len(est) == len(resid)
+        and (est[["layer", "pos", "example"]].to_numpy() == resid[["layer", "pos", "example"]].to_numpy()).all()
+    )
     same = (resid["layer"] == 0) & (resid["effect"] == 0)
     assert same.sum() > 0 and (est.loc[same, "effect"].abs() < 1e-7).all()
 
@@ -295,8 +335,25 @@ def test_sweep_cli_prepend_bos_follows_the_switch(folders, tmp_path):
     bos = hf.tok.bos_token_id
     for flag, first in (("auto", False), ("off", False), ("on", True)):
         out = tmp_path / flag
-        assert main(["sweep", "--model", str(folder), "--data", str(csv), "--kind", "mlp-zero", "--layers", "0",
-                     "--out", str(out)] + (["--prepend-bos", flag] if flag != "auto" else [])) == 0
+        assert (
+            main(
+                [
+                    "sweep",
+                    "--model",
+                    str(folder),
+                    "--data",
+                    str(csv),
+                    "--kind",
+                    "mlp-zero",
+                    "--layers",
+                    "0",
+                    "--out",
+                    str(out),
+                ]
+                + (["--prepend-bos", flag] if flag != "auto" else [])
+            )
+            == 0
+        )
         run = json.loads((out / "run.json").read_text())
         assert run["prepend_bos"] == {"auto": None, "off": False, "on": True}[flag] and not run["tokenizer_adds_bos"]
         clean = pd.read_csv(out / "sweep.csv").sort_values("example")["clean"].to_numpy()
@@ -327,14 +384,29 @@ def test_benchmark_prompt_ids_follow_prepend_bos(folders, tmp_path):
         seen: list[list[int]] = []
         handle = model.get_input_embeddings().register_forward_pre_hook(lambda m, a: seen.append(a[0][0].tolist()))
         try:
-            run = evaluate_model(model, data, tmp_path / f"bench_{flag}.jsonl", prompt="benchmark", tokenizer=hf.tok,
-                                 max_new_tokens=3, limit=1, batch_size=1, prepend_bos=flag, progress=False)
+            run = evaluate_model(
+                model,
+                data,
+                tmp_path / f"bench_{flag}.jsonl",
+                prompt="benchmark",
+                tokenizer=hf.tok,
+                max_new_tokens=3,
+                limit=1,
+                batch_size=1,
+                prepend_bos=flag,
+                progress=False,
+            )
         finally:
             handle.remove()
         want_ids = [bos] * first + hf.ids(text)
         assert seen[0] == want_ids and run.meta["prepend_bos"] == flag
         ids = torch.tensor([want_ids])
         with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, do_sample=False,
-                                 pad_token_id=hf.tok.pad_token_id)
-        assert hf.tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).startswith(run.records[0]["response"])
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=3,
+                do_sample=False,
+                pad_token_id=hf.tok.pad_token_id,
+            )
+        assert hf.tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True).startswith(run.records[0]["response"])

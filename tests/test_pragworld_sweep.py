@@ -11,25 +11,48 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import liven
+
 from interp.benchmarks.pragworld import label_prompt, load_pragworld, write_pragworld_csv
 
-CTX = ["A: did you put the apples in the box\nB: I did",
-       "A: where is Bob\nB: he went to the garden",
-       "A: are all the pears in the basket\nB: some are"]
+CTX = [
+    "A: did you put the apples in the box\nB: I did",
+    "A: where is Bob\nB: he went to the garden",
+    "A: are all the pears in the basket\nB: some are",
+]
 
 
 @pytest.fixture(scope="module")
 def data_csv(tmp_path_factory):
     rows = []
     for g, ctx in enumerate(CTX):
-        rows.append(dict(context=ctx, question="is it yes?", gold=g % 2, altered=False, target="none",
-                         category=None, effect=None))
-        rows.append(dict(context=ctx + " not", question="is it yes?", gold=1 - g % 2, altered=True, target="context",
-                         category="negation", effect="flip"))
-        rows.append(dict(context=ctx.replace("A:", "C:"), question="is it yes?", gold=g % 2, altered=True,
-                         target="context", category="variable_substitution", effect="invariant"))
+        rows.append(
+            dict(
+                context=ctx, question="is it yes?", gold=g % 2, altered=False, target="none", category=None, effect=None
+            )
+        )
+        rows.append(
+            dict(
+                context=ctx + " not",
+                question="is it yes?",
+                gold=1 - g % 2,
+                altered=True,
+                target="context",
+                category="negation",
+                effect="flip",
+            )
+        )
+        rows.append(
+            dict(
+                context=ctx.replace("A:", "C:"),
+                question="is it yes?",
+                gold=g % 2,
+                altered=True,
+                target="context",
+                category="variable_substitution",
+                effect="invariant",
+            )
+        )
     return write_pragworld_csv(pd.DataFrame(rows), tmp_path_factory.mktemp("pws") / "tiny.csv")
 
 
@@ -51,9 +74,9 @@ def model_dir(data_csv, tmp_path_factory):
 
 
 def test_mlp_zero_on_pragworld_rows(model_dir, data_csv, tmp_path):
-    from interp.sweep import run_sweep
     from interp.analysis.scoring import Batch, two_way_prob
     from interp.models import load_bridge
+    from interp.sweep import run_sweep
     from interp.tasks import YesNoTask
 
     run = run_sweep(model_dir, data=data_csv, kind="mlp-zero", out=tmp_path / "s", n_boot=200)
@@ -69,7 +92,9 @@ def test_mlp_zero_on_pragworld_rows(model_dir, data_csv, tmp_path):
     kw = {"attention_mask": mask, "position_ids": (mask.cumsum(1) - 1).clamp(min=0)}
     for layer in (0, 1):
         with torch.no_grad():
-            logits = bridge.run_with_hooks(ids, fwd_hooks=[(f"blocks.{layer}.hook_mlp_out", lambda a, hook: a * 0)], **kw)
+            logits = bridge.run_with_hooks(
+                ids, fwd_hooks=[(f"blocks.{layer}.hook_mlp_out", lambda a, hook: a * 0)], **kw
+            )
         want = metric(logits, Batch(ids, mask, torch.arange(9))).numpy()
         got = run.sweep.frame[run.sweep.frame.layer == layer].sort_values("example")["ablated"].to_numpy()
         np.testing.assert_allclose(got, want, atol=1e-5)
@@ -84,9 +109,9 @@ def test_mlp_zero_on_pragworld_rows(model_dir, data_csv, tmp_path):
 def test_direct_effect_patches_the_pairs_the_reference_would(model_dir, data_csv, tmp_path):
     """Gold answers set to the model's own answers on the alterations: every alteration is answered
     correctly, so exactly those whose answer differs from their original's are patched."""
-    from interp.sweep import run_sweep
     from interp.analysis.scoring import forward
     from interp.models import load_bridge
+    from interp.sweep import run_sweep
     from interp.tasks import YesNoTask
 
     rows = load_pragworld(data_csv).rows
@@ -104,8 +129,11 @@ def test_direct_effect_patches_the_pairs_the_reference_would(model_dir, data_csv
     assert 0 < differ < len(alts), "pick model weights where some answers change and some do not"
     run = run_sweep(model_dir, data=csv, kind="direct-effect", out=tmp_path / "d", n_boot=200)
     assert run.info["n_pairs"] == differ
-    assert run.info["skipped"] == {"no original in group": 0, "alteration answered wrongly": 0,
-                                   "answer unchanged": len(alts) - differ}
+    assert run.info["skipped"] == {
+        "no original in group": 0,
+        "alteration answered wrongly": 0,
+        "answer unchanged": len(alts) - differ,
+    }
     assert set(run.sweep.frame["category"]) <= {"negation", "variable_substitution"}
     assert len(run.sweep.frame) == differ * 2  # one row per pair × layer
 
@@ -114,10 +142,9 @@ def test_bad_kind_and_activation_patching_without_equal_length_pairs(model_dir, 
     """Every sweep kind runs on a PragWorld file; activation patching needs (original, alteration)
     pairs of equal token length and says so, with the counts, when the reference's filter leaves
     none (here the one pair whose answer changes is a negation, one word longer)."""
-    from interp.sweep import run_sweep
-    from interp.sweep import run_pragworld_sweep
     from interp.analysis.scoring import forward
     from interp.models import load_bridge
+    from interp.sweep import run_pragworld_sweep, run_sweep
     from interp.tasks import YesNoTask
 
     with pytest.raises(ValueError, match="mlp-zero, direct-effect, activation-patching"):

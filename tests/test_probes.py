@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-
 from conftest import REPO
+
 from interp.metrics.probes import (
     ProbeData,
     check_layers,
@@ -24,8 +24,15 @@ from interp.metrics.probes import (
 def _synthetic(labels, features, n_seq):
     """ProbeData for one pseudo-layer, positions spread round-robin over ``n_seq`` sequences."""
     n = len(labels)
-    return ProbeData(layers=(0,), features=features[None].float(), labels=list(labels),
-                     sequence=np.arange(n) % n_seq, position=np.arange(n) // n_seq, n_sequences=n_seq, skipped=0)
+    return ProbeData(
+        layers=(0,),
+        features=features[None].float(),
+        labels=list(labels),
+        sequence=np.arange(n) % n_seq,
+        position=np.arange(n) // n_seq,
+        n_sequences=n_seq,
+        skipped=0,
+    )
 
 
 def test_oracle_linear_labels_are_recovered_and_noise_scores_the_baseline():
@@ -39,7 +46,9 @@ def test_oracle_linear_labels_are_recovered_and_noise_scores_the_baseline():
     labels = [f"node{int(v)}" for v in y]  # scalar (string) labels, like streets
     half = n // 2
     for feats, check in ((noisy, "signal"), (noise, "noise")):
-        res = probe_activations(_synthetic(labels[:half], feats[:half], 40), _synthetic(labels[half:], feats[half:], 40))
+        res = probe_activations(
+            _synthetic(labels[:half], feats[:half], 40), _synthetic(labels[half:], feats[half:], 40)
+        )
         row = res.layers.iloc[0]
         majority = max(labels[half:].count(c) for c in set(labels[half:])) / (n - half)
         assert row["baseline"] == pytest.approx(majority)
@@ -106,8 +115,14 @@ def test_labels_are_the_state_after_p_tokens(tiny_city):
     c4 = parse_world("connect4:n=2")
     seq_idx, pos, labels, skipped = _labelled_positions(c4, [["0", "0", "3"], ["6"]])
     assert seq_idx.tolist() == [0, 0, 0, 0, 1, 1] and pos.tolist() == [0, 1, 2, 3, 0, 1] and skipped == 0
-    assert labels == [(0,) * 7, (1, 0, 0, 0, 0, 0, 0), (2, 0, 0, 0, 0, 0, 0), (2, 0, 0, 1, 0, 0, 0),
-                      (0,) * 7, (0, 0, 0, 0, 0, 0, 1)]
+    assert labels == [
+        (0,) * 7,
+        (1, 0, 0, 0, 0, 0, 0),
+        (2, 0, 0, 0, 0, 0, 0),
+        (2, 0, 0, 1, 0, 0, 0),
+        (0,) * 7,
+        (0, 0, 0, 0, 0, 0, 1),
+    ]
     graph, dirs = tiny_city.graph, ("N", "S", "E", "W", "NE", "NW", "SE", "SW")
     d1 = next(d for d in dirs if graph.neighbor("0", d) is not None)
     n1 = graph.neighbor("0", d1)
@@ -175,8 +190,18 @@ def test_tuple_labels_give_per_component_accuracies():
     c4 = parse_world("connect4:n=2")
     seqs = c4.generate(60, np.random.default_rng(0))
     # any bridge works: here a native (non-HF) one with 3 layers, booted in training mode
-    cfg = TransformerBridgeConfig(n_layers=3, d_model=24, n_heads=2, d_head=12, d_mlp=48, n_ctx=32,
-                                  d_vocab=len(c4.vocab), act_fn="gelu", normalization_type="LN", seed=0)
+    cfg = TransformerBridgeConfig(
+        n_layers=3,
+        d_model=24,
+        n_heads=2,
+        d_head=12,
+        d_mlp=48,
+        n_ctx=32,
+        d_vocab=len(c4.vocab),
+        act_fn="gelu",
+        normalization_type="LN",
+        seed=0,
+    )
     bridge = TransformerBridge.boot_native(cfg)
     res = probe_layers(bridge, c4, seqs[:40], seqs[40:], layers=[2, -1])
     assert bridge.training  # restored after the eval-mode forwards
@@ -207,13 +232,26 @@ def test_bad_layers_and_options_are_clear_errors(capsys):
 
 
 def test_cli_probe_prints_json_last(city_ckpt):
-    args = [sys.executable, "-m", "interp.cli", "probe", "--model", str(city_ckpt.path),
-            "--train-sequences", "40", "--test-sequences", "20", "--seed", "1"]
+    args = [
+        sys.executable,
+        "-m",
+        "interp.cli",
+        "probe",
+        "--model",
+        str(city_ckpt.path),
+        "--train-sequences",
+        "40",
+        "--test-sequences",
+        "20",
+        "--seed",
+        "1",
+    ]
     out = subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(summary["per_layer"]) == 4 and 0 <= summary["probe_last_accuracy"] <= 1
     assert "block 1" in out.stdout and "note: no train.txt/test.txt" in out.stderr
+
 
 def test_cli_rejects_a_bad_layer_before_any_work(city_ckpt, capsys):
     from interp.cli import main

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from conftest import SHARED_DATA
 
 MANUAL = SHARED_DATA / "pragworld" / "Manual_Dataset_500_Final.csv"
@@ -54,7 +53,9 @@ def hf(smollm2):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, _ = smollm2
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(folder)
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(
+        folder
+    )
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +92,7 @@ def test_converted_folder_equals_the_gguf_loaded_model(smollm2, hf):
         a, b = model(x).logits, conv(x).logits
     torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
     out = conv.generate(x, max_new_tokens=8, do_sample=False)
-    assert "Paris" in conv_tok.decode(out[0, len(ids):], skip_special_tokens=True)
+    assert "Paris" in conv_tok.decode(out[0, len(ids) :], skip_special_tokens=True)
 
 
 def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -117,13 +118,15 @@ def test_dequantized_weights_equal_the_gguf_package(smollm2):
     folder, gguf_file = smollm2
     reader = gguf.GGUFReader(str(gguf_file))
     tensors = {t.name: t for t in reader.tensors}
-    names = {"token_embd.weight": ("model.embed_tokens.weight", None),  # Q8_0
-             "blk.0.attn_q.weight": ("model.layers.0.self_attn.q_proj.weight", 9),  # Q4_1, permuted
-             "blk.7.attn_k.weight": ("model.layers.7.self_attn.k_proj.weight", 3),  # 3 key-value heads
-             "blk.7.attn_v.weight": ("model.layers.7.self_attn.v_proj.weight", None),
-             "blk.29.ffn_down.weight": ("model.layers.29.mlp.down_proj.weight", None),
-             "blk.29.ffn_norm.weight": ("model.layers.29.post_attention_layernorm.weight", None),  # F32
-             "output_norm.weight": ("model.norm.weight", None)}
+    names = {
+        "token_embd.weight": ("model.embed_tokens.weight", None),  # Q8_0
+        "blk.0.attn_q.weight": ("model.layers.0.self_attn.q_proj.weight", 9),  # Q4_1, permuted
+        "blk.7.attn_k.weight": ("model.layers.7.self_attn.k_proj.weight", 3),  # 3 key-value heads
+        "blk.7.attn_v.weight": ("model.layers.7.self_attn.v_proj.weight", None),
+        "blk.29.ffn_down.weight": ("model.layers.29.mlp.down_proj.weight", None),
+        "blk.29.ffn_norm.weight": ("model.layers.29.post_attention_layernorm.weight", None),  # F32
+        "output_norm.weight": ("model.norm.weight", None),
+    }
     kinds = set()
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
         for gname, (hname, heads) in names.items():
@@ -147,16 +150,20 @@ def test_sweep_equals_a_forward_hook_loop_on_the_raw_model(smollm2, hf, manual_r
 
     folder, _ = smollm2
     model, tok = hf
-    run = run_pragworld_sweep(folder, MANUAL, kind="mlp-zero", layers=[0, 29], n=2, out=tmp_path, chat_template=True,
-                              n_boot=50)
+    run = run_pragworld_sweep(
+        folder, MANUAL, kind="mlp-zero", layers=[0, 29], n=2, out=tmp_path, chat_template=True, n_boot=50
+    )
     frame = run.sweep.frame
     yes, no = tok(" yes", add_special_tokens=False)["input_ids"], tok(" no", add_special_tokens=False)["input_ids"]
     assert len(yes) == len(no) == 1
     for i, r in manual_rows.rows.iloc[:2].reset_index(drop=True).iterrows():
         ids = torch.tensor([_chat_ids(tok, label_prompt(r["context"], r["question"]))])
         for layer in (None, 0, 29):
-            handle = (model.model.layers[layer].mlp.register_forward_hook(lambda m, a, o: o * 0)
-                      if layer is not None else None)
+            handle = (
+                model.model.layers[layer].mlp.register_forward_hook(lambda m, a, o: o * 0)
+                if layer is not None
+                else None
+            )
             try:
                 with torch.no_grad():
                     last = model(ids).logits[0, -1]
@@ -181,10 +188,19 @@ def test_both_prompts_equal_plain_hf(smollm2, hf, manual_rows, tmp_path):
     model, tok = hf
     bridge = load_bridge(folder)
     rows = manual_rows.rows.iloc[:2]
-    label = evaluate_model(bridge, manual_rows, tmp_path / "label.jsonl", prompt="label", limit=2, chat_template=False,
-                           progress=False)
-    bench = evaluate_model(bridge, manual_rows, tmp_path / "bench.jsonl", prompt="benchmark", limit=2,
-                           max_new_tokens=12, chat_template=True, progress=False)
+    label = evaluate_model(
+        bridge, manual_rows, tmp_path / "label.jsonl", prompt="label", limit=2, chat_template=False, progress=False
+    )
+    bench = evaluate_model(
+        bridge,
+        manual_rows,
+        tmp_path / "bench.jsonl",
+        prompt="benchmark",
+        limit=2,
+        max_new_tokens=12,
+        chat_template=True,
+        progress=False,
+    )
     yes, no = tok.convert_tokens_to_ids(["Ġyes", "Ġno"])
     for (_, r), lab, ben in zip(rows.iterrows(), label.records, bench.records):
         ids = torch.tensor([tok(label_prompt(r["context"], r["question"]))["input_ids"]])
@@ -193,7 +209,7 @@ def test_both_prompts_equal_plain_hf(smollm2, hf, manual_rows, tmp_path):
         assert lab["p_yes"] == pytest.approx(float(torch.softmax(last[[yes, no]].double(), -1)[0]), abs=1e-4)
         ids = torch.tensor([_chat_ids(tok, benchmark_prompt(r["context"], r["question"]))])
         out = model.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id)
-        want = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+        want = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
         first = want.lstrip().split("\n", 1)[0]
         assert ben["response"].lstrip().split("\n", 1)[0] == first
         assert ben["parsed"] == parse_yes_no(want)
@@ -202,11 +218,11 @@ def test_both_prompts_equal_plain_hf(smollm2, hf, manual_rows, tmp_path):
 @pytest.mark.skipif(not SYNTHETIC.is_file(), reason=f"PragWorld data not present at {SYNTHETIC}")
 def test_one_hls_step_on_the_real_model(smollm2, hf, tmp_path):
     from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
+    from interp.models import load_hf_model
     from interp.tasks import YesNoTask
     from interp.train import make_batch
     from interp.train.finetune import run_finetune
     from interp.train.regularisers import HLS
-    from interp.models import load_hf_model
 
     folder, _ = smollm2
     # the penalty on a real batch, by hand
@@ -224,8 +240,10 @@ def test_one_hls_step_on_the_real_model(smollm2, hf, tmp_path):
         with term.install(model):
             model(batch.inputs)
             got = float(term.compute(batch))
-        hs = [model.model.layers[x].mlp.register_forward_hook(lambda m, a, o, k=x: outs.__setitem__(k, o))
-              for x in (3, 17)]
+        hs = [
+            model.model.layers[x].mlp.register_forward_hook(lambda m, a, o, k=x: outs.__setitem__(k, o))
+            for x in (3, 17)
+        ]
         model(batch.inputs)
         for h in hs:
             h.remove()
@@ -236,27 +254,37 @@ def test_one_hls_step_on_the_real_model(smollm2, hf, tmp_path):
     # one HLS step through run_finetune (LoRA on every linear layer, merged on save)
     from interp.config import LoraSettings
 
-    cfg = FinetuneConfig(name="hls1", checkpoint=str(folder), out=str(tmp_path / "ft"), objectives=("hls",), seeds=(0,),
-                         device="cpu", data=FinetuneData(kind="pragworld", train=str(SYNTHETIC), test=str(MANUAL),
-                                                         n_train=8, n_eval=1),
-                         regulariser=RegulariserConfig(harmful=(3, 17), beta=1e-3),
-                         lora=LoraSettings(enabled=True, r=4, alpha=8, target_modules=("gate_proj", "up_proj",
-                                                                                        "down_proj")),
-                         train=TrainConfig(steps=1, batch_size=2, lr=1e-3, min_lr=1e-4, warmup_steps=0, eval_every=0,
-                                           checkpoint_every=0),
-                         eval=FinetuneEval(next_token=False, mlp_sq=True, sweep=False, mn=False, qa=False,
-                                           pragworld=False, sweep_layers=(3,)))
+    cfg = FinetuneConfig(
+        name="hls1",
+        checkpoint=str(folder),
+        out=str(tmp_path / "ft"),
+        objectives=("hls",),
+        seeds=(0,),
+        device="cpu",
+        data=FinetuneData(kind="pragworld", train=str(SYNTHETIC), test=str(MANUAL), n_train=8, n_eval=1),
+        regulariser=RegulariserConfig(harmful=(3, 17), beta=1e-3),
+        lora=LoraSettings(enabled=True, r=4, alpha=8, target_modules=("gate_proj", "up_proj", "down_proj")),
+        train=TrainConfig(
+            steps=1, batch_size=2, lr=1e-3, min_lr=1e-4, warmup_steps=0, eval_every=0, checkpoint_every=0
+        ),
+        eval=FinetuneEval(
+            next_token=False, mlp_sq=True, sweep=False, mn=False, qa=False, pragworld=False, sweep_layers=(3,)
+        ),
+    )
     report = run_finetune(cfg, progress=False, log=lambda s: None)
     after = load_hf_model(tmp_path / "ft" / "hls_s0" / "model")
     before = hf[0]
     w0, w1 = before.model.layers[3].mlp.down_proj.weight, after.model.layers[3].mlp.down_proj.weight
     assert not torch.equal(w0, w1)
-    torch.testing.assert_close(before.model.layers[3].self_attn.q_proj.weight, after.model.layers[3].self_attn.q_proj.weight)
+    torch.testing.assert_close(
+        before.model.layers[3].self_attn.q_proj.weight, after.model.layers[3].self_attn.q_proj.weight
+    )
     t = report.table
     assert set(t[t.metric == "mlp_out_sq"].model) == {"before", "hls"}
 
 
 # ---- clear errors (no model needed) -----------------------------------------------------------------
+
 
 def _tiny_gguf(path: Path, arch: str = "llama", array=None) -> Path:
     gguf = pytest.importorskip("gguf")
@@ -337,9 +365,14 @@ def test_hls_ula_layers_fall_back_to_the_papers_raw_rule():
     from interp.config import PragWorldJobConfig
     from interp.pragworld_job import choose_layers
 
-    frame = pd.DataFrame({"layer": [0, 1, 2, 3], "mean_benefit": [0.3, -0.2, 0.1, -0.05],
-                          "verdict": ["inconclusive", "useful", "negligible", "inconclusive"],
-                          "raw_verdict": ["harmful", "useful", "harmful", "negligible"]})
+    frame = pd.DataFrame(
+        {
+            "layer": [0, 1, 2, 3],
+            "mean_benefit": [0.3, -0.2, 0.1, -0.05],
+            "verdict": ["inconclusive", "useful", "negligible", "inconclusive"],
+            "raw_verdict": ["harmful", "useful", "harmful", "negligible"],
+        }
+    )
     v = LayerVerdicts(frame)
     cfg = PragWorldJobConfig()
     assert choose_layers(v, "useful", cfg)[0] == [1]  # the verdicts' own

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO, liven
 
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -35,28 +34,90 @@ MAX_ROWS = 20
 SEQUENCES = 2
 #: the story keys ``interp run`` writes (world-model table, planted vs found, repair), hand-made
 STORY = {
-    "world_model": {"settings": {"pairs": 20, "depth": 3, "estimator": "exact"}, "table": [
-        {"model": "trained model", "next_token": 0.95, "next_token_se": 0.01, "probe": 0.7, "probe_se": 0.02,
-         "compression_precision": 0.25, "compression_precision_se": 0.05, "distinction_precision": 0.4,
-         "distinction_precision_se": 0.05, "distinction_recall": 0.3, "distinction_recall_se": 0.04},
-        {"model": "true world model", "next_token": 1.0, "next_token_se": 0.0, "compression_precision": 1.0,
-         "distinction_precision": 1.0, "distinction_recall": 1.0}]},
-    "plant": {"layers": [1], "corruption": "random_turns", "share": 0.3, "steps": 150,
-              "unplanted_sweep": {"harmful": [], "layers": [
-                  {"layer": 0, "effect": 1.2, "ci": [1.1, 1.3], "verdict": "useful"},
-                  {"layer": 1, "effect": 0.002, "ci": [0.001, 0.003], "verdict": "useful"}]}},
-    "layers": {"mlp_zero": {"kind": "mlp-zero", "n_examples": 12, "layers": [
-        {"layer": 0, "effect": 0.6, "ci": [0.5, 0.7], "verdict": "useful"},
-        {"layer": 1, "effect": -0.378, "ci": [-0.39, -0.367], "verdict": "harmful"}]}, "seed": 0},
-    "fix": {"layers": [1], "found": [1], "why": "the sweep's harmful layers", "beta": 0.001, "steps": 200,
-            "seeds": [0], "comparison": [
-                {"metric": "heldout_loss", "layer": None, "before": 1.78, "before_lo": 1.75, "before_hi": 1.81,
-                 "zeroed": 1.402, "zeroed_lo": 1.37, "zeroed_hi": 1.44, "plain": 1.394, "plain_lo": 1.36,
-                 "plain_hi": 1.43, "hls": 1.391, "hls_lo": 1.36, "hls_hi": 1.43, "unplanted": 1.400,
-                 "unplanted_lo": 1.37, "unplanted_hi": 1.43}],
-            "closest": {"heldout_loss": {"closest": ["zeroed"], "gap": {"zeroed": 0.002, "plain": -0.006}},
-                        "next_token_position": {"closest": ["hls"], "gap": {"zeroed": 0.002, "hls": 0.001}}},
-            "seconds": 1.0},
+    "world_model": {
+        "settings": {"pairs": 20, "depth": 3, "estimator": "exact"},
+        "table": [
+            {
+                "model": "trained model",
+                "next_token": 0.95,
+                "next_token_se": 0.01,
+                "probe": 0.7,
+                "probe_se": 0.02,
+                "compression_precision": 0.25,
+                "compression_precision_se": 0.05,
+                "distinction_precision": 0.4,
+                "distinction_precision_se": 0.05,
+                "distinction_recall": 0.3,
+                "distinction_recall_se": 0.04,
+            },
+            {
+                "model": "true world model",
+                "next_token": 1.0,
+                "next_token_se": 0.0,
+                "compression_precision": 1.0,
+                "distinction_precision": 1.0,
+                "distinction_recall": 1.0,
+            },
+        ],
+    },
+    "plant": {
+        "layers": [1],
+        "corruption": "random_turns",
+        "share": 0.3,
+        "steps": 150,
+        "unplanted_sweep": {
+            "harmful": [],
+            "layers": [
+                {"layer": 0, "effect": 1.2, "ci": [1.1, 1.3], "verdict": "useful"},
+                {"layer": 1, "effect": 0.002, "ci": [0.001, 0.003], "verdict": "useful"},
+            ],
+        },
+    },
+    "layers": {
+        "mlp_zero": {
+            "kind": "mlp-zero",
+            "n_examples": 12,
+            "layers": [
+                {"layer": 0, "effect": 0.6, "ci": [0.5, 0.7], "verdict": "useful"},
+                {"layer": 1, "effect": -0.378, "ci": [-0.39, -0.367], "verdict": "harmful"},
+            ],
+        },
+        "seed": 0,
+    },
+    "fix": {
+        "layers": [1],
+        "found": [1],
+        "why": "the sweep's harmful layers",
+        "beta": 0.001,
+        "steps": 200,
+        "seeds": [0],
+        "comparison": [
+            {
+                "metric": "heldout_loss",
+                "layer": None,
+                "before": 1.78,
+                "before_lo": 1.75,
+                "before_hi": 1.81,
+                "zeroed": 1.402,
+                "zeroed_lo": 1.37,
+                "zeroed_hi": 1.44,
+                "plain": 1.394,
+                "plain_lo": 1.36,
+                "plain_hi": 1.43,
+                "hls": 1.391,
+                "hls_lo": 1.36,
+                "hls_hi": 1.43,
+                "unplanted": 1.400,
+                "unplanted_lo": 1.37,
+                "unplanted_hi": 1.43,
+            }
+        ],
+        "closest": {
+            "heldout_loss": {"closest": ["zeroed"], "gap": {"zeroed": 0.002, "plain": -0.006}},
+            "next_token_position": {"closest": ["hls"], "gap": {"zeroed": 0.002, "hls": 0.001}},
+        },
+        "seconds": 1.0,
+    },
 }
 
 
@@ -70,9 +131,9 @@ def run_dir(tmp_path_factory, tiny_city, tiny_model_config):
     no next_token.csv (the report must say so)."""
     import pandas as pd
 
-    from interp.sweep import run_sweep
     from interp.models import build_gpt2, save_checkpoint
     from interp.results import write_json
+    from interp.sweep import run_sweep
     from interp.worlds.io import write_sequences
 
     root = tmp_path_factory.mktemp("report") / "tiny-run"
@@ -80,13 +141,19 @@ def run_dir(tmp_path_factory, tiny_city, tiny_model_config):
     write_sequences(root / "data" / "train.txt", seqs[:40])
     write_sequences(root / "data" / "test.txt", seqs[40:])
     save_checkpoint(liven(build_gpt2(tiny_city.vocab, tiny_model_config), 0), tiny_city, root / "best")
-    write_json(root / "results.json", {
-        "config": {"name": "tiny-run", "model": {"n_layer": 2, "d_model": 32}},
-        "world": tiny_city.describe(),
-        "train": {"steps": N_TRAIN_LOG * 10, "best_eval_loss": 1.23456789},
-        "next_token": {"next_token_position": 0.987654, "sequences": 20}, **STORY})
+    write_json(
+        root / "results.json",
+        {
+            "config": {"name": "tiny-run", "model": {"n_layer": 2, "d_model": 32}},
+            "world": tiny_city.describe(),
+            "train": {"steps": N_TRAIN_LOG * 10, "best_eval_loss": 1.23456789},
+            "next_token": {"next_token_position": 0.987654, "sequences": 20},
+            **STORY,
+        },
+    )
     pd.DataFrame({"step": np.arange(1, N_TRAIN_LOG + 1) * 10, "loss": np.linspace(3, 1, N_TRAIN_LOG)}).to_csv(
-        root / "train_log.csv", index=False)
+        root / "train_log.csv", index=False
+    )
     run_sweep(root / "best", kind="mlp-zero", n=12, n_boot=200, log=open(os.devnull, "w"))
     run_sweep(root / "best", kind="activation-patching", n=20, length=6, edit_at=2, log=open(os.devnull, "w"))
     return root
@@ -131,9 +198,18 @@ def test_report_holds_tables_images_and_circuitsvis(run_dir, report):
     # sections in order: summary first, sweeps, CircuitsVis, checkpoints last
     heads = re.findall(r"<h2>(.*?)</h2>", text)
     assert heads[:3] == ["Findings", "Contents", "Not in this run"]
-    order = [next(i for i, h in enumerate(heads) if h.startswith(p)) for p in (
-        "Summary", "Results of the run", "Sweep: mlp-zero", "Sweep: activation-patching",
-        "Activation patching (CircuitsVis)", "Attention patterns (CircuitsVis)", "Checkpoints and data")]
+    order = [
+        next(i for i, h in enumerate(heads) if h.startswith(p))
+        for p in (
+            "Summary",
+            "Results of the run",
+            "Sweep: mlp-zero",
+            "Sweep: activation-patching",
+            "Activation patching (CircuitsVis)",
+            "Attention patterns (CircuitsVis)",
+            "Checkpoints and data",
+        )
+    ]
     assert order == sorted(order), heads
     # results.json: summary values, the config folded away
     assert "1.235" in text and "0.9877" in text and "<summary>the run's configuration</summary>" in text
@@ -167,7 +243,7 @@ def test_report_holds_tables_images_and_circuitsvis(run_dir, report):
 def test_report_leads_with_the_findings(report):
     """The first section: world-model table, planted vs found, repair, each led by a sentence."""
     _, text = report
-    findings = text[text.index('<section id="s-findings">'):text.index("<nav>")]
+    findings = text[text.index('<section id="s-findings">') : text.index("<nav>")]
     assert text.index('<section id="s-findings">') < text.index("<nav>") < text.index('id="s-summary"')
     assert re.findall(r"<h3>(.*?)</h3>", findings) == ["World model", "Layer verdicts: planted vs found", "Repair"]
     assert "The trained model: next-token 0.95, probe 0.7, compression prec. 0.25" in findings
@@ -177,8 +253,10 @@ def test_report_leads_with_the_findings(report):
     assert "On the unplanted model it calls no layer harmful." in findings
     assert "harmful (-0.378 [-0.39, -0.367])" in findings
     assert "Held-out loss: before 1.78 [1.75, 1.81]; zeroed at inference 1.4 [1.37, 1.44]" in findings
-    assert ("Closest to the unplanted model: zeroed at inference on 1 of 2 metrics, HLS β=0.001 on 1 of 2 "
-            "metrics (ties counted for each).") in findings
+    assert (
+        "Closest to the unplanted model: zeroed at inference on 1 of 2 metrics, HLS β=0.001 on 1 of 2 "
+        "metrics (ties counted for each)."
+    ) in findings
 
 
 def test_findings_say_what_was_missed_and_skipped():
@@ -187,19 +265,30 @@ def test_findings_say_what_was_missed_and_skipped():
     story = json.loads(json.dumps(STORY))
     story["layers"]["mlp_zero"]["layers"][1]["verdict"] = "inconclusive"
     story["layers"]["mlp_zero"]["layers"][0]["verdict"] = "harmful"
-    story["fix"] = {"layers": [], "skipped": True, "why": "the MLP zero-out sweep found no harmful layer: "
-                                                            "nothing to suppress, HLS skipped"}
+    story["fix"] = {
+        "layers": [],
+        "skipped": True,
+        "why": "the MLP zero-out sweep found no harmful layer: nothing to suppress, HLS skipped",
+    }
     out = findings_html(story)
     assert "calls layer 0 harmful — missed layer 1; false alarm on layer 0 —" in out
     assert "The others: layer 1 inconclusive." in out
     assert "per-layer percentile interval over rows (the interp.layer_verdicts/1 rule)" in out  # no rule recorded
     assert "nothing to suppress, HLS skipped." in out and "Closest" not in out
     story["layers"]["mlp_zero"]["verdict_rule"] = {
-        "min_effect": 0.01, "min_effect_reason": "a 1 % change of perplexity", "per_layer": False,
-        "confidence": 0.95, "resample": "groups", "groups": "each held-out sequence its own group", "n_groups": 200}
+        "min_effect": 0.01,
+        "min_effect_reason": "a 1 % change of perplexity",
+        "per_layer": False,
+        "confidence": 0.95,
+        "resample": "groups",
+        "groups": "each held-out sequence its own group",
+        "n_groups": 200,
+    }
     out = findings_html(story)
-    assert ("95 % intervals, simultaneous over all layers; 200 groups resampled (each held-out sequence its own "
-            "group). Harmful: removing the MLP lowers the loss by more than the margin 0.01") in out
+    assert (
+        "95 % intervals, simultaneous over all layers; 200 groups resampled (each held-out sequence its own "
+        "group). Harmful: removing the MLP lowers the loss by more than the margin 0.01"
+    ) in out
     assert findings_html({"train": {}}) == ""
 
 
@@ -240,24 +329,32 @@ def test_circuitsvis_containers_are_closed_and_several_fit_one_page(tmp_path):
 
     raw = colored_tokens(["a", "</script>"], [0.1, 0.9])
     assert re.match(r'\s*<div id="circuits-vis-[^"]+"[^>]*/>', raw.local_src), "CircuitsVis changed its container"
-    comps = [Component.from_rendered(colored_tokens(["a", "</script>", "b"], [0.1, 0.9, 0.5]), f"interp-cv-t{i}",
-                                     title=f"view {i}") for i in range(3)]
+    comps = [
+        Component.from_rendered(
+            colored_tokens(["a", "</script>", "b"], [0.1, 0.9, 0.5]), f"interp-cv-t{i}", title=f"view {i}"
+        )
+        for i in range(3)
+    ]
     assert {c.name for c in comps} == {"ColoredTokens"} and len({c.bundle for c in comps}) == 1
     text = page(comps, "three views")
     assert text.count("var CircuitsVis=") == 1
     assert text.count("</script>") == 1 + 3  # the bundle + three render calls: the token cannot close one
     assert "\\u003c/script>" in text
     for i in range(3):
-        assert (f'<div id="interp-cv-t{i}" class="circuitsvis" data-component="ColoredTokens" '
-                f'style="margin: 15px 0;"></div>') in text
+        assert (
+            f'<div id="interp-cv-t{i}" class="circuitsvis" data-component="ColoredTokens" '
+            f'style="margin: 15px 0;"></div>'
+        ) in text
     assert display_token("<bos>") == "\u2039bos\u203a" and display_token("a&b", space=True) == " a\uff06b"
     with pytest.raises(ValueError, match="unique"):
         page([comps[0], comps[0]])
     with pytest.raises(ValueError, match="must start with a letter"):
         Component.from_rendered(raw, "1 bad id")
     # another CircuitsVis layout: its own script kept, the container still closed and renamed
-    odd = Component.from_rendered('<div id="circuits-vis-x" style=""/>\n<script type="module">\n'
-                                  'render("circuits-vis-x", Foo, {})\n</script>', "interp-cv-odd")
+    odd = Component.from_rendered(
+        '<div id="circuits-vis-x" style=""/>\n<script type="module">\nrender("circuits-vis-x", Foo, {})\n</script>',
+        "interp-cv-odd",
+    )
     assert odd.call is None and odd.container().startswith('<div id="interp-cv-odd" style=""></div>')
     assert 'render("interp-cv-odd"' in odd.container()
     out = write_standalone(comps[0], tmp_path / "one.html")
@@ -308,10 +405,22 @@ def find_chromium() -> str | None:
 
 #: network off: background services disabled, every host unresolvable, every request through a dead proxy
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--metrics-recording-only", "--disable-default-apps",
-    "--disable-extensions", "--disable-dev-shm-usage", "--mute-audio", "--hide-scrollbars",
-    "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--metrics-recording-only",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-dev-shm-usage",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--proxy-server=127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
     "--window-size=1280,1000",
 ]
 
@@ -332,7 +441,12 @@ class DevTools:
         self._log = log.open("wb")
         self.proc = subprocess.Popen(
             [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe"],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, preexec_fn=wire, pass_fds=(3, 4))
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            preexec_fn=wire,
+            pass_fds=(3, 4),
+        )
         os.close(cmd_r)
         os.close(ev_w)
         self._buf = b""
@@ -445,10 +559,16 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
         browser.evaluate("1", session)
         metrics = browser.send("Page.getLayoutMetrics", session=session)
         size = metrics.get("cssContentSize") or metrics["contentSize"]
-        shot = browser.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 12000), "scale": 1}},
-            session, timeout=30)
+        shot = browser.send(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 12000), "scale": 1},
+            },
+            session,
+            timeout=30,
+        )
     finally:
         browser.close()
     elapsed = time.monotonic() - t0
@@ -460,15 +580,24 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 
     events = browser.events
     errors = [e["params"] for e in events if e.get("method") == "Runtime.exceptionThrown"]
-    errors += [e["params"] for e in events if e.get("method") == "Runtime.consoleAPICalled"
-               and e["params"]["type"] in ("error", "assert")]
-    errors += [e["params"]["entry"] for e in events if e.get("method") == "Log.entryAdded"
-               and e["params"]["entry"]["level"] == "error"]
+    errors += [
+        e["params"]
+        for e in events
+        if e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert")
+    ]
+    errors += [
+        e["params"]["entry"]
+        for e in events
+        if e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"
+    ]
     assert not errors, f"console errors: {json.dumps(errors)[:2000]}"
     # the page's own warnings (CircuitsVis loaded twice floods it with tfjs "already registered";
     # the browser's GL notes under --disable-gpu come as Log entries and are allowed)
-    warnings = [e["params"]["args"][:1] for e in events if e.get("method") == "Runtime.consoleAPICalled"
-                and e["params"]["type"] == "warning"]
+    warnings = [
+        e["params"]["args"][:1]
+        for e in events
+        if e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] == "warning"
+    ]
     assert not warnings, f"console warnings: {json.dumps(warnings)[:2000]}"
     requests = [e["params"]["request"]["url"] for e in events if e.get("method") == "Network.requestWillBeSent"]
     assert all(u.startswith(("file:", "data:", "about:")) for u in requests), requests
@@ -491,6 +620,7 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
         assert c["children"] > 0 and c["height"] > 20, c
     # tokens are visible: "<bos>" shown as ‹bos› (CircuitsVis writes tokens as HTML)
     assert all("\u2039bos\u203a" in c["text"] for c in comps if c["name"] == "AttentionPatterns")
-    assert any("\u2039bos\u203a 0 1 2*" in c["text"].replace("\u00a0", " ") for c in comps
-               if c["name"] == "ColoredTokensMulti")
+    assert any(
+        "\u2039bos\u203a 0 1 2*" in c["text"].replace("\u00a0", " ") for c in comps if c["name"] == "ColoredTokensMulti"
+    )
     assert screenshot.stat().st_size > 10_000

@@ -39,8 +39,11 @@ def _classes():
             continue
         module = importlib.import_module(info.name)
         for name, cls in vars(module).items():
-            if inspect.isclass(cls) and cls.__module__ == module.__name__ and (
-                    "summary" in vars(cls) or "save" in vars(cls)):
+            if (
+                inspect.isclass(cls)
+                and cls.__module__ == module.__name__
+                and ("summary" in vars(cls) or "save" in vars(cls))
+            ):
                 yield f"{module.__name__}.{name}", cls
 
 
@@ -69,9 +72,14 @@ def test_every_result_class_follows_the_protocol():
         if not (isinstance(getattr(cls, "frame", None), property) or "frame" in _fields(cls)):
             problems.append(f"{qual} has no frame")
     assert not problems, "\n".join(problems)
-    for name in ("interp.analysis.sweeps.SweepResult", "interp.analysis.verdicts.LayerVerdicts",
-                 "interp.metrics.pragworld.PragWorldScore", "interp.metrics.next_token.NextTokenResult",
-                 "interp.metrics.probes.ProbeResult", "interp.metrics.navigation.routes.RouteResult"):
+    for name in (
+        "interp.analysis.sweeps.SweepResult",
+        "interp.analysis.verdicts.LayerVerdicts",
+        "interp.metrics.pragworld.PragWorldScore",
+        "interp.metrics.next_token.NextTokenResult",
+        "interp.metrics.probes.ProbeResult",
+        "interp.metrics.navigation.routes.RouteResult",
+    ):
         assert name in checked
 
 
@@ -79,8 +87,11 @@ def _sweep():
     from interp.analysis.sweeps import SweepResult
 
     rng = np.random.default_rng(0)
-    rows = [{"example": e, "layer": layer, "clean": 0.5, "ablated": 0.5 + d, "effect": d}
-            for layer in range(3) for e, d in enumerate(rng.normal(-0.1 * layer, 0.05, 12))]
+    rows = [
+        {"example": e, "layer": layer, "clean": 0.5, "ablated": 0.5 + d, "effect": d}
+        for layer in range(3)
+        for e, d in enumerate(rng.normal(-0.1 * layer, 0.05, 12))
+    ]
     return SweepResult(pd.DataFrame(rows), {"kind": "mlp-zero", "metric": "two_way_prob", "higher_is_better": True})
 
 
@@ -126,9 +137,16 @@ def test_verdicts_save_into_a_folder_and_load_back(tmp_path):
 def test_pragworld_score_follows_the_protocol(tmp_path):
     from interp.metrics.pragworld import score_pragworld
 
-    rows = pd.DataFrame({"group": [0, 0, 1, 1], "altered": [False, True, False, True], "gold": [1, 0, 1, 1],
-                         "effect": [None, "flip", None, "invariant"], "category": [None, "negation", None, "negation"],
-                         "length_bucket": ["short", "short", "long", "long"]})
+    rows = pd.DataFrame(
+        {
+            "group": [0, 0, 1, 1],
+            "altered": [False, True, False, True],
+            "gold": [1, 0, 1, 1],
+            "effect": [None, "flip", None, "invariant"],
+            "category": [None, "negation", None, "negation"],
+            "length_bucket": ["short", "short", "long", "long"],
+        }
+    )
     score = score_pragworld(rows, ["yes", "no", "yes", "no"], n_boot=100, seed=0)
     summary = _check_saved(score, tmp_path, "pragworld")
     # oracle: group 0 all right, group 1 not; 3 of 4 rows right

@@ -12,21 +12,26 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
-from interp.hooks import HookNames, Site, SiteError
 from test_architectures import ARCHS, N_LAYERS, _config
 
+from interp.hooks import HookNames, Site, SiteError
+
 #: the attribute path of layer 1's mlp_out module in each raw HF model, written out by hand
-PATHS = {"gpt2": "transformer.h.1.mlp", "gpt_neox": "gpt_neox.layers.1.mlp",
-         "gemma2": "model.layers.1.post_feedforward_layernorm", "olmo2": "model.layers.1.post_feedforward_layernorm"}
+PATHS = {
+    "gpt2": "transformer.h.1.mlp",
+    "gpt_neox": "gpt_neox.layers.1.mlp",
+    "gemma2": "model.layers.1.post_feedforward_layernorm",
+    "olmo2": "model.layers.1.post_feedforward_layernorm",
+}
 
 
 def _tiny(arch: str, folder):
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(_config(arch, 64, SimpleNamespace(bos_token_id=1, eos_token_id=2,
-                                                                                pad_token_id=3))).eval()
+    model = AutoModelForCausalLM.from_config(
+        _config(arch, 64, SimpleNamespace(bos_token_id=1, eos_token_id=2, pad_token_id=3))
+    ).eval()
     with torch.no_grad():  # weights large enough that the MLP outputs differ by layer and input
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
@@ -43,8 +48,9 @@ def _tokenizer():
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "<pad>": 3, **{f"w{i}": i for i in range(4, 64)}}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
-                                   pad_token="<pad>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
 
 
 def _hooked(model, module, ids):
@@ -77,8 +83,11 @@ def test_site_module_output_is_the_bridge_hook_mlp_out(arch, tmp_path):
     for layer in range(N_LAYERS):
         site = Site(layer, "mlp_out")
         want = cache[site.hook_name] if site.hook_name in cache else cache[f"blocks.{layer}.mlp.hook_out"]
-        assert site.module_path(hf) == site.module_path(bridge) == PATHS.get(arch, "model.layers.1.mlp").replace(
-            ".1.", f".{layer}.")
+        assert (
+            site.module_path(hf)
+            == site.module_path(bridge)
+            == PATHS.get(arch, "model.layers.1.mlp").replace(".1.", f".{layer}.")
+        )
         torch.testing.assert_close(_hooked(hf, site.module(hf), ids), want, atol=1e-5, rtol=1e-4)
         # on the bridge: the bridge component that owns the hook (named by TL's alias → canonical
         # name), hooked during the bridge's own forward

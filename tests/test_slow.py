@@ -9,15 +9,19 @@ import sys
 import pytest
 
 
-
 @pytest.mark.slow
 def test_default_main_job_end_to_end(tmp_path):
     """`interp run` on the embedded default: a 4-layer GPT-2 trained on random walks of the default
     city passes the next-token test on held-out routes; the world-model table has the oracle at
     1.0; the sweeps, verdicts, HLS before/after and the report are written; the run folder is
     printed last."""
-    out = subprocess.run([sys.executable, "-m", "interp.cli", "run", "--no-progress"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=1800)
+    out = subprocess.run(
+        [sys.executable, "-m", "interp.cli", "run", "--no-progress"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     run_dir = out.stdout.strip().splitlines()[-1]
     results = json.loads((tmp_path / "runs" / "demo" / "results.json").read_text())
@@ -34,8 +38,14 @@ def test_default_main_job_end_to_end(tmp_path):
     assert {r["verdict"] for r in layers} <= {"useful", "harmful", "negligible", "inconclusive"}
     assert results["fix"]["layers"] and results["fix"]["table"]
     folder = tmp_path / "runs" / "demo"
-    for name in ("table1.md", "table1.png", "sweep_mlp-zero/layers.png", "sweep_activation-patching/patching_resid_pre.png",
-                 "finetune/finetune.png", "report.html"):
+    for name in (
+        "table1.md",
+        "table1.png",
+        "sweep_mlp-zero/layers.png",
+        "sweep_activation-patching/patching_resid_pre.png",
+        "finetune/finetune.png",
+        "report.html",
+    ):
         assert (folder / name).is_file(), name
 
 
@@ -46,8 +56,13 @@ def test_the_demo_reproduces_the_readme_from_the_shipped_model(tmp_path):
     the quoted share, the world-model table within 0.02."""
     from conftest import REPO
 
-    out = subprocess.run([sys.executable, "-m", "interp.cli", "run", "--no-progress"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=1800)
+    out = subprocess.run(
+        [sys.executable, "-m", "interp.cli", "run", "--no-progress"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     fresh = json.loads((tmp_path / "runs" / "demo" / "results.json").read_text())
     quoted = json.loads((REPO / "docs" / "reproductions" / "demo" / "results.json").read_text())

@@ -10,6 +10,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import assert_legal_agrees_with_step
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +32,6 @@ from interp.worlds.streets import (
     shortest_paths,
 )
 from interp.worlds.streets.graph import DIRECTION_VECTORS
-from conftest import assert_legal_agrees_with_step
 
 MANHATTAN = Path(__file__).parents[2] / "shared/data/manhattan/edges.csv"
 
@@ -233,10 +233,17 @@ def test_split_keeps_each_origin_destination_pair_on_one_side(worlds: dict[str, 
 # ---- synthetic city ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rows,cols,seed,p", [
-    (2, 2, 0, 0.5), (4, 5, 0, 0.1), (4, 5, 1, 0.9), (7, 3, 2, 0.3), (12, 10, 3, 0.2),
-    (6, 6, 4, 0.0),
-])
+@pytest.mark.parametrize(
+    "rows,cols,seed,p",
+    [
+        (2, 2, 0, 0.5),
+        (4, 5, 0, 0.1),
+        (4, 5, 1, 0.9),
+        (7, 3, 2, 0.3),
+        (12, 10, 3, 0.2),
+        (6, 6, 4, 0.0),
+    ],
+)
 def test_synthetic_city_is_strongly_connected(rows: int, cols: int, seed: int, p: float) -> None:
     cfg = SyntheticCityConfig(rows=rows, cols=cols, seed=seed, closure_prob=p)
     g = build_synthetic_city(cfg)
@@ -264,8 +271,7 @@ def test_synthetic_city_features() -> None:
     assert g.length("0", "E") == pytest.approx(250, abs=20)
     closed = build_synthetic_city(SyntheticCityConfig(rows=5, cols=6, closure_prob=0.5))
     assert closed.num_edges < g.num_edges
-    assert build_synthetic_city(SyntheticCityConfig(seed=1)) != build_synthetic_city(
-        SyntheticCityConfig(seed=2))
+    assert build_synthetic_city(SyntheticCityConfig(seed=1)) != build_synthetic_city(SyntheticCityConfig(seed=2))
     with pytest.raises(WorldError):
         SyntheticCityConfig(rows=1)
 
@@ -300,16 +306,18 @@ def test_registry_and_args(tmp_path: Path) -> None:
     assert "20 intersections" in w.describe()
     assert world_from_spec(w.spec()).tokens == w.tokens
     cfg = tmp_path / "city.toml"
-    cfg.write_text('[city]\nrows = 3\ncols = 4\nseed = 2\n'
-                   '[traversal]\nkind = "shortest_paths"\nmax_directions = 20\n')
+    cfg.write_text('[city]\nrows = 3\ncols = 4\nseed = 2\n[traversal]\nkind = "shortest_paths"\nmax_directions = 20\n')
     w = parse_world(f"streets:{cfg}")
     assert w.graph.num_nodes == 12 and w.traversal.kind == "shortest_paths"  # type: ignore
     (tmp_path / "g.csv").write_text("node,direction,neighbor\na,N,b\nb,S,a\n")
     cfg.write_text('graph = "g.csv"\n[traversal]\nkind = "random_walks"\n')
     assert StreetsWorld.from_arg(str(cfg)).graph.num_nodes == 2
     assert StreetsWorld.from_arg(str(tmp_path / "g.csv")).graph.num_edges == 2
-    for text, key in [('[city]\nrowz = 3\n', "rowz"), ('[city]\n[traversal]\nkind2 = 1\n', "kind2"),
-                      ('colour = 1\n[city]\n', "colour")]:
+    for text, key in [
+        ("[city]\nrowz = 3\n", "rowz"),
+        ("[city]\n[traversal]\nkind2 = 1\n", "kind2"),
+        ("colour = 1\n[city]\n", "colour"),
+    ]:
         cfg.write_text(text)
         with pytest.raises(WorldError, match=key):
             StreetsWorld.from_arg(str(cfg))
@@ -334,8 +342,9 @@ def test_manhattan_loads() -> None:
 
 def test_lengths_and_coordinates_from_csv(tmp_path: Path) -> None:
     f = tmp_path / "g.csv"
-    f.write_text("node,direction,neighbor,x_node,y_node,x_neighbor,y_neighbor\n"
-                 "a,E,b,0,0,3,0\nb,N,c,3,0,3,4\nc,SW,a,3,4,0,0\n")
+    f.write_text(
+        "node,direction,neighbor,x_node,y_node,x_neighbor,y_neighbor\na,E,b,0,0,3,0\nb,N,c,3,0,3,4\nc,SW,a,3,4,0,0\n"
+    )
     g = StreetGraph.from_csv(f)
     assert g.length("a", "E") == 3 and g.length("b", "N") == 4 and g.length("c", "SW") == 5
     f.write_text("node,direction,neighbor,length\na,E,b,2.5\nb,W,a,7\n")
@@ -347,23 +356,28 @@ def test_lengths_and_coordinates_from_csv(tmp_path: Path) -> None:
     assert StreetGraph.from_dict(json.loads(json.dumps(g.to_dict()))) == g
 
 
-@pytest.mark.parametrize("text,match", [
-    ("", "empty file"),
-    ("node,direction,neighbor\n", "no streets"),
-    ("node,dir,neighbor\na,N,b\n", r":1: missing column"),
-    ("node,direction,neighbor,colour\na,N,b,red\n", r":1: unknown column"),
-    ("node,direction,neighbor\na,N,b\nb,UP,a\n", r":3: unknown direction 'UP'"),
-    ("node,direction,neighbor\na,N,b\nb,S,a\na,N,c\n", r":4: node 'a' already has a street "
-                                                       r"going N on line 2"),
-    ("node,direction,neighbor\na,N,b\nb,S\n", r":3: expected 3 fields"),
-    ("node,direction,neighbor\na,N,E\n", r":2: node id 'E' clashes"),
-    ("node,direction,neighbor,length\na,N,b,-1\n", r":2: length must be > 0"),
-    ("node,direction,neighbor,length\na,N,b,far\n", r":2: column length"),
-    ("node,direction,neighbor,x_node\na,N,b,0\n", r"x_node and y_node go together"),
-    ("node,direction,neighbor,x_node,y_node\na,N,b,0,0\n", r"no coordinates"),
-    ("node,direction,neighbor,x_node,y_node\na,N,b,0,0\nb,S,a,0,1\na,E,b,5,5\n",
-     r":4: node 'a' placed at"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("", "empty file"),
+        ("node,direction,neighbor\n", "no streets"),
+        ("node,dir,neighbor\na,N,b\n", r":1: missing column"),
+        ("node,direction,neighbor,colour\na,N,b,red\n", r":1: unknown column"),
+        ("node,direction,neighbor\na,N,b\nb,UP,a\n", r":3: unknown direction 'UP'"),
+        (
+            "node,direction,neighbor\na,N,b\nb,S,a\na,N,c\n",
+            r":4: node 'a' already has a street "
+            r"going N on line 2",
+        ),
+        ("node,direction,neighbor\na,N,b\nb,S\n", r":3: expected 3 fields"),
+        ("node,direction,neighbor\na,N,E\n", r":2: node id 'E' clashes"),
+        ("node,direction,neighbor,length\na,N,b,-1\n", r":2: length must be > 0"),
+        ("node,direction,neighbor,length\na,N,b,far\n", r":2: column length"),
+        ("node,direction,neighbor,x_node\na,N,b,0\n", r"x_node and y_node go together"),
+        ("node,direction,neighbor,x_node,y_node\na,N,b,0,0\n", r"no coordinates"),
+        ("node,direction,neighbor,x_node,y_node\na,N,b,0,0\nb,S,a,0,1\na,E,b,5,5\n", r":4: node 'a' placed at"),
+    ],
+)
 def test_malformed_csv_errors_name_the_line(tmp_path: Path, text: str, match: str) -> None:
     f = tmp_path / "bad.csv"
     f.write_text(text)
@@ -379,8 +393,7 @@ def test_duplicate_identical_rows_are_merged(tmp_path: Path) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(DIRECTIONS), st.integers(0, 6)),
-                min_size=1, max_size=25))
+@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(DIRECTIONS), st.integers(0, 6)), min_size=1, max_size=25))
 def test_graph_invariants(raw: list[tuple[int, str, int]]) -> None:
     first: dict[tuple[str, str], str] = {}
     edges = []

@@ -26,8 +26,14 @@ def run_dir(tmp_path_factory, tiny_city, tiny_model_config):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "interp.cli", "sweep", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "interp.cli", "sweep", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 def test_mlp_zero_sweep_command(run_dir, tiny_model_config):
@@ -75,8 +81,9 @@ def test_direct_effect_sweep_command(run_dir, tmp_path, tiny_city):
         assert tiny_city.run(o[: i + 1]) != tiny_city.run(a[: i + 1])
         tiny_city.run(o), tiny_city.run(a)  # both legal
 
-    res = _cli("--model", str(run_dir / "best"), "--kind", "direct-effect", "--n", "6", "--out",
-               str(tmp_path / "de"), "--json")
+    res = _cli(
+        "--model", str(run_dir / "best"), "--kind", "direct-effect", "--n", "6", "--out", str(tmp_path / "de"), "--json"
+    )
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["n_pairs"] + summary["n_failed"] == 6
@@ -102,8 +109,19 @@ def test_activation_patching_sweep_command(run_dir, tmp_path, tiny_city):
         assert len(o) == len(a) == 6 and [k for k in range(6) if o[k] != a[k]] == [2]
         tiny_city.run(o), tiny_city.run(a)  # both legal to the end
 
-    res = _cli("--model", str(run_dir / "best"), "--kind", "activation-patching", "--length", "6", "--edit-at", "2",
-               "--out", str(tmp_path / "ap"), "--json")
+    res = _cli(
+        "--model",
+        str(run_dir / "best"),
+        "--kind",
+        "activation-patching",
+        "--length",
+        "6",
+        "--edit-at",
+        "2",
+        "--out",
+        str(tmp_path / "ap"),
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["n_pairs"] == len(pairs.originals) and summary["n_failed"] == pairs.failed
@@ -130,10 +148,36 @@ def test_sweep_under_accelerate_launch_two_processes_equals_one(run_dir, tmp_pat
     one = _cli("--model", str(run_dir / "best"), "--n", "9", "--out", str(tmp_path / "one"))
     assert one.returncode == 0, one.stderr
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    two = subprocess.run([launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                          "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "interp.cli", "sweep", "--model",
-                          str(run_dir / "best"), "--n", "9", "--out", str(tmp_path / "two"), "--json"],
-                         capture_output=True, text=True, env=env, cwd=REPO, timeout=240)
+    two = subprocess.run(
+        [
+            launcher,
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "interp.cli",
+            "sweep",
+            "--model",
+            str(run_dir / "best"),
+            "--n",
+            "9",
+            "--out",
+            str(tmp_path / "two"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=240,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     summary = json.loads(two.stdout.strip().splitlines()[-1])
     assert summary["processes"] == 2

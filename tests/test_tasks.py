@@ -22,29 +22,52 @@ CTX = ["A: did you put the apples in the box\nB: I did", "A: where is Bob\nB: he
 def data_csv(tmp_path_factory):
     rows = []
     for g, ctx in enumerate(CTX):
-        rows.append(dict(context=ctx, question="is it in the box?", gold=g % 2, altered=False, target="none",
-                         category=None, effect=None))
-        rows.append(dict(context=ctx + " not", question="is it in the box?", gold=1 - g % 2, altered=True,
-                         target="context", category="negation", effect="flip"))
+        rows.append(
+            dict(
+                context=ctx,
+                question="is it in the box?",
+                gold=g % 2,
+                altered=False,
+                target="none",
+                category=None,
+                effect=None,
+            )
+        )
+        rows.append(
+            dict(
+                context=ctx + " not",
+                question="is it in the box?",
+                gold=1 - g % 2,
+                altered=True,
+                target="context",
+                category="negation",
+                effect="flip",
+            )
+        )
     return write_pragworld_csv(pd.DataFrame(rows), tmp_path_factory.mktemp("tasks") / "rows.csv")
 
 
 @pytest.fixture(scope="module")
 def folders(data_csv, tmp_path_factory):
     """{"gpt2": folder, "llama": folder}: tiny models with BPE tokenizers that add no BOS / a BOS."""
+    from test_architectures import _config, _scale, _tokenizer
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AutoModelForCausalLM
-
-    from test_architectures import _config, _scale, _tokenizer
 
     rows = load_pragworld(data_csv).rows
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     texts = [label_prompt(c, q) for c, q in zip(rows["context"], rows["question"])]
-    core.train_from_iterator(texts * 3 + [" yes no"] * 50, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|endoftext|>", "<s>", "</s>", "<pad>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    core.train_from_iterator(
+        texts * 3 + [" yes no"] * 50,
+        trainers.BpeTrainer(
+            vocab_size=400,
+            special_tokens=["<|endoftext|>", "<s>", "</s>", "<pad>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     root = tmp_path_factory.mktemp("task_models")
     out = {}
     for k, arch in enumerate(("gpt2", "llama")):
@@ -116,9 +139,9 @@ def test_sweep_eval_and_finetune_ask_a_row_identically(arch, folders, data_csv, 
 
     import interp.analysis.sweeps as sweeps
     import interp.metrics.pragworld_eval as ev
-    from interp.sweep import run_sweep
-    from interp.models import load_bridge
     from interp.config import FinetuneData
+    from interp.models import load_bridge
+    from interp.sweep import run_sweep
     from interp.train.finetune_data import load_task
 
     folder = folders[arch]
@@ -144,8 +167,9 @@ def test_sweep_eval_and_finetune_ask_a_row_identically(arch, folders, data_csv, 
     monkeypatch.setattr(sweeps, "mlp_zero_sweep", spy_sweep)
     monkeypatch.setattr(ev, "model_logits", spy_logits)
     run_sweep(folder, data=data_csv, kind="mlp-zero", out=tmp_path / "s", n_boot=20)
-    ev.evaluate_model(load_bridge(folder), load_pragworld(data_csv), tmp_path / "e.jsonl", prompt="label",
-                      progress=False)
+    ev.evaluate_model(
+        load_bridge(folder), load_pragworld(data_csv), tmp_path / "e.jsonl", prompt="label", progress=False
+    )
     task = load_task(folder, FinetuneData(kind="pragworld", train=str(data_csv), test=str(data_csv), n_eval=0))
     yes, no = tok.convert_tokens_to_ids(["Ġyes", "Ġno"])
     n = (task.train_ids != task.pad_id).sum(1)
@@ -170,8 +194,9 @@ def test_finetune_loss_on_the_answer_or_every_token(folders, data_csv, loss_on):
     from interp.train.finetune_data import load_task
 
     folder = folders["llama"]
-    task = load_task(folder, FinetuneData(kind="pragworld", train=str(data_csv), test=str(data_csv), n_eval=0,
-                                          loss_on=loss_on))
+    task = load_task(
+        folder, FinetuneData(kind="pragworld", train=str(data_csv), test=str(data_csv), n_eval=0, loss_on=loss_on)
+    )
     assert (task.loss_from is None) == (loss_on == "all")
     ids = task.train_ids
     n = (ids != task.pad_id).sum(1)
@@ -183,16 +208,24 @@ def test_finetune_loss_on_the_answer_or_every_token(folders, data_csv, loss_on):
         first = int(n[i]) - 1 if loss_on == "answer" else 1  # the answer is each row's last token
         terms += [-float(logp[i, p - 1, ids[i, p]]) for p in range(first, int(n[i]))]
     want = float(np.mean(terms))
-    cfg = TrainConfig(steps=1, batch_size=len(ids), lr=1e-3, min_lr=1e-3, warmup_steps=0, eval_every=0,
-                      checkpoint_every=0, seed=0)
-    hist = train(AutoModelForCausalLM.from_pretrained(folder), ids, None, cfg, labels=task.labels,
-                 pad_id=task.pad_id, loss_from=task.loss_from, progress=False).history
+    cfg = TrainConfig(
+        steps=1, batch_size=len(ids), lr=1e-3, min_lr=1e-3, warmup_steps=0, eval_every=0, checkpoint_every=0, seed=0
+    )
+    hist = train(
+        AutoModelForCausalLM.from_pretrained(folder),
+        ids,
+        None,
+        cfg,
+        labels=task.labels,
+        pad_id=task.pad_id,
+        loss_from=task.loss_from,
+        progress=False,
+    ).history
     assert hist.iloc[-1]["next_token_loss"] == pytest.approx(want, rel=1e-4)
 
 
 def test_loss_on_is_checked(tmp_path):
-    from interp.config import ConfigError
-    from interp.config import FinetuneData, load_finetune_config
+    from interp.config import ConfigError, FinetuneData, load_finetune_config
 
     bad = tmp_path / "bad.toml"
     bad.write_text('[data]\nkind = "pragworld"\nloss_on = "prompt"\n')
@@ -208,19 +241,22 @@ def test_loss_on_is_checked(tmp_path):
 def test_dialogue_probes_are_asked_as_the_world_reads_them(tmp_path):
     """A dialogue-world benchmark row through the task: ``<bos>`` + the row's tokens with the
     checkpoint's word-level tokenizer, exactly ``Vocab.encode``; P(yes) equals ``qa.p_yes``."""
+    from conftest import liven
+
     from interp.analysis.scoring import Batch, forward
     from interp.benchmarks.pragworld import load_pragworld
+    from interp.metrics.dialogue_qa import p_yes
     from interp.models import ModelConfig, build_gpt2, load_bridge, save_checkpoint
     from interp.tasks import YesNoTask
     from interp.worlds.dialogue import DialogueWorld
     from interp.worlds.dialogue.export import prompt_tokens, write_benchmark
-    from interp.metrics.dialogue_qa import p_yes
-
-    from conftest import liven
 
     world = DialogueWorld(agents=2, objects=2, locations=2, max_count=2, max_utts=4)
-    folder = save_checkpoint(liven(build_gpt2(world.vocab, ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=128,
-                                                                       seed=0)), 0), world, tmp_path / "m")
+    folder = save_checkpoint(
+        liven(build_gpt2(world.vocab, ModelConfig(n_layer=2, d_model=32, n_head=2, n_ctx=128, seed=0)), 0),
+        world,
+        tmp_path / "m",
+    )
     rows = load_pragworld(write_benchmark(world, tmp_path / "b.csv", n_groups=3, seed=0)).rows
     task = YesNoTask.dialogue(folder, rows)
     prompts = [prompt_tokens(c, q) for c, q in zip(rows["context"], rows["question"])]
@@ -261,8 +297,26 @@ def test_cli_eval_prepend_bos_switch(folders, data_csv, tmp_path):
     p = {}
     for switch in ("on", "off"):
         out = tmp_path / switch
-        assert main(["pragworld", "eval", "--model", str(folder), "--data", str(data_csv), "--prompt", "label",
-                     "--prepend-bos", switch, "--out", str(out), "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "pragworld",
+                    "eval",
+                    "--model",
+                    str(folder),
+                    "--data",
+                    str(data_csv),
+                    "--prompt",
+                    "label",
+                    "--prepend-bos",
+                    switch,
+                    "--out",
+                    str(out),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         assert json.loads((out / "responses.meta.json").read_text())["prepend_bos"] is (switch == "on")
         p[switch] = [json.loads(line)["p_yes"] for line in (out / "responses.jsonl").read_text().splitlines()]
     rows = load_pragworld(data_csv).rows

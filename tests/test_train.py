@@ -11,11 +11,12 @@ import torch
 
 from interp.models import build_gpt2
 from interp.train import TrainConfig, learning_rate, make_batch, train
-from interp.worlds.encoding import encode_sequences
 from interp.train.trainer import TrainingInterrupted, make_optimizer, next_token_loss
+from interp.worlds.encoding import encode_sequences
 
-CFG = TrainConfig(steps=12, batch_size=8, lr=3e-3, warmup_steps=3, eval_every=6, checkpoint_every=0,
-                  eval_sequences=16, seed=1)
+CFG = TrainConfig(
+    steps=12, batch_size=8, lr=3e-3, warmup_steps=3, eval_every=6, checkpoint_every=0, eval_sequences=16, seed=1
+)
 
 
 @pytest.fixture(scope="module")
@@ -201,8 +202,18 @@ def test_token_weighting_learns_the_data_frequencies_under_length_bucketing(weig
     short = torch.tensor([[1, 2] + [pad] * 7] * 60)
     long = torch.ones(60, 9, dtype=torch.long)
     ids = torch.cat([short, long])
-    cfg = TrainConfig(steps=600, batch_size=10, lr=0.05, min_lr=1e-3, warmup_steps=0, eval_every=0,
-                      checkpoint_every=0, weight_decay=0.0, loss_weighting=weighting, seed=0)
+    cfg = TrainConfig(
+        steps=600,
+        batch_size=10,
+        lr=0.05,
+        min_lr=1e-3,
+        warmup_steps=0,
+        eval_every=0,
+        checkpoint_every=0,
+        weight_decay=0.0,
+        loss_weighting=weighting,
+        seed=0,
+    )
     model = _Unigram(3)
     train(model, ids, None, cfg, pad_id=pad, progress=False)
     p = torch.softmax(model.bias.detach()[1:], -1)  # token 0 is padding, never a target

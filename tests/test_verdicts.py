@@ -35,14 +35,22 @@ from interp.analysis.verdicts import (
     outcome,
 )
 
-
 # ---- the classification ----------------------------------------------------------------------
 
+
 def test_outcome_and_verdicts_of_hand_made_intervals():
-    cases = [((0.2, 0.5), "above"), ((-0.5, -0.2), "below"), ((-0.05, 0.08), "negligible"),
-             ((0.05, 0.3), "inconclusive"), ((-0.3, 0.05), "inconclusive"), ((-0.1, 0.1), "negligible"),
-             ((0.1, 0.3), "inconclusive"),  # low = +δ does not clear the margin
-             ((-0.3, 0.3), "inconclusive"), ((math.nan, math.nan), "inconclusive"), ((0.4, 0.4), "above")]
+    cases = [
+        ((0.2, 0.5), "above"),
+        ((-0.5, -0.2), "below"),
+        ((-0.05, 0.08), "negligible"),
+        ((0.05, 0.3), "inconclusive"),
+        ((-0.3, 0.05), "inconclusive"),
+        ((-0.1, 0.1), "negligible"),
+        ((0.1, 0.3), "inconclusive"),  # low = +δ does not clear the margin
+        ((-0.3, 0.3), "inconclusive"),
+        ((math.nan, math.nan), "inconclusive"),
+        ((0.4, 0.4), "above"),
+    ]
     lo, hi = np.array([c[0][0] for c in cases]), np.array([c[0][1] for c in cases])
     assert list(outcome(lo, hi, 0.1)) == [c[1] for c in cases]
     # a removal's benefit above +δ is harmful; a block's change below −δ is harmful (probes)
@@ -153,11 +161,20 @@ def test_band_edge_cases():
 
 # ---- layer verdicts on sweeps ------------------------------------------------------------------
 
-def _sweep(effects: np.ndarray, groups: np.ndarray | None, metric: str = "token_loss",
-           higher_is_better: bool = False) -> SweepResult:
+
+def _sweep(
+    effects: np.ndarray, groups: np.ndarray | None, metric: str = "token_loss", higher_is_better: bool = False
+) -> SweepResult:
     n, n_l = effects.shape
-    frame = pd.DataFrame({"example": np.tile(np.arange(n), n_l), "layer": np.repeat(np.arange(n_l), n),
-                          "clean": 1.0, "ablated": 1.0 + effects.T.ravel(), "effect": effects.T.ravel()})
+    frame = pd.DataFrame(
+        {
+            "example": np.tile(np.arange(n), n_l),
+            "layer": np.repeat(np.arange(n_l), n),
+            "clean": 1.0,
+            "ablated": 1.0 + effects.T.ravel(),
+            "effect": effects.T.ravel(),
+        }
+    )
     if groups is not None:
         frame["group"] = np.tile(groups, n_l)
     return SweepResult(frame, {"metric": metric, "higher_is_better": higher_is_better, "groups": "test groups"})
@@ -168,8 +185,9 @@ def test_layer_verdicts_resample_the_groups_and_apply_the_margin():
     groups = np.repeat(np.arange(30), 4)
     shared = np.repeat(rng.normal(size=(30, 1)), 4, axis=0)
     # a loss: layer 0 raises it a lot (useful), layer 1 lowers it (harmful), layer 2 moves it 0.001 nats
-    effects = np.hstack([0.5 + 0.05 * shared, -0.3 + 0.05 * shared, 0.001 + 0.002 * shared]) \
-        + 0.01 * rng.normal(size=(120, 3))
+    effects = np.hstack([0.5 + 0.05 * shared, -0.3 + 0.05 * shared, 0.001 + 0.002 * shared]) + 0.01 * rng.normal(
+        size=(120, 3)
+    )
     v = layer_verdicts(_sweep(effects, groups), n_boot=500)
     assert v.meta["min_effect"] == 0.01 and "perplexity" in v.meta["min_effect_reason"]
     assert v.meta["resample"] == "groups" and v.meta["n_groups"] == 30 and v.meta["groups"] == "test groups"
@@ -206,8 +224,9 @@ def test_legacy_rule_reproduces_the_v1_code():
     boot = np.stack([np.nanmean(benefit[d], axis=0) for d in draws])
     np.testing.assert_allclose(v.frame.ci_low, np.nanquantile(boot, 0.025, axis=0))
     np.testing.assert_allclose(v.frame.ci_high, np.nanquantile(boot, 0.975, axis=0))
-    expect = ["useful" if h < 0 else "harmful" if lo > 0 else "inconclusive"
-              for lo, h in zip(v.frame.ci_low, v.frame.ci_high)]
+    expect = [
+        "useful" if h < 0 else "harmful" if lo > 0 else "inconclusive" for lo, h in zip(v.frame.ci_low, v.frame.ci_high)
+    ]
     assert list(v.frame.verdict) == expect
 
 
@@ -222,13 +241,36 @@ def test_verdict_files_round_trip_and_v1_files_still_load(tmp_path):
     pd.testing.assert_frame_equal(back.frame, v.frame, check_dtype=False)
     assert back.useful == [0] and back.layers("negligible") == [1]
     # a file of the /1 era, as it wrote them
-    old = {"format": "interp.layer_verdicts/1", "metric": "token_loss", "higher_is_better": False,
-           "n_boot": 2000, "confidence": 0.95, "useful": [0], "harmful": [3], "neutral": [1, 2],
-           "layers": [{"layer": k, "n": 200, "mean_effect": e, "mean_benefit": -e, "ci_low": -e - 0.01,
-                       "ci_high": -e + 0.01, "verdict": verdict, "a_0": 1.0, "a_layer": 1.0 + e,
-                       "raw_verdict": raw}
-                      for k, e, verdict, raw in ((0, 0.5, "useful", "useful"), (1, 0.0, "neutral", "neutral"),
-                                                 (2, 0.003, "neutral", "useful"), (3, -0.4, "harmful", "harmful"))]}
+    old = {
+        "format": "interp.layer_verdicts/1",
+        "metric": "token_loss",
+        "higher_is_better": False,
+        "n_boot": 2000,
+        "confidence": 0.95,
+        "useful": [0],
+        "harmful": [3],
+        "neutral": [1, 2],
+        "layers": [
+            {
+                "layer": k,
+                "n": 200,
+                "mean_effect": e,
+                "mean_benefit": -e,
+                "ci_low": -e - 0.01,
+                "ci_high": -e + 0.01,
+                "verdict": verdict,
+                "a_0": 1.0,
+                "a_layer": 1.0 + e,
+                "raw_verdict": raw,
+            }
+            for k, e, verdict, raw in (
+                (0, 0.5, "useful", "useful"),
+                (1, 0.0, "neutral", "neutral"),
+                (2, 0.003, "neutral", "useful"),
+                (3, -0.4, "harmful", "harmful"),
+            )
+        ],
+    }
     (tmp_path / "old.json").write_text(json.dumps(old))
     got = load_verdicts(tmp_path / "old.json")
     assert got.useful == [0] and got.harmful == [3] and got.layers("inconclusive") == [1, 2]
@@ -254,9 +296,18 @@ def test_map_verdicts_on_a_planted_map():
             for pos in range(4):
                 if layer == 2 and pos == 3 and ex % 2:  # a cell half the examples lack
                     continue
-                effect = (0.3 if (layer, pos) == (1, 2) else -0.2 if (layer, pos) == (0, 0) else 0.0)
-                rows.append({"layer": layer, "pos": pos, "example": ex, "value": 0.0,
-                             "effect": effect + 0.003 * rng.normal(), "recovered": 0.0, "group": ex // 3})
+                effect = 0.3 if (layer, pos) == (1, 2) else -0.2 if (layer, pos) == (0, 0) else 0.0
+                rows.append(
+                    {
+                        "layer": layer,
+                        "pos": pos,
+                        "example": ex,
+                        "value": 0.0,
+                        "effect": effect + 0.003 * rng.normal(),
+                        "recovered": 0.0,
+                        "group": ex // 3,
+                    }
+                )
     pmap = PatchingMap(pd.DataFrame(rows), {"axis": "pos", "metric": "legal_mass", "component": "resid_pre"})
     mv = map_verdicts(pmap, n_boot=400)
     assert mv.cells("above") == [(1, 2)] and mv.cells("below") == [(0, 0)]
@@ -268,6 +319,7 @@ def test_map_verdicts_on_a_planted_map():
 
 # ---- calibration on simulated sweeps ---------------------------------------------------------
 
+
 def _null_sweeps(reps: int, seed: int = 0, g: int = 40, m: int = 5, n_layers: int = 30, rho: float = 0.6):
     """Sweeps with no effect anywhere: rows in groups of m sharing a share ρ of their variation,
     half of each part common to every layer."""
@@ -276,8 +328,7 @@ def _null_sweeps(reps: int, seed: int = 0, g: int = 40, m: int = 5, n_layers: in
     for _ in range(reps):
         a = np.sqrt(0.5) * rng.normal(size=(g, 1)) + np.sqrt(0.5) * rng.normal(size=(g, n_layers))
         e = np.sqrt(0.5) * rng.normal(size=(g * m, 1)) + np.sqrt(0.5) * rng.normal(size=(g * m, n_layers))
-        yield _sweep(np.sqrt(rho) * a[groups] + np.sqrt(1 - rho) * e, groups, metric="sim",
-                     higher_is_better=True)
+        yield _sweep(np.sqrt(rho) * a[groups] + np.sqrt(1 - rho) * e, groups, metric="sim", higher_is_better=True)
 
 
 RULES = {

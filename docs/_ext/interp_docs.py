@@ -23,9 +23,9 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
-import logging as pylogging
 import importlib
 import inspect
+import logging as pylogging
 import pkgutil
 import re
 import shutil
@@ -50,6 +50,7 @@ NOTEBOOK_COPY = REPO / "docs" / "tutorials" / "notebooks"
 
 # ---------------------------------------------------------------------------------------------
 # small node builders
+
 
 def _para(*children: nodes.Node | str) -> nodes.paragraph:
     p = nodes.paragraph()
@@ -92,6 +93,7 @@ def _section(document, title: str, name: str) -> nodes.section:
 # ---------------------------------------------------------------------------------------------
 # a toctree in reading order that also takes the pages other branches add
 
+
 class OrderedTocTree(TocTree):
     """A toctree of the pages named, in that order, then every other page of the same folder
     (alphabetically): index pages fix the reading order of their own pages and still pick up the
@@ -101,9 +103,11 @@ class OrderedTocTree(TocTree):
         here = self.env.docname
         folder = here.rsplit("/", 1)[0] + "/" if "/" in here else ""
         named = [line.strip() for line in self.content if line.strip()]
-        rest = sorted(d[len(folder):] for d in self.env.found_docs
-                      if d.startswith(folder) and d != here and "/" not in d[len(folder):]
-                      and d[len(folder):] not in named)
+        rest = sorted(
+            d[len(folder) :]
+            for d in self.env.found_docs
+            if d.startswith(folder) and d != here and "/" not in d[len(folder) :] and d[len(folder) :] not in named
+        )
         self.content = StringList(named + rest, source=self.content.source(0) if self.content else here)
         return super().run()
 
@@ -111,10 +115,10 @@ class OrderedTocTree(TocTree):
 # ---------------------------------------------------------------------------------------------
 # the command line
 
+
 def option_rows(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     """The options and positionals a user types (``-h`` and sub-command groups left out)."""
-    return [a for a in parser._actions
-            if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+    return [a for a in parser._actions if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
 
 
 def commands(parser: argparse.ArgumentParser, prefix: str = "interp"):
@@ -184,9 +188,12 @@ class CliDirective(SphinxDirective):
             rows = []
             for a in option_rows(sub):
                 if not (a.help or "").strip():
-                    LOG.warning("CLI option without help: %s %s", full,
-                                a.option_strings[0] if a.option_strings else a.dest,
-                                location=(self.env.docname, self.lineno))
+                    LOG.warning(
+                        "CLI option without help: %s %s",
+                        full,
+                        a.option_strings[0] if a.option_strings else a.dest,
+                        location=(self.env.docname, self.lineno),
+                    )
                 rows.append([_option_name(a), _default(a), a.help or ""])
             if rows:
                 sec += _table(["option", "default", "what"], rows, [30, 12, 58])
@@ -197,13 +204,15 @@ class CliDirective(SphinxDirective):
 # ---------------------------------------------------------------------------------------------
 # the Python API
 
+
 def room_modules(room: str) -> list[str]:
     """``room`` and every module under it (``__main__`` modules, which run on import, left out)."""
     mod = importlib.import_module(room)
     names = [room]
     if hasattr(mod, "__path__"):
-        names += sorted(m.name for m in pkgutil.walk_packages(mod.__path__, room + ".")
-                        if not m.name.endswith("__main__"))
+        names += sorted(
+            m.name for m in pkgutil.walk_packages(mod.__path__, room + ".") if not m.name.endswith("__main__")
+        )
     return names
 
 
@@ -216,8 +225,13 @@ def _assigned_names(module) -> set[str]:
         return set()
     out = set()
     for node in tree.body:
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
         for t in targets:
             for n in ast.walk(t):
                 if isinstance(n, ast.Name):
@@ -257,8 +271,13 @@ def undocumented_constants(module) -> list[str]:
     out = []
     for n in public_names(module):
         obj = getattr(module, n, None)
-        if (obj is None or inspect.ismodule(obj) or inspect.isclass(obj) or callable(obj)
-                or isinstance(obj, (typing.TypeVar, pylogging.Logger))):
+        if (
+            obj is None
+            or inspect.ismodule(obj)
+            or inspect.isclass(obj)
+            or callable(obj)
+            or isinstance(obj, (typing.TypeVar, pylogging.Logger))
+        ):
             continue
         if defined_here(module, n) and ("", n) not in docs:
             out.append(n)
@@ -278,8 +297,15 @@ class ApiDirective(SphinxDirective):
         for name in mods:
             module = importlib.import_module(name)
             reexports = [n for n in getattr(module, "__all__", ()) if not defined_here(module, n)]
-            lines = [f".. automodule:: {name}", "   :members:", "   :undoc-members:", "   :imported-members:",
-                     "   :show-inheritance:", "   :member-order: bysource", ""]
+            lines = [
+                f".. automodule:: {name}",
+                "   :members:",
+                "   :undoc-members:",
+                "   :imported-members:",
+                "   :show-inheritance:",
+                "   :member-order: bysource",
+                "",
+            ]
             for const in undocumented_constants(module):
                 lines += [f".. autodata:: {name}.{const}"]
                 if len(repr(getattr(module, const))) > 80:
@@ -294,8 +320,7 @@ class ApiDirective(SphinxDirective):
                 out.append(sec)
                 target = sec
             holder = nodes.container()
-            self.state.nested_parse(StringList(lines, source=f"<interp-api {name}>"), self.content_offset,
-                                    holder)
+            self.state.nested_parse(StringList(lines, source=f"<interp-api {name}>"), self.content_offset, holder)
             target_node = target if isinstance(target, nodes.Element) else None
             if target_node is not None:
                 target_node.extend(holder.children)
@@ -316,7 +341,7 @@ def read_rooms(path: Path = ROOMS_FILE) -> list[tuple[str, str]]:
     tree = ast.parse(source)
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "ROOMS" for t in node.targets):
-            lines = source.splitlines()[node.lineno - 1:node.end_lineno]
+            lines = source.splitlines()[node.lineno - 1 : node.end_lineno]
             rooms = [elt.value for elt in node.value.elts]
             comments: dict[str, str] = {}
             for line in lines:
@@ -334,15 +359,17 @@ class RoomsDirective(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         rows = []
         for i, (room, comment) in enumerate(read_rooms(), start=1):
-            ref = addnodes.pending_xref("", refdomain="std", reftype="doc", reftarget=f"/api/{room}",
-                                        refexplicit=True, refdoc=self.env.docname)
+            ref = addnodes.pending_xref(
+                "", refdomain="std", reftype="doc", reftarget=f"/api/{room}", refexplicit=True, refdoc=self.env.docname
+            )
             ref += nodes.literal(f"interp.{room}", f"interp.{room}")
             mod = importlib.import_module(f"interp.{room}")
             first = (inspect.getdoc(mod) or "").split("\n\n")[0].replace("\n", " ")
             shown = comment if not rows or comment != rows[-1][-1] else ""
             rows.append([str(i), _para(ref), first, shown, comment])
-        return [_table(["#", "room", "its docstring", "layer of the flow (ROOMS)"],
-                       [r[:4] for r in rows], [3, 18, 50, 29])]
+        return [
+            _table(["#", "room", "its docstring", "layer of the flow (ROOMS)"], [r[:4] for r in rows], [3, 18, 50, 29])
+        ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,9 +395,12 @@ def parameter_sections(lines: list[str]) -> list[str]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if (i + 1 < len(lines) and line.strip() in ("Parameters", "Returns", "Raises")
-                and set(lines[i + 1].strip()) == {"-"}):
-            indent = line[:len(line) - len(line.lstrip())]
+        if (
+            i + 1 < len(lines)
+            and line.strip() in ("Parameters", "Returns", "Raises")
+            and set(lines[i + 1].strip()) == {"-"}
+        ):
+            indent = line[: len(line) - len(line.lstrip())]
             out += [f"{indent}.. rubric:: {line.strip()}", ""]
             i += 2
             while i < len(lines) and lines[i].strip():
@@ -441,7 +471,7 @@ def on_process_docstring(app, what, name, obj, options, lines):
         lines[:] = []
     type_doc = inspect.getdoc(type(obj)) if what in ("data", "attribute") else None
     if type_doc and " ".join("\n".join(lines).split()) == " ".join(type_doc.split()):
-        lines[:] = []   # a constant without a doc comment: not its type's docstring (``dict()``, …)
+        lines[:] = []  # a constant without a doc comment: not its type's docstring (``dict()``, …)
     lines[:] = normalise_docstring(lines)
 
 
@@ -460,6 +490,7 @@ def on_skip_member(app, what, name, obj, skip, options):
 
 # ---------------------------------------------------------------------------------------------
 # cross-references through re-exports, module context and type-only imports
+
 
 def _import_path(dotted: str) -> Any:
     """The object a dotted path names, importing its longest module prefix; ``None`` if none."""
@@ -533,8 +564,7 @@ class Resolver:
                 out.append(via + ("." + rest if rest else ""))
         return out
 
-    def find(self, target: str, modname: str | None, classname: str | None
-             ) -> tuple[str | None, Any, str | None]:
+    def find(self, target: str, modname: str | None, classname: str | None) -> tuple[str | None, Any, str | None]:
         """``(documented name, object, the path that reached it)``; the name is ``None`` when the
         object is not documented, the object and path ``None`` when nothing of that name exists."""
         for cand in self.candidates(target, modname, classname):

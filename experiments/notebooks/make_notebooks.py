@@ -34,7 +34,7 @@ def code(text: str):
 
 # ---- shared cells -------------------------------------------------------------------------------
 
-SETUP = '''
+SETUP = """
 import os
 import tempfile
 import warnings
@@ -58,9 +58,9 @@ transformers.utils.logging.disable_progress_bar()  # no "Writing model shards" b
 torch.manual_seed(0)
 RUN = Path(tempfile.mkdtemp(prefix="interp-{name}-"))  # everything this notebook writes
 print("writing to", RUN)
-'''
+"""
 
-WORLD_MD = '''
+WORLD_MD = """
 ## 1. The world
 
 A **world** is a deterministic finite automaton with meaning: its state is known at every token,
@@ -72,9 +72,9 @@ a street leaving the current intersection; `end` is legal only at the destinatio
 
 `parse_world("streets:tiny")` is the same city with walks of up to 99 turns; we cap them at 16
 so the model's context stays short and training takes seconds.
-'''
+"""
 
-WORLD = '''
+WORLD = """
 from interp.viz.maps import draw_route
 from interp.worlds.streets import StreetsWorld, SyntheticCityConfig, TraversalConfig
 
@@ -86,18 +86,18 @@ seqs = world.generate(3000, np.random.default_rng(0))  # random walks that end a
 train_seqs, test_seqs = seqs[:2700], seqs[2700:]
 print("a route:", " ".join(test_seqs[0]))
 display(Image(filename=draw_route(world.graph, test_seqs[0], RUN / "route.png", title="one held-out route")))
-'''
+"""
 
-TRAIN_MD = '''
+TRAIN_MD = """
 ## 2. Train a small GPT-2
 
 `build_gpt2` makes a Hugging Face GPT-2 over the world's word-level vocabulary; `train` is
 interp's one trainer (AdamW, warmup + cosine decay, padding masked out of the loss, the best
 held-out checkpoint kept under `best/`). `load_checkpoint` wraps the saved model in a
 TransformerLens 4 `TransformerBridge` — the hooked model every analysis below uses.
-'''
+"""
 
-TRAIN = '''
+TRAIN = """
 from interp import ModelConfig, build_gpt2, encode_sequences, load_checkpoint, save_checkpoint
 from interp.train import TrainConfig, train
 
@@ -112,7 +112,7 @@ print(f"{result.steps} steps: train loss {result.final_train_loss:.3f}, "
       f"best held-out loss {result.best_eval_loss:.3f} at step {result.best_step}")
 ckpt = load_checkpoint(RUN / "train" / "best")  # .bridge (TransformerBridge) + .world
 bridge = ckpt.bridge
-'''
+"""
 
 
 # ---- world_model.ipynb --------------------------------------------------------------------------
@@ -120,7 +120,7 @@ bridge = ckpt.bridge
 
 def world_model() -> nbformat.NotebookNode:
     cells = [
-        md('''
+        md("""
 # Does a small transformer learn the map? A world-model walkthrough
 
 Vafa et al. (NeurIPS 2024), *Evaluating the World Model Implicit in a Generative Model*, train
@@ -131,20 +131,23 @@ path at toy scale with `interp` (a few minutes on one CPU thread):
 1. the world and its routes, 2. a small GPT-2 trained on them, 3. the next-token test,
 4. current-state probes per layer, 5. the Myhill–Nerode metrics (the paper's Defs. 2.4–2.6),
 6. attention patterns, 7. checks that fail if the walkthrough stops working.
-'''),
+"""),
         code(SETUP.replace("{name}", "world-model")),
         md(WORLD_MD),
         code(WORLD),
         md(TRAIN_MD),
-        code(TRAIN + '''
+        code(
+            TRAIN
+            + """
 log = result.history
 fig, ax = plt.subplots(figsize=(5, 3))
 ax.plot(log["step"], log["loss"], label="train")
 held = log.dropna(subset=["eval_loss"])
 ax.plot(held["step"], held["eval_loss"], "o-", label="held-out")
 ax.set_xlabel("step"); ax.set_ylabel("next-token loss"); ax.legend(); plt.show()
-'''),
-        md('''
+"""
+        ),
+        md("""
 ## 3. The next-token test
 
 The usual check: at every position of held-out routes, is the model's top-1 prediction over the
@@ -154,8 +157,8 @@ The usual check: at every position of held-out routes, is the model's top-1 pred
 construction — the reference row; a uniform model (every token equally likely, its top-1 an
 arbitrary token) is the floor. A high score here is necessary but, as the paper shows,
 far from sufficient for a coherent world model.
-'''),
-        code('''
+"""),
+        code("""
 from interp import next_token_test
 from interp.models.lm import BridgeLM, UniformLM, WorldLM
 
@@ -165,8 +168,8 @@ nt_uniform = next_token_test(UniformLM(world), world, test_seqs)  # every token 
 print("model:  ", nt)
 print("oracle: ", nt_oracle)
 print("uniform:", nt_uniform)
-'''),
-        md('''
+"""),
+        md("""
 ## 4. Current-state probes
 
 Is the current intersection *linearly decodable* from the residual stream? `probe_layers` fits a
@@ -175,8 +178,8 @@ multinomial logistic regression (L-BFGS, L2, standardised features) from the emb
 training routes, and scores it on held-out routes. Compare each accuracy to the majority-class
 baseline. In the paper (Table 1) probes are high for every model, even those whose maps are
 incoherent; at this scale they do separate models (see the README's Table 1 reproduction).
-'''),
-        code('''
+"""),
+        code("""
 from interp import probe_layers
 
 probe = probe_layers(bridge, world, train_seqs[:400], test_seqs)
@@ -187,8 +190,8 @@ ax.errorbar(layers["index"], layers["accuracy"], yerr=1.96 * layers["se"], fmt="
 ax.plot(layers["index"], layers["baseline"], "k--", label="majority class")
 ax.set_xticks(layers["index"], layers["layer"]); ax.set_ylim(0, 1.05)
 ax.set_ylabel("held-out accuracy"); ax.set_title("current intersection, by layer"); ax.legend(); plt.show()
-'''),
-        md('''
+"""),
+        md("""
 ## 5. Myhill–Nerode compression and distinction (Vafa et al. 2024, Defs. 2.4–2.6)
 
 The Myhill–Nerode theorem says a state *is* the set of continuations it allows. So:
@@ -206,8 +209,8 @@ The model *accepts* a suffix when every token gets probability > ε (ε = 0.01, 
 reference LMs make the numbers readable: the true world model scores 1.0 on all three, and the
 uniform model (every token always accepted) scores 1.0, 1.0 and 0.0 — it compresses perfectly
 by never distinguishing anything, the paper's Connect-4 argument for why both are needed.
-'''),
-        code('''
+"""),
+        code("""
 from interp import myhill_nerode
 
 MN = dict(pairs=60, depth=3, seed=0)  # 60 states and 60 state pairs
@@ -221,8 +224,8 @@ table = pd.DataFrame({name: {c: r.summary()[c] for c in COLS} for name, r in mn.
 table["next_token (positions)"] = [r.position_share.mean for r in (nt_oracle, nt_uniform, nt)]
 display(table.round(3))
 print(mn["trained GPT-2 (BridgeLM)"])
-'''),
-        md('''
+"""),
+        md("""
 Read the last row against the first: a next-token score near the oracle's, with compression and
 distinction well below 1.0, is the paper's finding in miniature — the model predicts legal turns
 without one coherent map behind them. (Vafa et al. show that random-walk training gives the most
@@ -234,20 +237,20 @@ coherent maps; try `TraversalConfig(kind="shortest_paths")` above and compare.)
 layer, all heads) from `blocks.ℓ.attn.hook_pattern`. They work offline: the CircuitsVis bundle
 is inlined once (`bundle_script`) and each view is a closed container (`fragment`), so several
 views fit on one page. `write_standalone` saves them as a self-contained HTML file.
-'''),
-        code('''
+"""),
+        code("""
 from interp.viz.circuits import attention_views, bundle_script, fragment, write_standalone
 
 route = test_seqs[1]
 views = attention_views(ckpt, [route])
 display(HTML(bundle_script(views) + fragment(views)))
 print("saved:", write_standalone(views, RUN / "attention.html", title="attention patterns"))
-'''),
-        md('''
+"""),
+        md("""
 The same patterns as a static matplotlib figure (rows: layers, columns: heads; each row of a
 panel is a query position, each column the key position it attends to):
-'''),
-        code('''
+"""),
+        code("""
 toks = ["<bos>", *route]
 ids = torch.tensor([world.vocab.encode(route)])
 with torch.no_grad():
@@ -263,16 +266,16 @@ for layer in range(n_layers):
         ax.set_xticks(range(len(toks)), toks, rotation=90, fontsize=6)
         ax.set_yticks(range(len(toks)), toks, fontsize=6)
 fig.tight_layout(); plt.show()
-'''),
-        md('''
+"""),
+        md("""
 ## 7. Checks
 
 The walkthrough's claims, as assertions (`tests/test_notebooks.py` runs this notebook and fails
 when one breaks): the trained model passes the next-token test, far above the uniform model; the
 oracle is a perfect world model on all three Myhill–Nerode metrics; the uniform model shows the
 compression-without-distinction failure; the probe beats its baseline; every layer got a view.
-'''),
-        code('''
+"""),
+        code("""
 assert nt.position_share.mean > 0.9, nt
 assert nt_oracle.position_share.mean == 1.0
 assert nt_uniform.position_share.mean < 0.5, nt_uniform
@@ -285,7 +288,7 @@ assert all(0.0 <= trained[c] <= 1.0 for c in COLS), trained
 assert probe.layers["accuracy"].max() > probe.layers["baseline"].max() + 0.2
 assert len(views) == bridge.cfg.n_layers
 print("all checks passed")
-'''),
+"""),
     ]
     return _notebook(cells)
 
@@ -295,7 +298,7 @@ print("all checks passed")
 
 def layer_analysis() -> nbformat.NotebookNode:
     cells = [
-        md('''
+        md("""
 # Which layers help, which hurt, and can fine-tuning fix it? A layer-analysis walkthrough
 
 PragWorld (AAAI 2026) sorts a model's layers into *useful* and *harmful* for a task by removing
@@ -306,18 +309,21 @@ street routes (the recipe of `world_model.ipynb`), in a few minutes on one CPU t
 1. the world and a trained model, 2. the MLP zero-out sweep and layer verdicts (§6.2),
 3. direct-effect patching (§6.1), 4. activation patching (layer × position),
 5. HLS fine-tuning before/after, 6. checks that fail if the walkthrough stops working.
-'''),
+"""),
         code(SETUP.replace("{name}", "layer-analysis")),
         md(WORLD_MD),
         code(WORLD),
         md(TRAIN_MD),
-        code(TRAIN + '''
+        code(
+            TRAIN
+            + """
 from interp import next_token_test
 
 nt = next_token_test(bridge, world, test_seqs)
 print(nt)
-'''),
-        md('''
+"""
+        ),
+        md("""
 ## 2. MLP zero-out sweep and layer verdicts (PragWorld §6.2)
 
 For each layer ℓ, zero its MLP output (`blocks.ℓ.hook_mlp_out`) at every position and score each
@@ -332,8 +338,8 @@ more than the margin), **useful** if it lies below −δ, **negligible** if it l
 **inconclusive** otherwise (docs/concepts/verdicts.md). The paper's raw rule
 (accuracy with the layer removed vs. without, no margin, no test) is in `raw_verdict` beside it.
 `method="reuse"` (the default) runs one clean forward and resumes each variant after block ℓ.
-'''),
-        code('''
+"""),
+        code("""
 from interp.analysis import layer_verdicts, mlp_zero_sweep, token_loss
 from interp.viz.layers import draw_layer_effects
 
@@ -342,8 +348,8 @@ sweep = mlp_zero_sweep(bridge, test_ids, token_loss, mask, higher_is_better=Fals
 verdicts = layer_verdicts(sweep, n_boot=1000, seed=0)
 display(verdicts.frame[["layer", "n", "mean_effect", "ci_low", "ci_high", "verdict", "raw_verdict"]].round(4))
 display(Image(filename=draw_layer_effects(verdicts, RUN / "layers.png", title="MLP zero-out: next-token loss")))
-'''),
-        md('''
+"""),
+        md("""
 A trained model this small usually needs every MLP (all *useful*); the larger effect of layer 0
 is typical — the first MLP acts as part of the embedding. Harmful layers show up in larger
 models on harder tasks (PragWorld's dialogue benchmark: `interp sweep --data PRAGWORLD.csv`).
@@ -359,8 +365,8 @@ better). A large effect at ℓ means the edited information still sits in the re
 there and the later layers act on it; an effect near 0 means it was already processed. At layer 0
 the residual stream is only token + position embeddings, equal at aligned positions, so its
 effect should be about 0.
-'''),
-        code('''
+"""),
+        code("""
 from interp.analysis import PatchPair, direct_effect_patching
 from interp.analysis.runner import continuation_loss, state_change_pairs
 
@@ -373,8 +379,8 @@ pairs = [PatchPair(world.vocab.encode(o), world.vocab.encode(a)) for o, a in zip
 direct = direct_effect_patching(bridge, pairs, continuation_loss([i + 1 for i in edits.edit_at]),
                                 higher_is_better=False)
 display(direct.per_layer().round(4))
-'''),
-        md('''
+"""),
+        md("""
 ## 4. Activation patching: layer × position
 
 Activation patching asks *where* the difference between two inputs lives. Take aligned pairs
@@ -391,8 +397,8 @@ per-example ratio that `interp sweep` draws, averages ratios; with few pairs and
 it is noisy, so the ratio of means is shown here.) Expect the edited position (`3*`) to carry the
 difference in early layers and the last position to carry it in late layers: the information
 moves from the edited token to the position that predicts.
-'''),
-        code('''
+"""),
+        code("""
 from interp.analysis.activation_patching import activation_patching, legal_mass
 from interp.analysis.runner import aligned_edit_pairs
 from interp.viz.layers import draw_patching_heatmap
@@ -413,18 +419,18 @@ share = (patching.mean("effect") / gap).set_axis(labels, axis=1)  # columns: <bo
 display(share.round(2).rename_axis(columns="share of the gap restored, by position"))
 display(Image(filename=draw_patching_heatmap(patching, RUN / "patching.png", column="effect",
                                              title="resid_pre patching: mean effect on legal mass")))
-'''),
-        md('''
+"""),
+        md("""
 The same map as an interactive CircuitsVis view (`interp.viz.circuits.patching_view`: one button
 per layer colours the positions by their mean; offline, bundle inlined once):
-'''),
-        code('''
+"""),
+        code("""
 from interp.viz.circuits import bundle_script, fragment, patching_view
 
 view = patching_view(patching, column="effect")
 display(HTML(bundle_script([view]) + fragment([view])))
-'''),
-        md('''
+"""),
+        md("""
 ### Attribution patching: the same maps from one gradient
 
 An exact map costs one forward per cell. Attribution patching (AtP; Kramár et al. 2024) estimates
@@ -435,8 +441,8 @@ Each point below is a site: its estimated mean effect (x) against the exact one 
 zeroing a whole MLP layer is scaling its output weights to 0, and the first-order term is the
 training loss's derivative along those weights, which training drives toward 0 — so the
 estimates sit near x = 0 whatever the exact effect.
-'''),
-        code('''
+"""),
+        code("""
 from interp.analysis.attribution import activation_attribution, agreement, mlp_zero_attribution
 from interp.viz.attribution import draw_attribution_scatter
 
@@ -448,8 +454,8 @@ fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
 draw_attribution_scatter(estimate, None, exact=patching, ax=axes[0], title="resid_pre, layer × position")
 draw_attribution_scatter(mlp_estimate, None, exact=sweep, ax=axes[1], title="MLP zero-out, by layer")
 plt.show()
-'''),
-        md('''
+"""),
+        md("""
 ## 5. Harmful-layer suppression (HLS, PragWorld §6.3), before and after
 
 HLS fine-tunes with an extra term that pushes a chosen layer's MLP output toward zero:
@@ -463,8 +469,8 @@ costs least. A *plain* fine-tune with the same steps and seed is the control: th
 layer's MLP output should shrink under HLS and not under plain fine-tuning, and the next-token
 loss should stay close, as the other layers take over. (`interp finetune --config …` runs the
 whole comparison with seeds, the sweep and the Myhill–Nerode metrics; this is its core.)
-'''),
-        code('''
+"""),
+        code("""
 from interp.analysis.suite import mean_squared_mlp_out
 from interp.models import load_hf_model
 from interp.train.regularisers import HLS
@@ -492,12 +498,12 @@ for name, m in models.items():
 hls_table = pd.DataFrame(rows)
 display(hls_table.round(4))
 print("HLS term during fine-tuning:", logs["hls"]["hls"].round(4).tolist())
-'''),
-        md('''
+"""),
+        md("""
 And the sweep again on the HLS model: removing the suppressed layer's MLP should now cost less
 (its output is small, so the other layers no longer rely on it).
-'''),
-        code('''
+"""),
+        code("""
 save_checkpoint(models["hls"], world, RUN / "hls")
 after = mlp_zero_sweep(load_checkpoint(RUN / "hls").bridge, test_ids, token_loss, mask, higher_is_better=False)
 compare = pd.DataFrame({"before": sweep.per_layer().set_index("layer")["mean_effect"],
@@ -506,8 +512,8 @@ display(compare.rename_axis("layer (MLP zero-out effect on loss)").round(4))
 fig, ax = plt.subplots(figsize=(5, 3))
 compare.plot.bar(ax=ax, rot=0)
 ax.set_ylabel("loss increase when zeroed"); ax.set_title(f"HLS on layer {LAYER}"); plt.show()
-'''),
-        md('''
+"""),
+        md("""
 ## 6. Checks
 
 `tests/test_notebooks.py` runs this notebook and fails when one breaks: the trained model is
@@ -515,8 +521,8 @@ good, the sweep covers every layer, direct-effect patching scored every pair at 
 the edit lowers the legal mass that activation patching restores, and HLS shrinks the suppressed layer's mean squared
 MLP output — below the model before and below plain fine-tuning — without wrecking the
 next-token test.
-'''),
-        code('''
+"""),
+        code("""
 assert nt.position_share.mean > 0.9, nt
 assert sorted(sweep.per_layer()["layer"]) == LAYERS and set(verdicts.frame.verdict) <= {"useful", "harmful", "negligible", "inconclusive"}
 assert len(direct.frame) == len(pairs) * len(LAYERS)
@@ -526,7 +532,7 @@ assert hls_table.loc[key, "hls"] < 0.5 * hls_table.loc[key, "before"], hls_table
 assert hls_table.loc[key, "hls"] < hls_table.loc[key, "plain"], hls_table
 assert hls_table.loc["next-token (positions)", "hls"] > 0.85, hls_table
 print("all checks passed")
-'''),
+"""),
     ]
     return _notebook(cells)
 

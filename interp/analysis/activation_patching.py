@@ -129,8 +129,10 @@ def activation_patching(
     if component not in COMPONENTS:
         raise ValueError(f"component must be one of {', '.join(COMPONENTS)}, got {component!r}")
     if clean.dim() != 2 or tuple(clean.shape) != tuple(corrupted.shape):
-        raise ValueError(f"clean {tuple(clean.shape)} and corrupted {tuple(corrupted.shape)} must be [n, pos] "
-                         "of equal shape (group pairs by length; patching runs without padding)")
+        raise ValueError(
+            f"clean {tuple(clean.shape)} and corrupted {tuple(corrupted.shape)} must be [n, pos] "
+            "of equal shape (group pairs by length; patching runs without padding)"
+        )
     if int(clean.shape[1]) > int(bridge.cfg.n_ctx):
         raise ValueError(f"{clean.shape[1]} positions exceed the model context n_ctx={bridge.cfg.n_ctx}")
     n = int(clean.shape[0])
@@ -139,31 +141,50 @@ def activation_patching(
     def tl_metric(logits: Tensor) -> Tensor:
         val = metric(logits, batch)
         if not isinstance(val, Tensor) or tuple(val.shape) != (n,):
-            raise ValueError(f"metric {metric_name(metric)} must return a tensor [n={n}], "
-                             f"got {getattr(val, 'shape', type(val).__name__)}")
+            raise ValueError(
+                f"metric {metric_name(metric)} must return a tensor [n={n}], "
+                f"got {getattr(val, 'shape', type(val).__name__)}"
+            )
         return val
 
     fn_name, axis = COMPONENTS[component]
     with torch.no_grad(), _tl_device(bridge):
         clean_logits, cache = bridge.run_with_cache(to_model_device(bridge, clean))
         clean_value = metric(clean_logits, Batch(clean, None, torch.arange(n))).float().cpu()
-        result = getattr(tl_patching, fn_name)(bridge, to_model_device(bridge, corrupted), cache, tl_metric,
-                                               reduce="none", baseline=True)
+        result = getattr(tl_patching, fn_name)(
+            bridge, to_model_device(bridge, corrupted), cache, tl_metric, reduce="none", baseline=True
+        )
     del cache
     values = result.values.float().cpu()  # [layer, pos|head, n]
     corrupted_value = result.baseline.float().cpu()  # [n]
     effect = values - corrupted_value
-    gap = (clean_value - corrupted_value)
+    gap = clean_value - corrupted_value
     recovered = torch.where(gap.abs() > 1e-12, effect / gap, torch.full_like(effect, float("nan")))
     n_layers, n_second, _ = values.shape
     layer, second, example = np.meshgrid(np.arange(n_layers), np.arange(n_second), np.arange(n), indexing="ij")
-    frame = pd.DataFrame({"layer": layer.ravel(), axis: second.ravel(), "example": example.ravel(),
-                          "value": values.numpy().ravel(), "effect": effect.numpy().ravel(),
-                          "recovered": recovered.numpy().ravel()})
-    meta = {"kind": "activation_patching", "component": component, "axis": axis, "metric": metric_name(metric),
-            "n_examples": n, "positions": int(clean.shape[1]), "clean_mean": float(clean_value.mean()),
-            "corrupted_mean": float(corrupted_value.mean()), "labels": labels,
-            "engine": f"transformer_lens.patching.{fn_name}", "model": model_fingerprint(bridge)}
+    frame = pd.DataFrame(
+        {
+            "layer": layer.ravel(),
+            axis: second.ravel(),
+            "example": example.ravel(),
+            "value": values.numpy().ravel(),
+            "effect": effect.numpy().ravel(),
+            "recovered": recovered.numpy().ravel(),
+        }
+    )
+    meta = {
+        "kind": "activation_patching",
+        "component": component,
+        "axis": axis,
+        "metric": metric_name(metric),
+        "n_examples": n,
+        "positions": int(clean.shape[1]),
+        "clean_mean": float(clean_value.mean()),
+        "corrupted_mean": float(corrupted_value.mean()),
+        "labels": labels,
+        "engine": f"transformer_lens.patching.{fn_name}",
+        "model": model_fingerprint(bridge),
+    }
     return PatchingMap(frame, meta)
 
 

@@ -69,8 +69,7 @@ from interp.analysis.activation_patching import COMPONENTS, PatchingMap
 from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.patching import PatchPair, _ids, resid_cache
 from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
-from interp.analysis.sweeps import (OWN_GROUP, SweepResult, _categories, _chunks, _layers, _score, _trim,
-                                    attach_groups)
+from interp.analysis.sweeps import OWN_GROUP, SweepResult, _categories, _chunks, _layers, _score, _trim, attach_groups
 from interp.hooks import Alignment, HookNames, InterventionError, Site, check_site, intervene, patch
 
 #: activation-patching components this module estimates (those of the exact sweep)
@@ -115,6 +114,7 @@ def gradient_run(
             delta = torch.zeros_like(act, requires_grad=True)
             acts[name], deltas[name] = act.detach().clone(), delta
             return act + delta
+
         return hook
 
     ids, kwargs = _model_inputs(bridge, tokens, attention_mask)
@@ -125,17 +125,22 @@ def gradient_run(
             raise InterventionError(f"gradient hooks fired {bad} times in one forward (expected once each)")
         values = metric(logits, batch)
         if not isinstance(values, Tensor) or tuple(values.shape) != (b,):
-            raise ValueError(f"metric {metric_name(metric)} must return a tensor [batch={b}], "
-                             f"got {getattr(values, 'shape', type(values).__name__)}")
+            raise ValueError(
+                f"metric {metric_name(metric)} must return a tensor [batch={b}], "
+                f"got {getattr(values, 'shape', type(values).__name__)}"
+            )
         if not values.requires_grad:
-            raise ValueError(f"metric {metric_name(metric)} is not differentiable in the logits "
-                             "(attribution patching needs its gradient)")
+            raise ValueError(
+                f"metric {metric_name(metric)} is not differentiable in the logits "
+                "(attribution patching needs its gradient)"
+            )
         grads = torch.autograd.grad(values.float().sum(), [deltas[n] for n in hook_names], allow_unused=True)
     out = {n: (torch.zeros_like(acts[n]) if g is None else g.detach()) for n, g in zip(hook_names, grads)}
     return values.detach().float().cpu().numpy(), acts, out
 
 
 # ---- MLP zero-out ----------------------------------------------------------------------------------
+
 
 def mlp_zero_attribution(
     bridge: Any,
@@ -176,19 +181,32 @@ def mlp_zero_attribution(
     rows = []
     for j, layer in enumerate(lays):
         for i in range(n):
-            row = {"example": i, "layer": layer, "clean": clean[i], "ablated": clean[i] + effect[j, i],
-                   "effect": effect[j, i]}
+            row = {
+                "example": i,
+                "layer": layer,
+                "clean": clean[i],
+                "ablated": clean[i] + effect[j, i],
+                "effect": effect[j, i],
+            }
             if cats is not None:
                 row["category"] = cats[i]
             rows.append(row)
-    meta = {"kind": "mlp_zero", "metric": metric_name(metric), "higher_is_better": bool(higher_is_better),
-            "method": "attribution", "estimate": "AtP: -sum_pos mlp_out . grad(metric) on the clean run",
-            "n_examples": n, "layers": lays, "groups": "given" if groups is not None else OWN_GROUP,
-            "model": model_fingerprint(bridge)}
+    meta = {
+        "kind": "mlp_zero",
+        "metric": metric_name(metric),
+        "higher_is_better": bool(higher_is_better),
+        "method": "attribution",
+        "estimate": "AtP: -sum_pos mlp_out . grad(metric) on the clean run",
+        "n_examples": n,
+        "layers": lays,
+        "groups": "given" if groups is not None else OWN_GROUP,
+        "model": model_fingerprint(bridge),
+    }
     return SweepResult(attach_groups(pd.DataFrame(rows), groups, n), meta)
 
 
 # ---- direct-effect patching ------------------------------------------------------------------------
+
 
 def _by_length(lengths: Sequence[int]) -> dict[int, list[int]]:
     groups: dict[int, list[int]] = {}
@@ -250,21 +268,36 @@ def direct_effect_attribution(
     rows = []
     for i in range(len(pairs)):
         for j, layer in enumerate(lays):
-            row = {"example": i, "layer": layer, "clean": clean[i], "ablated": clean[i] + effect[j, i],
-                   "effect": effect[j, i], "n_aligned": len(aligns[i].pairs), "len_original": len(origs[i]),
-                   "len_altered": len(alts[i])}
+            row = {
+                "example": i,
+                "layer": layer,
+                "clean": clean[i],
+                "ablated": clean[i] + effect[j, i],
+                "effect": effect[j, i],
+                "n_aligned": len(aligns[i].pairs),
+                "len_original": len(origs[i]),
+                "len_altered": len(alts[i]),
+            }
             if cats is not None:
                 row["category"] = cats[i]
             rows.append(row)
-    meta = {"kind": "direct_effect_patching", "site": "resid_pre", "metric": metric_name(metric),
-            "higher_is_better": bool(higher_is_better), "method": "attribution",
-            "estimate": "AtP: sum over aligned (d,s) of (alt[s] - orig[d]) . grad(metric) at resid_pre[d]",
-            "n_examples": len(pairs), "layers": lays, "groups": "given" if groups is not None else OWN_GROUP,
-            "model": model_fingerprint(bridge)}
+    meta = {
+        "kind": "direct_effect_patching",
+        "site": "resid_pre",
+        "metric": metric_name(metric),
+        "higher_is_better": bool(higher_is_better),
+        "method": "attribution",
+        "estimate": "AtP: sum over aligned (d,s) of (alt[s] - orig[d]) . grad(metric) at resid_pre[d]",
+        "n_examples": len(pairs),
+        "layers": lays,
+        "groups": "given" if groups is not None else OWN_GROUP,
+        "model": model_fingerprint(bridge),
+    }
     return SweepResult(attach_groups(pd.DataFrame(rows), groups, len(pairs)), meta)
 
 
 # ---- activation patching (clean → corrupted) -------------------------------------------------------
+
 
 def _component_hooks(component: str, layers: Sequence[int]) -> list[str]:
     comp = "z" if component == "heads" else component
@@ -297,8 +330,10 @@ def activation_attribution(
     if bad or not comps:
         raise ValueError(f"components must be among {', '.join(ATTRIBUTION_COMPONENTS)}, got {components!r}")
     if clean.dim() != 2 or tuple(clean.shape) != tuple(corrupted.shape):
-        raise ValueError(f"clean {tuple(clean.shape)} and corrupted {tuple(corrupted.shape)} must be [n, pos] "
-                         "of equal shape (group pairs by length; patching runs without padding)")
+        raise ValueError(
+            f"clean {tuple(clean.shape)} and corrupted {tuple(corrupted.shape)} must be [n, pos] "
+            "of equal shape (group pairs by length; patching runs without padding)"
+        )
     if int(clean.shape[1]) > int(bridge.cfg.n_ctx):
         raise ValueError(f"{clean.shape[1]} positions exceed the model context n_ctx={bridge.cfg.n_ctx}")
     n, n_pos = int(clean.shape[0]), int(clean.shape[1])
@@ -320,6 +355,7 @@ def activation_attribution(
         def keep(name: str):
             def hook(act: Tensor, hook: Any) -> None:
                 got[name] = act.detach().clone()
+
             return hook
 
         with bridge.hooks(fwd_hooks=[(h, keep(h)) for h in hooks]):
@@ -341,18 +377,36 @@ def activation_attribution(
             recovered = np.where(np.abs(gap) > 1e-12, effect / gap, np.nan)
         L, S, _ = effect.shape
         layer, second, example = np.meshgrid(np.arange(L), np.arange(S), np.arange(n), indexing="ij")
-        frame = pd.DataFrame({"layer": layer.ravel(), axis: second.ravel(), "example": example.ravel(),
-                              "value": value.ravel(), "effect": effect.ravel(), "recovered": recovered.ravel()})
-        meta = {"kind": "activation_patching", "component": c, "axis": axis, "metric": metric_name(metric),
-                "n_examples": n, "positions": n_pos, "clean_mean": float(clean_val.mean()),
-                "corrupted_mean": float(corr_val.mean()), "labels": labels, "method": "attribution",
-                "engine": "interp.analysis.attribution (AtP: (a_clean - a_corr) . grad on the corrupted run)",
-                "model": model_fingerprint(bridge)}
+        frame = pd.DataFrame(
+            {
+                "layer": layer.ravel(),
+                axis: second.ravel(),
+                "example": example.ravel(),
+                "value": value.ravel(),
+                "effect": effect.ravel(),
+                "recovered": recovered.ravel(),
+            }
+        )
+        meta = {
+            "kind": "activation_patching",
+            "component": c,
+            "axis": axis,
+            "metric": metric_name(metric),
+            "n_examples": n,
+            "positions": n_pos,
+            "clean_mean": float(clean_val.mean()),
+            "corrupted_mean": float(corr_val.mean()),
+            "labels": labels,
+            "method": "attribution",
+            "engine": "interp.analysis.attribution (AtP: (a_clean - a_corr) . grad on the corrupted run)",
+            "model": model_fingerprint(bridge),
+        }
         maps[c] = PatchingMap(frame, meta)
     return maps[comps[0]] if single else maps
 
 
 # ---- checking the top sites exactly -----------------------------------------------------------------
+
 
 def rank_sites(result: SweepResult | PatchingMap, k: int | None = None) -> pd.DataFrame:
     """Sites ordered by |mean attribution| (largest first), the top ``k`` (None: all): columns
@@ -390,6 +444,7 @@ def exact_cells(
     def keep(name: str):
         def hook(act: Tensor, hook: Any) -> None:
             got[name] = act.detach().clone()
+
         return hook
 
     with bridge.hooks(fwd_hooks=[(h, keep(h)) for h in hooks]):
@@ -430,9 +485,13 @@ def agreement(attribution: SweepResult | PatchingMap, exact: SweepResult | Patch
     joined = pd.concat([a.rename("a"), e.rename("e")], axis=1, join="inner")
     x, y = joined["a"].to_numpy(), joined["e"].to_numpy()
     pearson = float(np.corrcoef(x, y)[0, 1]) if len(x) > 1 and x.std() > 0 and y.std() > 0 else float("nan")
-    return {"spearman": spearman(x, y), "pearson": pearson,
-            "sign_agreement": float(np.mean(np.sign(x) == np.sign(y))) if len(x) else float("nan"),
-            "max_abs_error": float(np.abs(x - y).max()) if len(x) else float("nan"), "n_sites": int(len(x))}
+    return {
+        "spearman": spearman(x, y),
+        "pearson": pearson,
+        "sign_agreement": float(np.mean(np.sign(x) == np.sign(y))) if len(x) else float("nan"),
+        "max_abs_error": float(np.abs(x - y).max()) if len(x) else float("nan"),
+        "n_sites": int(len(x)),
+    }
 
 
 def site_table(attribution: SweepResult | PatchingMap, exact: SweepResult | PatchingMap) -> pd.DataFrame:
@@ -443,6 +502,15 @@ def site_table(attribution: SweepResult | PatchingMap, exact: SweepResult | Patc
     return pd.concat([a, e], axis=1, join="inner").reset_index()
 
 
-__all__ = ["ATTRIBUTION_COMPONENTS", "activation_attribution", "agreement",
-           "direct_effect_attribution", "exact_cells", "gradient_run", "mlp_zero_attribution", "rank_sites",
-           "site_table", "spearman"]
+__all__ = [
+    "ATTRIBUTION_COMPONENTS",
+    "activation_attribution",
+    "agreement",
+    "direct_effect_attribution",
+    "exact_cells",
+    "gradient_run",
+    "mlp_zero_attribution",
+    "rank_sites",
+    "site_table",
+    "spearman",
+]

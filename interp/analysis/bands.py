@@ -89,8 +89,7 @@ def resample_counts(n_units: int, n_boot: int, rng: np.random.Generator) -> Int[
     return np.bincount(flat.ravel(), minlength=n_boot * n_units).reshape(n_boot, n_units)
 
 
-def group_sums(values: Real[np.ndarray, "row site"], index: np.ndarray, n_groups: int
-               ) -> tuple[np.ndarray, np.ndarray]:
+def group_sums(values: Real[np.ndarray, "row site"], index: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Per group and site: the sum of the finite values and their number (``S``, ``M``: [G, K])."""
     values = np.asarray(values, dtype=float)
     finite = np.isfinite(values)
@@ -107,8 +106,9 @@ def _cr1(n_with_rows: np.ndarray) -> np.ndarray:
         return np.where(g > 1, g / (g - 1), np.nan)
 
 
-def replicates(s: np.ndarray, m: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                                            np.ndarray]:
+def replicates(
+    s: np.ndarray, m: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(estimate, se, deviation, se_star)``: θ̂ and ŝe of each site, and per replicate
     (``counts``: [B, G]) θ*−θ̂ and ŝe* — the studentized pieces, all from matrix products."""
     n = m.sum(0)
@@ -116,14 +116,14 @@ def replicates(s: np.ndarray, m: np.ndarray, counts: np.ndarray) -> tuple[np.nda
         est = s.sum(0) / n
         sc = s - m * np.where(np.isfinite(est), est, 0.0)  # centred group sums: no cancellation below
         f = _cr1((m > 0).sum(0))
-        se = np.sqrt(f * (sc ** 2).sum(0)) / n
+        se = np.sqrt(f * (sc**2).sum(0)) / n
         w = counts.astype(float)
         if (m == m[:, :1]).all():  # every site has the same rows (no NaN): one column of counts does
             nb, nb2 = w @ m[:, :1], w @ (m[:, :1] ** 2)
         else:
-            nb, nb2 = w @ m, w @ (m ** 2)
+            nb, nb2 = w @ m, w @ (m**2)
         dev = (w @ sc) / nb
-        ss = w @ (sc ** 2) - 2 * dev * (w @ (sc * m)) + dev ** 2 * nb2
+        ss = w @ (sc**2) - 2 * dev * (w @ (sc * m)) + dev**2 * nb2
         se_star = np.sqrt(f * np.clip(ss, 0.0, None)) / nb
     return est, se, dev, se_star
 
@@ -186,8 +186,14 @@ def cluster_band(
         with np.errstate(invalid="ignore", divide="ignore"):
             est = s.sum(0) / m.sum(0)
         nan = np.full(values.shape[1], np.nan)
-        settings = {"method": "none: fewer than 2 groups", "band": "none", "resample": resample, "n_boot": 0,
-                    "confidence": float(confidence), "seed": int(seed)}
+        settings = {
+            "method": "none: fewer than 2 groups",
+            "band": "none",
+            "resample": resample,
+            "n_boot": 0,
+            "confidence": float(confidence),
+            "seed": int(seed),
+        }
         return Band(est, nan, nan, nan, nan, nan, np.nan, m.sum(0).astype(int), g, simultaneous, settings)
     if counts is None:
         counts = resample_counts(g, n_boot, np.random.default_rng(seed))
@@ -195,8 +201,12 @@ def cluster_band(
         raise ValueError(f"counts must be [replicates, {g} groups], got {counts.shape}")
     est, se, dev, se_star = replicates(s, m, counts)
     t = _studentized(dev, se_star, est, se)
-    c_site = np.array([np.quantile(col[~np.isnan(col)], confidence, method="higher")
-                       if (~np.isnan(col)).any() else np.nan for col in t.T])
+    c_site = np.array(
+        [
+            np.quantile(col[~np.isnan(col)], confidence, method="higher") if (~np.isnan(col)).any() else np.nan
+            for col in t.T
+        ]
+    )
     m_low, m_high = _interval(est, se, c_site)
     crit = np.nan
     if simultaneous:
@@ -205,14 +215,20 @@ def cluster_band(
         low, high = _interval(est, se, crit)
     else:
         low, high = m_low, m_high
-    settings = {"method": "studentized cluster bootstrap (bootstrap-t, CR1 standard errors)",
-                "band": "simultaneous max-|t|" if simultaneous else "per site", "resample": resample,
-                "n_boot": int(counts.shape[0]), "confidence": float(confidence), "seed": int(seed)}
+    settings = {
+        "method": "studentized cluster bootstrap (bootstrap-t, CR1 standard errors)",
+        "band": "simultaneous max-|t|" if simultaneous else "per site",
+        "resample": resample,
+        "n_boot": int(counts.shape[0]),
+        "confidence": float(confidence),
+        "seed": int(seed),
+    }
     return Band(est, se, low, high, m_low, m_high, crit, m.sum(0).astype(int), g, simultaneous, settings)
 
 
-def percentile_band(values: Real[np.ndarray, "row site"], *, n_boot: int = 2000, confidence: float = 0.95,
-                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def percentile_band(
+    values: Real[np.ndarray, "row site"], *, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(estimate, low, high)``: the /1 rule's interval — rows resampled one by one (the same
     draws as its ``rng.integers(0, n, (n_boot, n))``), the per-site percentile interval of the
     mean over finite rows."""
@@ -229,5 +245,13 @@ def percentile_band(values: Real[np.ndarray, "row site"], *, n_boot: int = 2000,
     return est, q(boot, alpha, axis=0), q(boot, 1 - alpha, axis=0)
 
 
-__all__ = ["RESAMPLE", "Band", "cluster_band", "group_index", "group_sums", "percentile_band", "replicates",
-           "resample_counts"]
+__all__ = [
+    "RESAMPLE",
+    "Band",
+    "cluster_band",
+    "group_index",
+    "group_sums",
+    "percentile_band",
+    "replicates",
+    "resample_counts",
+]

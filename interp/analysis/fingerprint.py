@@ -16,9 +16,22 @@ from pathlib import Path
 from typing import Any
 
 #: the ``bridge.cfg`` fields the hash covers
-ARCH_FIELDS = ("architecture", "n_layers", "d_model", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx",
-               "n_key_value_heads", "act_fn", "normalization_type", "positional_embedding_type", "gated_mlp",
-               "parallel_attn_mlp")
+ARCH_FIELDS = (
+    "architecture",
+    "n_layers",
+    "d_model",
+    "n_heads",
+    "d_head",
+    "d_mlp",
+    "d_vocab",
+    "n_ctx",
+    "n_key_value_heads",
+    "act_fn",
+    "normalization_type",
+    "positional_embedding_type",
+    "gated_mlp",
+    "parallel_attn_mlp",
+)
 
 
 class ModelMismatchError(ValueError):
@@ -32,20 +45,26 @@ def model_fingerprint(bridge: Any, path: str | Path | None = None) -> dict[str, 
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
     if path is None:
         path = getattr(cfg, "model_name", None)
-    return {"config_hash": digest, "n_layers": int(cfg.n_layers), "path": None if path is None else str(path),
-            "config": fields}
+    return {
+        "config_hash": digest,
+        "n_layers": int(cfg.n_layers),
+        "path": None if path is None else str(path),
+        "config": fields,
+    }
 
 
 def check_fingerprint(expected: dict[str, Any], bridge: Any, what: str = "this result") -> None:
     """Raise :class:`ModelMismatchError` unless ``bridge`` has the architecture ``expected`` records."""
     got = model_fingerprint(bridge)
     if expected.get("config_hash") != got["config_hash"] or int(expected.get("n_layers", -1)) != got["n_layers"]:
-        diffs = {k: (v, got["config"].get(k)) for k, v in (expected.get("config") or {}).items()
-                 if got["config"].get(k) != v}
+        diffs = {
+            k: (v, got["config"].get(k)) for k, v in (expected.get("config") or {}).items() if got["config"].get(k) != v
+        }
         raise ModelMismatchError(
             f"{what} was computed on model {expected.get('path')!r} (config hash {expected.get('config_hash')}, "
             f"{expected.get('n_layers')} layers); the model at hand has hash {got['config_hash']}, "
-            f"{got['n_layers']} layers; differing fields (recorded, here): {diffs or 'unknown'}")
+            f"{got['n_layers']} layers; differing fields (recorded, here): {diffs or 'unknown'}"
+        )
 
 
 def _plain(v: Any) -> Any:

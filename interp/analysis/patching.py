@@ -63,6 +63,7 @@ def resid_cache(bridge: Any, tokens: Tensor, layers: Sequence[int]) -> dict[str,
     def keeper(name: str):
         def keep(act: Tensor, hook: Any) -> None:
             got[name] = act.detach().clone()
+
         return keep
 
     names = [Site(layer, "resid_pre").hook_name for layer in layers]
@@ -97,8 +98,10 @@ def direct_effect_patching(
     :func:`interp.analysis.attribution.direct_effect_attribution`.
     """
     if method == "attribution":  # the estimate builds on this module, so it is called, not dispatched to
-        raise ValueError("method='attribution': call interp.analysis.attribution.direct_effect_attribution "
-                         "(same arguments, same frame) for the estimate of this patching")
+        raise ValueError(
+            "method='attribution': call interp.analysis.attribution.direct_effect_attribution "
+            "(same arguments, same frame) for the estimate of this patching"
+        )
     if method != "exact":
         raise ValueError(f"method must be 'exact' or 'attribution', got {method!r}")
     pairs = [p if isinstance(p, PatchPair) else PatchPair(*p) for p in pairs]
@@ -128,15 +131,29 @@ def direct_effect_patching(
             if active.calls != [1]:
                 raise InterventionError(f"patching resid_pre:{layer} fired {active.calls} times in one forward")
             patched = float(_score(metric, logits, batch)[0])
-            row = {"example": i, "layer": layer, "clean": clean, "ablated": patched, "effect": patched - clean,
-                   "n_aligned": len(alignment.pairs), "len_original": int(orig.shape[1]),
-                   "len_altered": int(alt.shape[1])}
+            row = {
+                "example": i,
+                "layer": layer,
+                "clean": clean,
+                "ablated": patched,
+                "effect": patched - clean,
+                "n_aligned": len(alignment.pairs),
+                "len_original": int(orig.shape[1]),
+                "len_altered": int(alt.shape[1]),
+            }
             if cats is not None:
                 row["category"] = cats[i]
             rows.append(row)
-    meta = {"kind": "direct_effect_patching", "site": "resid_pre", "metric": metric_name(metric),
-            "higher_is_better": bool(higher_is_better), "n_examples": len(pairs), "layers": lays,
-            "groups": "given" if groups is not None else OWN_GROUP, "model": model_fingerprint(bridge)}
+    meta = {
+        "kind": "direct_effect_patching",
+        "site": "resid_pre",
+        "metric": metric_name(metric),
+        "higher_is_better": bool(higher_is_better),
+        "n_examples": len(pairs),
+        "layers": lays,
+        "groups": "given" if groups is not None else OWN_GROUP,
+        "model": model_fingerprint(bridge),
+    }
     frame = attach_groups(pd.DataFrame(rows), groups, len(pairs))
     frame["clean"] = frame["clean"].astype(np.float64)
     return SweepResult(frame, meta)

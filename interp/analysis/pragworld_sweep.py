@@ -39,8 +39,9 @@ import torch
 from interp.analysis.scoring import Batch, forward
 
 
-def reference_pairs(bridge: Any, task: Any, batch_size: int = 32, p_gold: Any = None
-                    ) -> tuple[list[tuple[int, int]], dict[str, int]]:
+def reference_pairs(
+    bridge: Any, task: Any, batch_size: int = 32, p_gold: Any = None
+) -> tuple[list[tuple[int, int]], dict[str, int]]:
     """``(pairs, skipped)``: the (original row, alteration row) pairs of ``task`` (a
     :class:`interp.tasks.YesNoTask`) that the reference patches (§6.1) — the model answers the
     alteration correctly (P(gold) > 0.5) *and* its answer differs from the original's — and how
@@ -50,11 +51,22 @@ def reference_pairs(bridge: Any, task: Any, batch_size: int = 32, p_gold: Any = 
     if p_gold is None:
         ids, mask = task.inputs()
         metric = task.metric()
-        p_gold = np.concatenate([
-            metric(forward(bridge, ids[a:a + batch_size], mask[a:a + batch_size]),
-                   Batch(ids[a:a + batch_size], mask[a:a + batch_size],
-                         torch.arange(a, min(a + batch_size, len(task))))).float().cpu().numpy()
-            for a in range(0, len(task), batch_size)])
+        p_gold = np.concatenate(
+            [
+                metric(
+                    forward(bridge, ids[a : a + batch_size], mask[a : a + batch_size]),
+                    Batch(
+                        ids[a : a + batch_size],
+                        mask[a : a + batch_size],
+                        torch.arange(a, min(a + batch_size, len(task))),
+                    ),
+                )
+                .float()
+                .cpu()
+                .numpy()
+                for a in range(0, len(task), batch_size)
+            ]
+        )
     p_gold = np.asarray(p_gold, dtype=float)
     if p_gold.shape != (len(task),):
         raise ValueError(f"p_gold has shape {p_gold.shape}, expected one value per task row ({len(task)})")
@@ -103,12 +115,17 @@ def _merge_maps(parts: list[tuple[Any, list[int], int]], rows: list[tuple[int, i
     frame["group"] = [groups[rows[e][0]] for e in frame["example"]]
     n = sum(len(e) for _, e, _ in parts)
     meta = dict(first.meta)
-    meta.update(n_examples=n, positions=max(L for _, _, L in parts),
-                clean_mean=float(sum(m.meta["clean_mean"] * len(e) for m, e, _ in parts) / n),
-                corrupted_mean=float(sum(m.meta["corrupted_mean"] * len(e) for m, e, _ in parts) / n),
-                clean="altered prompt", corrupted="original prompt", rows=[list(r) for r in rows],
-                groups="the PragWorld group of the pair's original",
-                lengths=sorted({L for _, _, L in parts}))
+    meta.update(
+        n_examples=n,
+        positions=max(L for _, _, L in parts),
+        clean_mean=float(sum(m.meta["clean_mean"] * len(e) for m, e, _ in parts) / n),
+        corrupted_mean=float(sum(m.meta["corrupted_mean"] * len(e) for m, e, _ in parts) / n),
+        clean="altered prompt",
+        corrupted="original prompt",
+        rows=[list(r) for r in rows],
+        groups="the PragWorld group of the pair's original",
+        lengths=sorted({L for _, _, L in parts}),
+    )
     if axis == "pos":
         tok = task.tokenization.tokenizer
         width = meta["positions"]
@@ -149,9 +166,11 @@ def pair_activation_patching(
     kept = [(o, i) for o, i in pairs if len(task.ids[o]) == len(task.ids[i])]
     skipped = {"token lengths differ": len(pairs) - len(kept)}
     if not kept:
-        raise ValueError(f"none of the {len(pairs)} (original, alteration) pairs has prompts of equal token length; "
-                         "activation patching runs position by position (use --kind direct-effect, which aligns "
-                         "positions)")
+        raise ValueError(
+            f"none of the {len(pairs)} (original, alteration) pairs has prompts of equal token length; "
+            "activation patching runs position by position (use --kind direct-effect, which aligns "
+            "positions)"
+        )
     gold = task.gold
     groups: dict[int, list[int]] = {}
     for k, (o, _) in enumerate(kept):
@@ -160,7 +179,7 @@ def pair_activation_patching(
     size = batch_size or max(len(g) for g in groups.values())
     for length in sorted(groups):
         for a in range(0, len(groups[length]), size):
-            chunk = groups[length][a:a + size]
+            chunk = groups[length][a : a + size]
             clean = torch.tensor([task.ids[kept[k][1]] for k in chunk])
             corrupted = torch.tensor([task.ids[kept[k][0]] for k in chunk])
             metric = task.metric([int(gold[kept[k][1]]) for k in chunk])
@@ -173,10 +192,8 @@ def pair_activation_patching(
             for c in components:
                 parts[c].append((got[c], chunk, length))
     maps = {c: _merge_maps(parts[c], kept, task) for c in components}
-    info = {"n_pairs": len(kept), "skipped": skipped, "rows": [list(r) for r in kept],
-            "lengths": sorted(groups)}
+    info = {"n_pairs": len(kept), "skipped": skipped, "rows": [list(r) for r in kept], "lengths": sorted(groups)}
     return maps, info
-
 
 
 __all__ = ["pair_activation_patching", "reference_pairs"]

@@ -53,10 +53,20 @@ def accuracy_changes(correct: Bool[np.ndarray, "row layer"]) -> Int[np.ndarray, 
     return np.diff(correct.astype(np.int8), axis=1)
 
 
-def probe_verdicts(bridge: Any, world: Any, train_sequences: Sequence[Sequence[str]],
-                   test_sequences: Sequence[Sequence[str]], n_boot: int = 2000, confidence: float = 0.95,
-                   seed: int = 0, l2: float | None = None, max_iter: int | None = None, *,
-                   min_effect: float | None = None, per_layer: bool = False) -> LayerVerdicts:
+def probe_verdicts(
+    bridge: Any,
+    world: Any,
+    train_sequences: Sequence[Sequence[str]],
+    test_sequences: Sequence[Sequence[str]],
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    l2: float | None = None,
+    max_iter: int | None = None,
+    *,
+    min_effect: float | None = None,
+    per_layer: bool = False,
+) -> LayerVerdicts:
     """Per block ℓ, the verdict of the held-out probe-accuracy change across it (module docstring).
 
     Probes are fitted at the embeddings and after every block on ``train_sequences`` and scored on
@@ -89,31 +99,63 @@ def probe_verdicts(bridge: Any, world: Any, train_sequences: Sequence[Sequence[s
         converged.append(bool(probe.converged))
     if len(test.sequence) != len(correct):
         raise ValueError(f"{len(test.sequence)} sequence ids for {len(correct)} test positions")
-    delta, reason = (default_min_effect(METRIC) if min_effect is None else (float(min_effect), "given"))
-    band = cluster_band(accuracy_changes(correct), test.sequence, n_boot=n_boot, confidence=confidence, seed=seed,
-                        simultaneous=not per_layer)
+    delta, reason = default_min_effect(METRIC) if min_effect is None else (float(min_effect), "given")
+    band = cluster_band(
+        accuracy_changes(correct),
+        test.sequence,
+        n_boot=n_boot,
+        confidence=confidence,
+        seed=seed,
+        simultaneous=not per_layer,
+    )
     acc = correct.mean(0)
     change = band.estimate
-    frame = pd.DataFrame({
-        "layer": range(n_layers), "n": band.n, "n_groups": band.n_groups, "mean_effect": change,
-        "mean_benefit": change, "se": band.se, "ci_low": band.low, "ci_high": band.high,
-        "marginal_low": band.marginal_low, "marginal_high": band.marginal_high,
-        "verdict": classify(band.low, band.high, delta, harmful="below"), "a_0": acc[:-1], "a_layer": acc[1:],
-        "raw_verdict": ["harmful" if d < 0 else "useful" if d > 0 else "negligible" for d in change]})
-    meta = {"metric": METRIC, "kind": "probe", "higher_is_better": True,
-            "rule": "interp.layer_verdicts/2 on the accuracy change across each block",
-            "sign_convention": "effect = accuracy after block ℓ − before it; harmful: interval < −min_effect; "
-                               "useful: > +min_effect; negligible: inside ±min_effect; inconclusive: otherwise",
-            "min_effect": delta, "min_effect_reason": reason, "per_layer": bool(per_layer),
-            "family": "per layer (marginal intervals)" if per_layer else
-                      f"simultaneous over the {n_layers} blocks (max-|t| band, critical value {band.critical:.3f})",
-            "critical_value": None if per_layer else band.critical, "resample": "groups",
-            "groups": "test sequences (the positions of one sequence)", "n_groups": band.n_groups,
-            "interval": band.settings["method"], "n_boot": int(n_boot), "confidence": float(confidence),
-            "seed": int(seed), "n_examples": int(test.n_sequences),
-            "train_positions": len(train.labels), "test_positions": len(test.labels),
-            "unseen_test_labels": int((y_test < 0).sum()), "probes_converged": converged,
-            "embedding_accuracy": float(acc[0])}
+    frame = pd.DataFrame(
+        {
+            "layer": range(n_layers),
+            "n": band.n,
+            "n_groups": band.n_groups,
+            "mean_effect": change,
+            "mean_benefit": change,
+            "se": band.se,
+            "ci_low": band.low,
+            "ci_high": band.high,
+            "marginal_low": band.marginal_low,
+            "marginal_high": band.marginal_high,
+            "verdict": classify(band.low, band.high, delta, harmful="below"),
+            "a_0": acc[:-1],
+            "a_layer": acc[1:],
+            "raw_verdict": ["harmful" if d < 0 else "useful" if d > 0 else "negligible" for d in change],
+        }
+    )
+    meta = {
+        "metric": METRIC,
+        "kind": "probe",
+        "higher_is_better": True,
+        "rule": "interp.layer_verdicts/2 on the accuracy change across each block",
+        "sign_convention": "effect = accuracy after block ℓ − before it; harmful: interval < −min_effect; "
+        "useful: > +min_effect; negligible: inside ±min_effect; inconclusive: otherwise",
+        "min_effect": delta,
+        "min_effect_reason": reason,
+        "per_layer": bool(per_layer),
+        "family": "per layer (marginal intervals)"
+        if per_layer
+        else f"simultaneous over the {n_layers} blocks (max-|t| band, critical value {band.critical:.3f})",
+        "critical_value": None if per_layer else band.critical,
+        "resample": "groups",
+        "groups": "test sequences (the positions of one sequence)",
+        "n_groups": band.n_groups,
+        "interval": band.settings["method"],
+        "n_boot": int(n_boot),
+        "confidence": float(confidence),
+        "seed": int(seed),
+        "n_examples": int(test.n_sequences),
+        "train_positions": len(train.labels),
+        "test_positions": len(test.labels),
+        "unseen_test_labels": int((y_test < 0).sum()),
+        "probes_converged": converged,
+        "embedding_accuracy": float(acc[0]),
+    }
     return LayerVerdicts(frame, None, meta)
 
 

@@ -51,8 +51,9 @@ def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
     if not out:
         raise ValueError("--layers: no layer given")
     if bad:
-        raise ValueError(f"--layers: layer {bad[0]} is out of range; this model has {n_layers} layers "
-                         f"(valid: 0..{n_layers - 1})")
+        raise ValueError(
+            f"--layers: layer {bad[0]} is out of range; this model has {n_layers} layers (valid: 0..{n_layers - 1})"
+        )
     return out
 
 
@@ -97,8 +98,9 @@ def _legal_prefix(world: Any, tokens: Sequence[str]) -> int:
     return len(tokens)
 
 
-def _one_edit(world: Any, seq: list[str], positions: Sequence[int], rng: np.random.Generator,
-              whole: bool) -> tuple[list[str], list[str], int] | None:
+def _one_edit(
+    world: Any, seq: list[str], positions: Sequence[int], rng: np.random.Generator, whole: bool
+) -> tuple[list[str], list[str], int] | None:
     """One state-changing single-token edit of ``seq`` at one of ``positions`` (seeded order), or
     None. The altered sequence must stay legal through the whole of ``seq`` when ``whole``, else
     for at least one token after the edit (both are then cut to that legal prefix)."""
@@ -115,7 +117,7 @@ def _one_edit(world: Any, seq: list[str], positions: Sequence[int], rng: np.rand
             t = str(t)
             if world.step(q, t) == states[i + 1]:
                 continue
-            alt = seq[:i] + [t] + seq[i + 1:]
+            alt = seq[:i] + [t] + seq[i + 1 :]
             k = _legal_prefix(world, alt)
             if (whole and k == len(seq)) or (not whole and k >= i + 2):
                 return seq[:k], alt[:k], i
@@ -145,8 +147,9 @@ def state_change_pairs(world: Any, sequences: Sequence[Sequence[str]], seed: int
     return EditPairs(originals, altered, edit_at, failed)
 
 
-def aligned_edit_pairs(world: Any, sequences: Sequence[Sequence[str]], length: int, edit_at: int,
-                       seed: int = 0) -> EditPairs:
+def aligned_edit_pairs(
+    world: Any, sequences: Sequence[Sequence[str]], length: int, edit_at: int, seed: int = 0
+) -> EditPairs:
     """Pairs for a layer × position heatmap: the first ``length`` tokens of each sequence that long,
     with the token at ``edit_at`` replaced by another legal token leading to a different state,
     the altered prefix legal to the end. Every pair has the same length and edit position, so
@@ -210,8 +213,9 @@ def sharded(run: Any, n: int, acc: Any | None) -> SweepResult:
     return SweepResult(frame, meta)
 
 
-def verify_layers(estimate: SweepResult, k: int, exact: Any, n_boot: int = 2000, seed: int = 0,
-                  **rule: Any) -> list[dict[str, Any]]:
+def verify_layers(
+    estimate: SweepResult, k: int, exact: Any, n_boot: int = 2000, seed: int = 0, **rule: Any
+) -> list[dict[str, Any]]:
     """``--verify-top K`` for a layer sweep: the ``k`` layers of largest |mean attribution|, each
     measured exactly by ``exact(layers) -> SweepResult`` (same examples). Per layer: ``rank``,
     ``attribution`` and ``exact`` mean effects, ``same_sign``, the ``verdict`` from the estimates
@@ -226,14 +230,23 @@ def verify_layers(estimate: SweepResult, k: int, exact: Any, n_boot: int = 2000,
     ev = layer_verdicts(measured, n_boot=n_boot, seed=seed, **rule).frame.set_index("layer")
     av = layer_verdicts(estimate, n_boot=n_boot, seed=seed, **rule).frame.set_index("layer")
     mean = measured.frame.groupby("layer")["effect"].mean()
-    return [{"rank": int(r.rank), "layer": int(r.layer), "attribution": float(r.attribution),
-             "exact": float(mean[int(r.layer)]), "same_sign": bool(np.sign(r.attribution) == np.sign(mean[int(r.layer)])),
-             "verdict": str(av.loc[int(r.layer), "verdict"]), "exact_verdict": str(ev.loc[int(r.layer), "verdict"])}
-            for r in top.itertuples(index=False)]
+    return [
+        {
+            "rank": int(r.rank),
+            "layer": int(r.layer),
+            "attribution": float(r.attribution),
+            "exact": float(mean[int(r.layer)]),
+            "same_sign": bool(np.sign(r.attribution) == np.sign(mean[int(r.layer)])),
+            "verdict": str(av.loc[int(r.layer), "verdict"]),
+            "exact_verdict": str(ev.loc[int(r.layer), "verdict"]),
+        }
+        for r in top.itertuples(index=False)
+    ]
 
 
-def verify_cells(bridge: Any, estimate: Any, k: int, clean: Tensor, corrupted: Tensor, metric: Metric
-                 ) -> list[dict[str, Any]]:
+def verify_cells(
+    bridge: Any, estimate: Any, k: int, clean: Tensor, corrupted: Tensor, metric: Metric
+) -> list[dict[str, Any]]:
     """``--verify-top K`` for an activation-patching map: the ``k`` cells of largest |mean
     attribution|, each patched exactly (:func:`~interp.analysis.attribution.exact_cells`)."""
     from interp.analysis.attribution import exact_cells, rank_sites
@@ -242,9 +255,17 @@ def verify_cells(bridge: Any, estimate: Any, k: int, clean: Tensor, corrupted: T
     top = rank_sites(estimate, k)
     cells = [(int(r.layer), int(getattr(r, axis))) for r in top.itertuples(index=False)]
     exact = exact_cells(bridge, clean, corrupted, metric, estimate.meta["component"], cells).mean(dim=1)
-    return [{"rank": int(r.rank), "layer": c[0], axis: c[1], "attribution": float(r.attribution),
-             "exact": float(e), "same_sign": bool(np.sign(r.attribution) == np.sign(float(e)))}
-            for r, c, e in zip(top.itertuples(index=False), cells, exact.tolist())]
+    return [
+        {
+            "rank": int(r.rank),
+            "layer": c[0],
+            axis: c[1],
+            "attribution": float(r.attribution),
+            "exact": float(e),
+            "same_sign": bool(np.sign(r.attribution) == np.sign(float(e))),
+        }
+        for r, c, e in zip(top.itertuples(index=False), cells, exact.tolist())
+    ]
 
 
 def verify_text(rows: list[dict[str, Any]]) -> str:
@@ -259,7 +280,19 @@ def verify_text(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-
-__all__ = ["KINDS", "RUN_METHODS", "EditPairs", "accelerator", "aligned_edit_pairs", "check_layers",
-           "continuation_loss", "is_main", "parse_layers", "sharded", "state_change_pairs", "verify_cells",
-           "verify_layers", "verify_text"]
+__all__ = [
+    "KINDS",
+    "RUN_METHODS",
+    "EditPairs",
+    "accelerator",
+    "aligned_edit_pairs",
+    "check_layers",
+    "continuation_loss",
+    "is_main",
+    "parse_layers",
+    "sharded",
+    "state_change_pairs",
+    "verify_cells",
+    "verify_layers",
+    "verify_text",
+]

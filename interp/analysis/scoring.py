@@ -64,8 +64,9 @@ def to_model_device(bridge: Any, tensor: Tensor | None) -> Tensor | None:
     return None if tensor is None else tensor.to(model_device(bridge))
 
 
-def forward(bridge: Any, tokens: Int[Tensor, "batch pos"],
-            attention_mask: Shaped[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch pos vocab"]:
+def forward(
+    bridge: Any, tokens: Int[Tensor, "batch pos"], attention_mask: Shaped[Tensor, "batch pos"] | None = None
+) -> Float[Tensor, "batch pos vocab"]:
     """Logits of one forward (no grad), with position ids counted over non-padding tokens. Inputs
     move to the model's device (:func:`to_model_device`)."""
     tokens, attention_mask = to_model_device(bridge, tokens), to_model_device(bridge, attention_mask)
@@ -123,5 +124,4 @@ def metric_name(metric: Metric) -> str:
     return getattr(metric, "__name__", type(metric).__name__)
 
 
-__all__ = ["Batch", "Metric", "forward", "logit_diff", "metric_name", "to_model_device", "token_loss",
-           "two_way_prob"]
+__all__ = ["Batch", "Metric", "forward", "logit_diff", "metric_name", "to_model_device", "token_loss", "two_way_prob"]

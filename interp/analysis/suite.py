@@ -46,8 +46,9 @@ def _shifted(ids: Int[Tensor, "batch pos"], pad_id: int) -> tuple[Tensor, Tensor
 
 
 @torch.no_grad()
-def mean_squared_mlp_out(model: nn.Module, ids: Int[Tensor, "n pos"], pad_id: int, layers: Sequence[int],
-                         batch_size: int = 128) -> dict[int, Tensor]:
+def mean_squared_mlp_out(
+    model: nn.Module, ids: Int[Tensor, "n pos"], pad_id: int, layers: Sequence[int], batch_size: int = 128
+) -> dict[int, Tensor]:
     """Per layer, each row's mean squared MLP output over its scored positions (every real token
     but the last: the positions HLS penalises, :class:`~interp.train.regularisers.HLS`), on the
     module of ``Site(ℓ, "mlp_out")`` (its output is ``blocks.{ℓ}.hook_mlp_out``), in eval mode
@@ -61,6 +62,7 @@ def mean_squared_mlp_out(model: nn.Module, ids: Int[Tensor, "n pos"], pad_id: in
     def keep(layer: int) -> Callable[..., None]:
         def fn(module: nn.Module, args: Any, output: Any) -> None:
             outputs[layer] = output[0] if isinstance(output, tuple) else output
+
         return fn
 
     was, device = model.training, model_device(model)
@@ -89,9 +91,15 @@ def _est(values: Any) -> dict[str, float]:
     return {"value": e.mean, "se": e.se, "n": e.n}
 
 
-def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int] | None = None,
-             log: Callable[[str], Any] = print, *,
-             placement: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def evaluate(
+    path: Path,
+    task: Any,
+    ev: FinetuneEval,
+    sweep_layers: Sequence[int] | None = None,
+    log: Callable[[str], Any] = print,
+    *,
+    placement: Any = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Evaluate the checkpoint at ``path`` on the task's held-out rows, loaded on ``placement``
     (:class:`~interp.models.device.Placement`; default CPU, float32).
 
@@ -107,9 +115,17 @@ def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int
     n_layers, _ = hf_dims(path)
 
     def add(metric: str, est: dict[str, float], layer: int | None = None, **kw: Any) -> None:
-        rows.append({"metric": metric, "layer": layer, "value": est["value"], "se": est.get("se", math.nan),
-                     "ci_low": kw.get("ci_low", math.nan), "ci_high": kw.get("ci_high", math.nan),
-                     "n": est.get("n", 0)})
+        rows.append(
+            {
+                "metric": metric,
+                "layer": layer,
+                "value": est["value"],
+                "se": est.get("se", math.nan),
+                "ci_low": kw.get("ci_low", math.nan),
+                "ci_high": kw.get("ci_high", math.nan),
+                "n": est.get("n", 0),
+            }
+        )
 
     ids, pad = task.eval_ids, task.pad_id
     if task.kind == "world":
@@ -118,8 +134,9 @@ def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int
             for i in range(0, len(ids), 128):
                 inputs, targets = _shifted(ids[i : i + 128].to(device), pad)
                 lg = hf(inputs).logits
-                nll = F.cross_entropy(lg.transpose(1, 2).float(), targets.to(lg.device), ignore_index=-100,
-                                      reduction="none")
+                nll = F.cross_entropy(
+                    lg.transpose(1, 2).float(), targets.to(lg.device), ignore_index=-100, reduction="none"
+                )
                 per_row.append((nll.sum(1) / (targets != -100).to(lg.device).sum(1).clamp(min=1)).cpu())
         add("heldout_loss", _est(torch.cat(per_row).numpy()))
     if ev.mlp_sq:
@@ -145,8 +162,15 @@ def evaluate(path: Path, task: Any, ev: FinetuneEval, sweep_layers: Sequence[int
     if task.kind == "world" and ev.mn:
         from interp.metrics.suite import MYHILL_NERODE, world_model_metrics
 
-        ests, res = world_model_metrics(bridge, task.world, task.eval_sequences, MYHILL_NERODE, mn_pairs=ev.mn_pairs,
-                                        mn_depth=ev.mn_depth, seed=ev.seed)
+        ests, res = world_model_metrics(
+            bridge,
+            task.world,
+            task.eval_sequences,
+            MYHILL_NERODE,
+            mn_pairs=ev.mn_pairs,
+            mn_depth=ev.mn_depth,
+            seed=ev.seed,
+        )
         for name, e in ests.items():
             add(name, {"value": e.mean, "se": e.se, "n": e.n})
         extra["myhill_nerode"] = {k: v for k, v in res["myhill_nerode"].summary().items() if not isinstance(v, dict)}
@@ -179,10 +203,20 @@ def _add_pragworld_summary(summary: dict[str, Any], add: Callable[..., None], n_
         value = summary.get(key)
         if key in ("groups", "rows") or not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        ci = ({"ci_low": summary.get("robust_ci_low", math.nan), "ci_high": summary.get("robust_ci_high", math.nan)}
-              if key == "robust" else {})
-        add(f"pragworld_{key}", {"value": float(value), "se": summary.get(f"{key}_se", math.nan),
-                                 "n": int(summary.get("groups" if key == "robust" else "rows", n_rows))}, **ci)
+        ci = (
+            {"ci_low": summary.get("robust_ci_low", math.nan), "ci_high": summary.get("robust_ci_high", math.nan)}
+            if key == "robust"
+            else {}
+        )
+        add(
+            f"pragworld_{key}",
+            {
+                "value": float(value),
+                "se": summary.get(f"{key}_se", math.nan),
+                "n": int(summary.get("groups" if key == "robust" else "rows", n_rows)),
+            },
+            **ci,
+        )
 
 
 def _is_dialogue(world: Any) -> bool:
@@ -198,9 +232,9 @@ def _dialogue_qa(bridge: Any, task: Any, ev: FinetuneEval, add: Callable[..., No
     import tempfile
 
     from interp.benchmarks.pragworld import load_pragworld
+    from interp.metrics.dialogue_qa import p_yes, probe_accuracy
     from interp.metrics.pragworld import score_pragworld
     from interp.worlds.dialogue.export import prompt_tokens, write_benchmark
-    from interp.metrics.dialogue_qa import p_yes, probe_accuracy
 
     world = task.world
     h = probe_accuracy(bridge, world, task.heldout_sequences or task.eval_sequences)
@@ -216,15 +250,17 @@ def _dialogue_qa(bridge: Any, task: Any, ev: FinetuneEval, add: Callable[..., No
                 task.benchmarks[key] = load_pragworld(path).rows
         rows = task.benchmarks[key]
         p = p_yes(bridge, world, [prompt_tokens(c, q) for c, q in zip(rows["context"], rows["question"])])
-        summary = dict(score_pragworld(rows, ["yes" if x > 0.5 else "no" for x in p], n_boot=ev.n_boot,
-                                       seed=ev.seed).summary())
+        summary = dict(
+            score_pragworld(rows, ["yes" if x > 0.5 else "no" for x in p], n_boot=ev.n_boot, seed=ev.seed).summary()
+        )
         _add_pragworld_summary(summary, add, len(p))
         out["benchmark"] = {"groups": ev.qa_groups, "seed": ev.qa_bench_seed, "summary": summary}
     return out
 
 
-def _sweep(bridge: Any, task: Any, ev: FinetuneEval, layers: Sequence[int] | None,
-           add: Callable[..., None]) -> dict[str, Any]:
+def _sweep(
+    bridge: Any, task: Any, ev: FinetuneEval, layers: Sequence[int] | None, add: Callable[..., None]
+) -> dict[str, Any]:
     from interp.analysis.scoring import token_loss
     from interp.analysis.sweeps import mlp_zero_sweep
     from interp.analysis.verdicts import layer_verdicts
@@ -239,8 +275,18 @@ def _sweep(bridge: Any, task: Any, ev: FinetuneEval, layers: Sequence[int] | Non
         metric, hib, name = task.qa["task"].metric(), True, "sweep_effect_p_gold"
         cats = [str(c) for c in task.qa["rows"]["category"]]
         groups, unit = task.qa["task"].groups, GROUP_UNIT
-    sweep = mlp_zero_sweep(bridge, ids, metric, mask, list(layers) if layers else None, categories=cats,
-                           groups=groups, batch_size=64, method="batched", higher_is_better=hib)
+    sweep = mlp_zero_sweep(
+        bridge,
+        ids,
+        metric,
+        mask,
+        list(layers) if layers else None,
+        categories=cats,
+        groups=groups,
+        batch_size=64,
+        method="batched",
+        higher_is_better=hib,
+    )
     sweep.meta["groups"] = unit
     verdicts = layer_verdicts(sweep, n_boot=ev.n_boot, seed=ev.seed)
     out = verdicts.layer_rows()

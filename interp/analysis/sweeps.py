@@ -49,7 +49,6 @@ from interp.analysis.scoring import Batch, Metric, forward, metric_name
 from interp.hooks import HookNames, InterventionError, Site, check_site, intervene, zero
 from interp.results import mean_se, save_result
 
-
 METHODS = ("reuse", "loop", "batched")
 
 
@@ -80,8 +79,16 @@ class SweepResult:
         rows = []
         for layer, g in self.frame.groupby("layer", sort=True):
             est = mean_se(g["effect"].to_numpy()) if "group" not in g else group_mean_se(g["effect"], g["group"])
-            rows.append({"layer": int(layer), "mean_effect": est.mean, "se": est.se, "n": est.n,
-                         "clean": float(g["clean"].mean()), "ablated": float(g["ablated"].mean())})
+            rows.append(
+                {
+                    "layer": int(layer),
+                    "mean_effect": est.mean,
+                    "se": est.se,
+                    "n": est.n,
+                    "clean": float(g["clean"].mean()),
+                    "ablated": float(g["ablated"].mean()),
+                }
+            )
         return pd.DataFrame(rows, columns=["layer", "mean_effect", "se", "n", "clean", "ablated"])
 
     @property
@@ -109,7 +116,7 @@ def _chunks(n: int, size: int | None, mask: Tensor | None = None) -> list[np.nda
     padding columns it does not need (:func:`_trim`)."""
     size = n if not size else max(1, int(size))
     order = np.arange(n) if mask is None else np.argsort(mask.sum(1).numpy(), kind="stable")
-    return [np.sort(order[i:i + size]) for i in range(0, n, size)]
+    return [np.sort(order[i : i + size]) for i in range(0, n, size)]
 
 
 def _trim(ids: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -176,8 +183,10 @@ def group_mean_se(values: Any, groups: Any) -> Any:
 def _score(metric: Metric, logits: Tensor, batch: Batch) -> np.ndarray:
     val = metric(logits, batch)
     if not isinstance(val, Tensor) or tuple(val.shape) != (batch.tokens.shape[0],):
-        raise ValueError(f"metric {metric_name(metric)} must return a tensor [batch={batch.tokens.shape[0]}], "
-                         f"got {getattr(val, 'shape', type(val).__name__)}")
+        raise ValueError(
+            f"metric {metric_name(metric)} must return a tensor [batch={batch.tokens.shape[0]}], "
+            f"got {getattr(val, 'shape', type(val).__name__)}"
+        )
     return val.detach().float().cpu().numpy()
 
 
@@ -209,8 +218,10 @@ def mlp_zero_sweep(
     arguments, same frame) is :func:`interp.analysis.attribution.mlp_zero_attribution`.
     """
     if method == "attribution":  # the estimate builds on this module, so it is called, not dispatched to
-        raise ValueError("method='attribution': call interp.analysis.attribution.mlp_zero_attribution (same "
-                         "arguments, same frame) for the estimate of this sweep")
+        raise ValueError(
+            "method='attribution': call interp.analysis.attribution.mlp_zero_attribution (same "
+            "arguments, same frame) for the estimate of this sweep"
+        )
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if inputs.dim() != 2:
@@ -247,14 +258,26 @@ def mlp_zero_sweep(
     rows = []
     for j, layer in enumerate(lays):
         for i in range(n):
-            row = {"example": i, "layer": layer, "clean": clean[i], "ablated": ablated[j, i],
-                   "effect": ablated[j, i] - clean[i]}
+            row = {
+                "example": i,
+                "layer": layer,
+                "clean": clean[i],
+                "ablated": ablated[j, i],
+                "effect": ablated[j, i] - clean[i],
+            }
             if cats is not None:
                 row["category"] = cats[i]
             rows.append(row)
-    meta = {"kind": "mlp_zero", "metric": metric_name(metric), "higher_is_better": bool(higher_is_better),
-            "method": method, "n_examples": n, "layers": lays, "groups": "given" if groups is not None else OWN_GROUP,
-            "model": model_fingerprint(bridge)}
+    meta = {
+        "kind": "mlp_zero",
+        "metric": metric_name(metric),
+        "higher_is_better": bool(higher_is_better),
+        "method": method,
+        "n_examples": n,
+        "layers": lays,
+        "groups": "given" if groups is not None else OWN_GROUP,
+        "model": model_fingerprint(bridge),
+    }
     if reuse is not None:
         meta["resumed_after_block"] = [layer for layer in lays if reuse.additive.get(layer, True)]
     return SweepResult(attach_groups(pd.DataFrame(rows), groups, n), meta)
@@ -283,6 +306,7 @@ class _Reuse:
                     cache[(layer, "resumed")] = act.detach() - cache.pop((layer, "mlp_out"))
                 else:
                     cache[(layer, comp)] = act.detach()
+
             return hook
 
         hooks = [(Site(layer, c).hook_name, keep(layer, c)) for layer in self.layers for c in self._components(layer)]
@@ -303,12 +327,14 @@ class _Reuse:
         out = np.zeros((len(self.layers), ids.shape[0]))
         for j, layer in enumerate(self.layers):
             if self.additive[layer]:
-                logits = resume_forward(self.bridge, layer + 1, cache.pop((layer, "resumed")), ids, mask,
-                                        as_tuple=self.as_tuple)
+                logits = resume_forward(
+                    self.bridge, layer + 1, cache.pop((layer, "resumed")), ids, mask, as_tuple=self.as_tuple
+                )
             else:  # the block does not just add its MLP output: rerun it with the zero hook
                 with intervene(self.bridge, [zero(Site(layer, "mlp_out"))], attention_mask=mask):
-                    logits = resume_forward(self.bridge, layer, cache.pop((layer, "resid_pre")), ids, mask,
-                                            as_tuple=self.as_tuple)
+                    logits = resume_forward(
+                        self.bridge, layer, cache.pop((layer, "resid_pre")), ids, mask, as_tuple=self.as_tuple
+                    )
             out[j] = _score(metric, logits, batch)
         return clean, out
 
@@ -324,9 +350,10 @@ def _batched(bridge: Any, metric: Metric, batch: Batch, layers: list[int]) -> np
             if act.shape[0] != k * b:
                 raise InterventionError(f"expected {k * b} stacked rows at mlp_out:{layers[j]}, got {act.shape[0]}")
             out = act.clone()
-            out[j * b:(j + 1) * b] = 0
+            out[j * b : (j + 1) * b] = 0
             fired[j] += 1
             return out
+
         return hook
 
     ids = batch.tokens.repeat(k, 1)

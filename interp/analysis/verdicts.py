@@ -86,8 +86,11 @@ def default_min_effect(metric: str | None) -> tuple[float, str]:
     δ = 0 (no ``negligible`` verdict, only significance) with a warning naming ``min_effect=``."""
     if metric in MIN_EFFECTS:
         return MIN_EFFECTS[metric]
-    warnings.warn(f"no default margin for metric {metric!r}: min_effect = 0 (verdicts test only the sign; "
-                  "pass min_effect= / --min-effect in the metric's units)", stacklevel=3)
+    warnings.warn(
+        f"no default margin for metric {metric!r}: min_effect = 0 (verdicts test only the sign; "
+        "pass min_effect= / --min-effect in the metric's units)",
+        stacklevel=3,
+    )
     return 0.0, f"no default for metric {metric!r}: 0 (sign only)"
 
 
@@ -112,8 +115,12 @@ def classify(low: Any, high: Any, margin: float, harmful: str = "above") -> np.n
     else ``negligible`` / ``inconclusive`` (:func:`outcome`)."""
     if harmful not in ("above", "below"):
         raise ValueError(f"harmful must be 'above' or 'below', got {harmful!r}")
-    names = {harmful: "harmful", "below" if harmful == "above" else "above": "useful",
-             "negligible": "negligible", "inconclusive": "inconclusive"}
+    names = {
+        harmful: "harmful",
+        "below" if harmful == "above" else "above": "useful",
+        "negligible": "negligible",
+        "inconclusive": "inconclusive",
+    }
     return np.array([names[o] for o in outcome(low, high, margin)], dtype=object).reshape(np.shape(low))
 
 
@@ -175,16 +182,28 @@ class LayerVerdicts:
         """Per layer: ``layer``, ``effect`` (mean ablated − clean), ``ci`` (its interval,
         :meth:`effect_interval`), ``verdict``, ``raw_verdict``."""
         lo, hi = self.effect_interval()
-        return [{"layer": int(r.layer), "effect": float(r.mean_effect), "ci": [float(lo[j]), float(hi[j])],
-                 "verdict": str(r.verdict), "raw_verdict": str(r.raw_verdict)}
-                for j, r in enumerate(self.frame.itertuples(index=False))]
+        return [
+            {
+                "layer": int(r.layer),
+                "effect": float(r.mean_effect),
+                "ci": [float(lo[j]), float(hi[j])],
+                "verdict": str(r.verdict),
+                "raw_verdict": str(r.raw_verdict),
+            }
+            for j, r in enumerate(self.frame.itertuples(index=False))
+        ]
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format": FORMAT, **self.meta, **{v: self.layers(v) for v in VERDICTS},
-                               "layers": _records(self.frame)}
+        out: dict[str, Any] = {
+            "format": FORMAT,
+            **self.meta,
+            **{v: self.layers(v) for v in VERDICTS},
+            "layers": _records(self.frame),
+        }
         if self.by_category is not None:
-            out["by_category"] = {str(c): {str(int(k)): _num(v) for k, v in col.items()}
-                                  for c, col in self.by_category.items()}
+            out["by_category"] = {
+                str(c): {str(int(k)): _num(v) for k, v in col.items()} for c, col in self.by_category.items()
+            }
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -206,8 +225,12 @@ def _num(v: Any) -> float | None:
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     recs = []
     for r in frame.to_dict(orient="records"):
-        recs.append({k: (int(v) if k in ("layer", "n", "n_groups") else v if isinstance(v, str) else _num(v))
-                     for k, v in r.items()})
+        recs.append(
+            {
+                k: (int(v) if k in ("layer", "n", "n_groups") else v if isinstance(v, str) else _num(v))
+                for k, v in r.items()
+            }
+        )
     return recs
 
 
@@ -226,10 +249,17 @@ def _upgrade(data: dict[str, Any], path: Path) -> dict[str, Any]:
             r["raw_verdict"] = "negligible"
         layers.append(r)
     data["layers"] = layers
-    data.setdefault("rule", "interp.layer_verdicts/1: rows resampled, per-layer percentile interval, no margin "
-                            "(neutral read as inconclusive)")
-    data.update(read_from=data["format"], resample=data.get("resample", "rows"),
-                family=data.get("family", "per layer"), min_effect=data.get("min_effect", 0.0))
+    data.setdefault(
+        "rule",
+        "interp.layer_verdicts/1: rows resampled, per-layer percentile interval, no margin "
+        "(neutral read as inconclusive)",
+    )
+    data.update(
+        read_from=data["format"],
+        resample=data.get("resample", "rows"),
+        family=data.get("family", "per layer"),
+        min_effect=data.get("min_effect", 0.0),
+    )
     return data
 
 
@@ -243,16 +273,22 @@ def load_verdicts(path: str | Path, bridge: Any | None = None) -> LayerVerdicts:
     if data.get("format") in OLD_FORMATS:
         data = _upgrade(data, path)
     elif data.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a layer-verdict file (format {data.get('format')!r}, expected {FORMAT!r} "
-                         f"or one of {sorted(OLD_FORMATS)})")
+        raise ValueError(
+            f"{path}: not a layer-verdict file (format {data.get('format')!r}, expected {FORMAT!r} "
+            f"or one of {sorted(OLD_FORMATS)})"
+        )
     frame = pd.DataFrame(data["layers"])
     bad = sorted(set(frame["verdict"]) - set(VERDICTS)) if len(frame) else []
     if bad:
         raise ValueError(f"{path}: unknown verdicts {bad} (expected {VERDICTS})")
     by_cat = None
     if "by_category" in data:
-        by_cat = pd.DataFrame({c: {int(k): (math.nan if v is None else v) for k, v in col.items()}
-                               for c, col in data["by_category"].items()})
+        by_cat = pd.DataFrame(
+            {
+                c: {int(k): (math.nan if v is None else v) for k, v in col.items()}
+                for c, col in data["by_category"].items()
+            }
+        )
         by_cat.index.name = "layer"
     skip = {"format", "layers", "by_category", "neutral", *VERDICTS}
     meta = {k: v for k, v in data.items() if k not in skip}
@@ -320,8 +356,10 @@ def _by_category(sweep: SweepResult) -> pd.DataFrame | None:
 
 def _group_sizes(groups: np.ndarray) -> dict[str, Any]:
     _, sizes = np.unique(groups, return_counts=True)
-    return {"n_groups": int(len(sizes)), "rows_per_group": {"min": int(sizes.min()), "median": float(np.median(sizes)),
-                                                              "max": int(sizes.max())}}
+    return {
+        "n_groups": int(len(sizes)),
+        "rows_per_group": {"min": int(sizes.min()), "median": float(np.median(sizes)), "max": int(sizes.max())},
+    }
 
 
 def layer_verdicts(
@@ -362,35 +400,72 @@ def layer_verdicts(
         groups, unit = None, "rows resampled one by one (resample='rows')"
     if groups is None:
         groups = np.arange(len(eff))
-    band = cluster_band(sign * eff, groups, n_boot=n_boot, confidence=confidence, seed=seed,
-                        simultaneous=not per_layer)
+    band = cluster_band(sign * eff, groups, n_boot=n_boot, confidence=confidence, seed=seed, simultaneous=not per_layer)
     verdict = classify(band.low, band.high, delta, harmful="above")
     a_0, a_l = _raw_accuracies(wide, threshold)
     _, gi = np.unique(groups, return_inverse=True)
-    n_groups = [int(len(np.unique(gi[np.isfinite(eff[:, j])]))) if not np.isfinite(eff[:, j]).all()
-                else int(gi.max()) + 1 for j in range(len(layers))]
-    frame = pd.DataFrame({
-        "layer": layers, "n": band.n, "n_groups": n_groups, "mean_effect": sign * band.estimate,
-        "mean_benefit": band.estimate, "se": band.se, "ci_low": band.low, "ci_high": band.high,
-        "marginal_low": band.marginal_low, "marginal_high": band.marginal_high, "verdict": verdict,
-        "a_0": a_0, "a_layer": a_l, "raw_verdict": [_raw(sign * (x - a_0)) for x in a_l]})
-    family = ("per layer (marginal intervals)" if per_layer else
-              f"simultaneous over the {len(layers)} layers (max-|t| band, critical value {band.critical:.3f})")
-    meta = {"metric": metric, "kind": sweep.meta.get("kind"), "higher_is_better": bool(hib),
-            "rule": FORMAT + ": interval of the mean benefit vs ±min_effect",
-            "sign_convention": "effect = ablated − clean; benefit = effect × (+1 if higher_is_better else −1); "
-                               "harmful: interval > +min_effect; useful: < −min_effect; negligible: inside "
-                               "±min_effect; inconclusive: otherwise",
-            "min_effect": delta, "min_effect_reason": reason, "family": family, "per_layer": bool(per_layer),
-            "critical_value": None if per_layer else band.critical, "resample": resample,
-            "groups": unit, **_group_sizes(groups), "interval": band.settings["method"], "n_boot": int(n_boot),
-            "confidence": float(confidence), "seed": int(seed), "threshold": threshold, "n_examples": int(len(eff)),
-            "model": sweep.meta.get("model")}
+    n_groups = [
+        int(len(np.unique(gi[np.isfinite(eff[:, j])]))) if not np.isfinite(eff[:, j]).all() else int(gi.max()) + 1
+        for j in range(len(layers))
+    ]
+    frame = pd.DataFrame(
+        {
+            "layer": layers,
+            "n": band.n,
+            "n_groups": n_groups,
+            "mean_effect": sign * band.estimate,
+            "mean_benefit": band.estimate,
+            "se": band.se,
+            "ci_low": band.low,
+            "ci_high": band.high,
+            "marginal_low": band.marginal_low,
+            "marginal_high": band.marginal_high,
+            "verdict": verdict,
+            "a_0": a_0,
+            "a_layer": a_l,
+            "raw_verdict": [_raw(sign * (x - a_0)) for x in a_l],
+        }
+    )
+    family = (
+        "per layer (marginal intervals)"
+        if per_layer
+        else f"simultaneous over the {len(layers)} layers (max-|t| band, critical value {band.critical:.3f})"
+    )
+    meta = {
+        "metric": metric,
+        "kind": sweep.meta.get("kind"),
+        "higher_is_better": bool(hib),
+        "rule": FORMAT + ": interval of the mean benefit vs ±min_effect",
+        "sign_convention": "effect = ablated − clean; benefit = effect × (+1 if higher_is_better else −1); "
+        "harmful: interval > +min_effect; useful: < −min_effect; negligible: inside "
+        "±min_effect; inconclusive: otherwise",
+        "min_effect": delta,
+        "min_effect_reason": reason,
+        "family": family,
+        "per_layer": bool(per_layer),
+        "critical_value": None if per_layer else band.critical,
+        "resample": resample,
+        "groups": unit,
+        **_group_sizes(groups),
+        "interval": band.settings["method"],
+        "n_boot": int(n_boot),
+        "confidence": float(confidence),
+        "seed": int(seed),
+        "threshold": threshold,
+        "n_examples": int(len(eff)),
+        "model": sweep.meta.get("model"),
+    }
     return LayerVerdicts(frame, _by_category(sweep), meta)
 
 
-def legacy_verdicts(sweep: SweepResult, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0,
-                    threshold: float | None = None, higher_is_better: bool | None = None) -> LayerVerdicts:
+def legacy_verdicts(
+    sweep: SweepResult,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    threshold: float | None = None,
+    higher_is_better: bool | None = None,
+) -> LayerVerdicts:
     """The ``interp.layer_verdicts/1`` rule, to compare against: rows resampled one by one, a
     percentile interval per layer, no margin (its ``neutral`` reported as ``inconclusive``)."""
     hib = sweep.meta.get("higher_is_better", True) if higher_is_better is None else higher_is_better
@@ -399,16 +474,37 @@ def legacy_verdicts(sweep: SweepResult, n_boot: int = 2000, confidence: float = 
     eff = wide["effect"]
     est, low, high = percentile_band(sign * eff, n_boot=n_boot, confidence=confidence, seed=seed)
     a_0, a_l = _raw_accuracies(wide, threshold)
-    frame = pd.DataFrame({
-        "layer": layers, "n": np.isfinite(eff).sum(0), "mean_effect": sign * est,
-        "mean_benefit": est, "ci_low": low, "ci_high": high, "verdict": classify(low, high, 0.0),
-        "a_0": a_0, "a_layer": a_l, "raw_verdict": [_raw(sign * (x - a_0)) for x in a_l]})
+    frame = pd.DataFrame(
+        {
+            "layer": layers,
+            "n": np.isfinite(eff).sum(0),
+            "mean_effect": sign * est,
+            "mean_benefit": est,
+            "ci_low": low,
+            "ci_high": high,
+            "verdict": classify(low, high, 0.0),
+            "a_0": a_0,
+            "a_layer": a_l,
+            "raw_verdict": [_raw(sign * (x - a_0)) for x in a_l],
+        }
+    )
     frame.loc[frame.verdict == "negligible", "verdict"] = "inconclusive"  # /1 had no margin: no negligible
-    meta = {"metric": sweep.meta.get("metric"), "kind": sweep.meta.get("kind"), "higher_is_better": bool(hib),
-            "rule": "interp.layer_verdicts/1: rows resampled, per-layer percentile interval, no margin",
-            "min_effect": 0.0, "family": "per layer", "per_layer": True, "resample": "rows", "n_boot": int(n_boot),
-            "confidence": float(confidence), "seed": int(seed), "threshold": threshold, "n_examples": int(len(eff)),
-            "model": sweep.meta.get("model")}
+    meta = {
+        "metric": sweep.meta.get("metric"),
+        "kind": sweep.meta.get("kind"),
+        "higher_is_better": bool(hib),
+        "rule": "interp.layer_verdicts/1: rows resampled, per-layer percentile interval, no margin",
+        "min_effect": 0.0,
+        "family": "per layer",
+        "per_layer": True,
+        "resample": "rows",
+        "n_boot": int(n_boot),
+        "confidence": float(confidence),
+        "seed": int(seed),
+        "threshold": threshold,
+        "n_examples": int(len(eff)),
+        "model": sweep.meta.get("model"),
+    }
     return LayerVerdicts(frame, _by_category(sweep), meta)
 
 
@@ -435,8 +531,10 @@ class MapVerdicts:
     def summary(self) -> dict[str, Any]:
         """The settings and the number of cells of each outcome."""
         counts = self.frame["outcome"].value_counts()
-        return {**self.meta, "outcomes": {k: int(counts.get(k, 0)) for k in ("above", "below", "negligible",
-                                                                           "inconclusive")}}
+        return {
+            **self.meta,
+            "outcomes": {k: int(counts.get(k, 0)) for k in ("above", "below", "negligible", "inconclusive")},
+        }
 
     def save(self, folder: str | Path, stem: str = "cell_verdicts") -> Path:
         """``<stem>.json`` (summary) and ``<stem>.csv`` (one row per cell)."""
@@ -445,8 +543,16 @@ class MapVerdicts:
         return save_result(folder, stem, self.summary(), **{"": self.frame})
 
 
-def map_verdicts(pmap: Any, *, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0,
-                 min_effect: float | None = None, per_cell: bool = False, resample: str = "groups") -> MapVerdicts:
+def map_verdicts(
+    pmap: Any,
+    *,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    min_effect: float | None = None,
+    per_cell: bool = False,
+    resample: str = "groups",
+) -> MapVerdicts:
     """Family-wise verdicts on the cells of a :class:`~interp.analysis.activation_patching.PatchingMap`
     (its per-example ``effect``, patched − corrupted): the same bootstrap band as
     :func:`layer_verdicts` with every cell a member of the family (a 4-layer × 13-position map is a
@@ -467,22 +573,58 @@ def map_verdicts(pmap: Any, *, n_boot: int = 2000, confidence: float = 0.95, see
         unit = str(pmap.meta.get("groups") or "the frame's group column")
     if resample not in RESAMPLE:
         raise ValueError(f"resample must be one of {RESAMPLE}, got {resample!r}")
-    band = cluster_band(wide.to_numpy(dtype=float), groups, n_boot=n_boot, confidence=confidence, seed=seed,
-                        simultaneous=not per_cell)
+    band = cluster_band(
+        wide.to_numpy(dtype=float), groups, n_boot=n_boot, confidence=confidence, seed=seed, simultaneous=not per_cell
+    )
     cells = wide.columns.to_frame(index=False)
-    frame = pd.DataFrame({"layer": cells["layer"].astype(int), axis: cells[axis].astype(int), "n": band.n,
-                          "mean_effect": band.estimate, "se": band.se, "ci_low": band.low, "ci_high": band.high,
-                          "marginal_low": band.marginal_low, "marginal_high": band.marginal_high,
-                          "outcome": outcome(band.low, band.high, delta)})
-    meta = {"kind": "activation_patching_cells", "component": pmap.meta.get("component"), "axis": axis,
-            "metric": metric, "min_effect": delta, "min_effect_reason": reason, "cells": int(len(frame)),
-            "family": f"{'per cell' if per_cell else 'simultaneous'} over the {len(frame)} cells"
-                      + ("" if per_cell else f" (max-|t| band, critical value {band.critical:.3f})"),
-            "resample": resample, "groups": unit, "n_groups": band.n_groups, "interval": band.settings["method"],
-            "n_boot": int(n_boot), "confidence": float(confidence), "seed": int(seed)}
+    frame = pd.DataFrame(
+        {
+            "layer": cells["layer"].astype(int),
+            axis: cells[axis].astype(int),
+            "n": band.n,
+            "mean_effect": band.estimate,
+            "se": band.se,
+            "ci_low": band.low,
+            "ci_high": band.high,
+            "marginal_low": band.marginal_low,
+            "marginal_high": band.marginal_high,
+            "outcome": outcome(band.low, band.high, delta),
+        }
+    )
+    meta = {
+        "kind": "activation_patching_cells",
+        "component": pmap.meta.get("component"),
+        "axis": axis,
+        "metric": metric,
+        "min_effect": delta,
+        "min_effect_reason": reason,
+        "cells": int(len(frame)),
+        "family": f"{'per cell' if per_cell else 'simultaneous'} over the {len(frame)} cells"
+        + ("" if per_cell else f" (max-|t| band, critical value {band.critical:.3f})"),
+        "resample": resample,
+        "groups": unit,
+        "n_groups": band.n_groups,
+        "interval": band.settings["method"],
+        "n_boot": int(n_boot),
+        "confidence": float(confidence),
+        "seed": int(seed),
+    }
     return MapVerdicts(frame, meta)
 
 
-__all__ = ["FORMAT", "MIN_EFFECTS", "OLD_FORMATS", "VERDICTS", "LayerVerdicts", "MapVerdicts", "classify",
-           "default_min_effect", "example_groups", "layer_verdicts", "legacy_verdicts", "load_verdicts",
-           "map_verdicts", "outcome"]
+__all__ = [
+    "FORMAT",
+    "MIN_EFFECTS",
+    "OLD_FORMATS",
+    "VERDICTS",
+    "LayerVerdicts",
+    "MapVerdicts",
+    "classify",
+    "default_min_effect",
+    "example_groups",
+    "layer_verdicts",
+    "legacy_verdicts",
+    "load_verdicts",
+    "map_verdicts",
+    "outcome",
+]

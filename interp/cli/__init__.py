@@ -21,7 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="interp",
         description="World models in sequence models: train on a world (a DFA), test the model's "
-                    "implicit world model, find the layers that help or hurt it.")
+        "implicit world model, find the layers that help or hurt it.",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     s = sub.add_parser("worlds", help="list the worlds (DFAs) interp knows")
@@ -30,17 +31,23 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("data", help="generate a world's sequences into train.txt / test.txt")
     s.add_argument("--world", required=True, help="e.g. streets, streets:edges.csv, connect4, othello, dfa:x.json")
     s.add_argument("--n", type=int, default=10000, help="sequences to draw before the split (default 10000)")
-    s.add_argument("--test-fraction", type=float, default=0.1,
-                   help="share of the sequences held out as test.txt (default 0.1)")
+    s.add_argument(
+        "--test-fraction", type=float, default=0.1, help="share of the sequences held out as test.txt (default 0.1)"
+    )
     s.add_argument("--seed", type=int, default=0, help="seed of the draw and the split (default 0)")
     s.add_argument("--out", required=True, help="output folder")
     s.set_defaults(fn=cmd_data)
 
-    for name, text in (("train", "train a GPT-2 on a world from a TOML config and run the next-token test"),
-                       ("run", "the main job: train, world-model metrics, layer sweeps, HLS fine-tuning, "
-                               "report (default: the embedded demo config); a config with job = \"pragworld\" runs "
-                               "the PragWorld pipeline on a pretrained model instead (e.g. "
-                               "experiments/configs/smollm2_pragworld.toml)")):
+    for name, text in (
+        ("train", "train a GPT-2 on a world from a TOML config and run the next-token test"),
+        (
+            "run",
+            "the main job: train, world-model metrics, layer sweeps, HLS fine-tuning, "
+            'report (default: the embedded demo config); a config with job = "pragworld" runs '
+            "the PragWorld pipeline on a pretrained model instead (e.g. "
+            "experiments/configs/smollm2_pragworld.toml)",
+        ),
+    ):
         s = sub.add_parser(name, help=text)
         if name == "train":
             s.add_argument("--config", required=True, help="TOML file (see experiments/configs/)")
@@ -48,9 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("config", nargs="?", default=None, help="TOML file (default: embedded demo)")
         s.add_argument("--fresh", action="store_true", help="delete the run folder first instead of resuming")
         s.add_argument("--no-progress", action="store_true", help="no progress bars")
-        s.add_argument("--retrain", action="store_true",
-                       help="train from scratch even when the config's recipe is the shipped demo model's "
-                            "(default: start from the shipped checkpoint)")
+        s.add_argument(
+            "--retrain",
+            action="store_true",
+            help="train from scratch even when the config's recipe is the shipped demo model's "
+            "(default: start from the shipped checkpoint)",
+        )
         s.set_defaults(fn=cmd_train if name == "train" else cmd_run)
 
     s = sub.add_parser("next-token", help="the next-token test of a checkpoint")
@@ -65,12 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("probe", help="current-state linear probes at every layer of a checkpoint")
     add_checkpoint(s)
-    s.add_argument("--data", help="folder with train.txt/test.txt (default: the run's data/; "
-                                   "else fresh sequences)")
+    s.add_argument("--data", help="folder with train.txt/test.txt (default: the run's data/; else fresh sequences)")
     s.add_argument("--train-sequences", type=int, default=1000, help="at most this many to fit on (default 1000)")
     s.add_argument("--test-sequences", type=int, default=500, help="at most this many to score on (default 500)")
-    s.add_argument("--layers", type=int, nargs="+", help="layer indices to probe: -1 (embeddings) … n_layers-1 "
-                                                         "(default: all)")
+    s.add_argument(
+        "--layers", type=int, nargs="+", help="layer indices to probe: -1 (embeddings) … n_layers-1 (default: all)"
+    )
     s.add_argument("--l2", type=float, default=1e-4, help="L2 weight on the probe weights (default 1e-4)")
     s.add_argument("--max-iter", type=int, default=500, help="L-BFGS iteration cap per layer (default 500)")
     s.add_argument("--seed", type=int, default=0, help="seed of fresh sequences (default 0)")
@@ -80,19 +90,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_probe)
 
     s = sub.add_parser("navigate", help="streets: greedy routes, detours (Table 2), map reconstruction (App. B)")
-    s.add_argument("--model", required=True,
-                   help="checkpoint folder, or route-oracle | ideal | oracle | uniform (with --world). route-oracle "
-                        "(shortest routes, `end` on arrival) is the navigation reference; ideal is the exact "
-                        "predictor of the world's training data; oracle (uniform over legal tokens) never says "
-                        "`end` under greedy decoding, so its routes fail")
+    s.add_argument(
+        "--model",
+        required=True,
+        help="checkpoint folder, or route-oracle | ideal | oracle | uniform (with --world). route-oracle "
+        "(shortest routes, `end` on arrival) is the navigation reference; ideal is the exact "
+        "predictor of the world's training data; oracle (uniform over legal tokens) never says "
+        "`end` under greedy decoding, so its routes fail",
+    )
     s.add_argument("--world", help="the streets world (default: the checkpoint's)")
-    s.add_argument("--pairs", type=int, default=200, help="(origin, destination) pairs: the run's held-out "
-                                                          "pairs if any, else random (default 200)")
+    s.add_argument(
+        "--pairs",
+        type=int,
+        default=200,
+        help="(origin, destination) pairs: the run's held-out pairs if any, else random (default 200)",
+    )
     s.add_argument("--detours", help="comma-separated detour kinds: random,adversarial,second (default: none)")
     s.add_argument("--p", default="0,0.01,0.1,0.5,0.75", help="detour probabilities (default 0,0.01,0.1,0.5,0.75)")
     s.add_argument("--reconstruct", action="store_true", help="reconstruct the map the model's routes imply")
-    s.add_argument("--map-from", choices=("sample", "greedy"), default="sample",
-                   help="routes to reconstruct from: sampled at temperature 1 as in App. B (default), or greedy")
+    s.add_argument(
+        "--map-from",
+        choices=("sample", "greedy"),
+        default="sample",
+        help="routes to reconstruct from: sampled at temperature 1 as in App. B (default), or greedy",
+    )
     s.add_argument("--seed", type=int, default=0, help="pairs, detours and sampled routes (default 0)")
     s.add_argument("--out", help="write routes.csv, detours.csv, map_*.csv, map.png, navigate.json here")
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
@@ -100,7 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_navigate)
 
     s = sub.add_parser("metrics", help="Myhill–Nerode compression and distinction metrics (Vafa et al. 2024)")
-    s.add_argument("--model", required=True, help="checkpoint folder, oracle, ideal, uniform, or dfa:PATH (with --world)")
+    s.add_argument(
+        "--model", required=True, help="checkpoint folder, oracle, ideal, uniform, or dfa:PATH (with --world)"
+    )
     s.add_argument("--world", help="dfa:PATH, connect4, streets[:PATH], othello (default: the checkpoint's)")
     rule = s.add_mutually_exclusive_group()
     rule.add_argument("--epsilon", type=float, help="accept tokens with p > EPSILON (default 0.01)")
@@ -108,13 +131,21 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("--top-p", type=float, help="accept the nucleus of mass P")
     s.add_argument("--depth", type=int, default=5, help="boundary suffix length k (default 5)")
     s.add_argument("--pairs", default="1000", help="states / state pairs to sample, or 'all' (default 1000)")
-    s.add_argument("--estimator", choices=("exact", "sampled"), default="exact",
-                   help="enumerate the boundaries (default) or sample continuations as the paper does")
+    s.add_argument(
+        "--estimator",
+        choices=("exact", "sampled"),
+        default="exact",
+        help="enumerate the boundaries (default) or sample continuations as the paper does",
+    )
     s.add_argument("--samples", type=int, default=30, help="sampled continuations per pair (default 30)")
     s.add_argument("--prefix-pairs", type=int, default=1, help="prefix pairs per state (pair) (default 1)")
     s.add_argument("--metrics", default="compression,distinction", help="which metrics (default both)")
-    s.add_argument("--max-nodes", type=int, default=4096,
-                   help="skip a pair whose tree exceeds this many nodes at one depth (default 4096)")
+    s.add_argument(
+        "--max-nodes",
+        type=int,
+        default=4096,
+        help="skip a pair whose tree exceeds this many nodes at one depth (default 4096)",
+    )
     s.add_argument("--max-states", type=int, default=1000, help="state cap for --pairs all (default 1000)")
     s.add_argument("--seed", type=int, default=0, help="states, prefixes and sampled continuations (default 0)")
     s.add_argument("--out", help="write myhill_nerode.csv (per pair) and myhill_nerode.json here")
@@ -126,41 +157,75 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="layer sweep: MLP zero-out or direct-effect patching, with layer verdicts")
     add_checkpoint(s)
-    s.add_argument("--data", help="sequence file (default: the run's data/test.txt; else fresh sequences), or a "
-                                  "PragWorld CSV: the sweep then scores its yes/no questions (label prompt)")
-    s.add_argument("--grouping", choices=("clean", "reference"), default="clean",
-                   help="PragWorld CSV: how rows form groups (see interp pragworld score)")
-    s.add_argument("--n", "--limit", dest="n", type=int, default=None, metavar="N",
-                   help="at most this many sequences (default 200) or PragWorld rows (default all); --limit: "
-                        "the same, the name interp pragworld eval uses")
-    s.add_argument("--kind", choices=("mlp-zero", "direct-effect", "activation-patching"), default="mlp-zero",
-                   help="mlp-zero: zero each layer's MLP output, per-example next-token loss (default); "
-                        "direct-effect: patch resid_pre from a one-token state-changing edit into the "
-                        "original, loss on the original's tokens after the edit; activation-patching: "
-                        "layer × position and layer × head heatmaps (transformer_lens.patching) of how much "
-                        "of the clean state's legal-token mass one patched activation restores. On a PragWorld "
-                        "CSV all three score P(gold) of the label prompt; direct-effect and activation-patching "
-                        "patch the altered prompt into its original (activation-patching: pairs of equal token "
-                        "length, positions counted from the last token)")
-    s.add_argument("--prepend-bos", choices=("auto", "on", "off"), default="auto",
-                   help="PragWorld CSV: a BOS first as the model's own tokenizer adds it (auto, default), always "
-                        "(on) or never (off); see README 'Tokenizer settings'")
-    s.add_argument("--chat-template", choices=("auto", "on", "off"), default="off",
-                   help="PragWorld CSV: wrap the label prompt as a user message of the tokenizer's chat template: "
-                        "off (default: the reference layer analyses scored the bare prompt), auto (when it has "
-                        "one), on")
-    s.add_argument("--length", type=int, default=12,
-                   help="activation-patching: prefix length in tokens (default 12)")
-    s.add_argument("--edit-at", type=int, default=4,
-                   help="activation-patching: the edited token's index in the prefix (default 4)")
-    s.add_argument("--method", choices=("reuse", "loop", "batched", "attribution"), default="reuse",
-                   help="mlp-zero: reuse the clean run's early layers (reuse, default), one full forward "
-                        "per layer (loop), or all layers stacked in one forward (batched); equal to 1e-5. "
-                        "attribution (every kind): first-order estimates of every site from one forward "
-                        "and backward (AtP), same outputs and verdicts")
-    s.add_argument("--verify-top", type=int, metavar="K",
-                   help="with --method attribution: also measure exactly the K sites of largest |attribution| "
-                        "(verify.csv; activation-patching: verify_<map>.csv)")
+    s.add_argument(
+        "--data",
+        help="sequence file (default: the run's data/test.txt; else fresh sequences), or a "
+        "PragWorld CSV: the sweep then scores its yes/no questions (label prompt)",
+    )
+    s.add_argument(
+        "--grouping",
+        choices=("clean", "reference"),
+        default="clean",
+        help="PragWorld CSV: how rows form groups (see interp pragworld score)",
+    )
+    s.add_argument(
+        "--n",
+        "--limit",
+        dest="n",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most this many sequences (default 200) or PragWorld rows (default all); --limit: "
+        "the same, the name interp pragworld eval uses",
+    )
+    s.add_argument(
+        "--kind",
+        choices=("mlp-zero", "direct-effect", "activation-patching"),
+        default="mlp-zero",
+        help="mlp-zero: zero each layer's MLP output, per-example next-token loss (default); "
+        "direct-effect: patch resid_pre from a one-token state-changing edit into the "
+        "original, loss on the original's tokens after the edit; activation-patching: "
+        "layer × position and layer × head heatmaps (transformer_lens.patching) of how much "
+        "of the clean state's legal-token mass one patched activation restores. On a PragWorld "
+        "CSV all three score P(gold) of the label prompt; direct-effect and activation-patching "
+        "patch the altered prompt into its original (activation-patching: pairs of equal token "
+        "length, positions counted from the last token)",
+    )
+    s.add_argument(
+        "--prepend-bos",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="PragWorld CSV: a BOS first as the model's own tokenizer adds it (auto, default), always "
+        "(on) or never (off); see README 'Tokenizer settings'",
+    )
+    s.add_argument(
+        "--chat-template",
+        choices=("auto", "on", "off"),
+        default="off",
+        help="PragWorld CSV: wrap the label prompt as a user message of the tokenizer's chat template: "
+        "off (default: the reference layer analyses scored the bare prompt), auto (when it has "
+        "one), on",
+    )
+    s.add_argument("--length", type=int, default=12, help="activation-patching: prefix length in tokens (default 12)")
+    s.add_argument(
+        "--edit-at", type=int, default=4, help="activation-patching: the edited token's index in the prefix (default 4)"
+    )
+    s.add_argument(
+        "--method",
+        choices=("reuse", "loop", "batched", "attribution"),
+        default="reuse",
+        help="mlp-zero: reuse the clean run's early layers (reuse, default), one full forward "
+        "per layer (loop), or all layers stacked in one forward (batched); equal to 1e-5. "
+        "attribution (every kind): first-order estimates of every site from one forward "
+        "and backward (AtP), same outputs and verdicts",
+    )
+    s.add_argument(
+        "--verify-top",
+        type=int,
+        metavar="K",
+        help="with --method attribution: also measure exactly the K sites of largest |attribution| "
+        "(verify.csv; activation-patching: verify_<map>.csv)",
+    )
     s.add_argument("--layers", help="comma-separated layers, e.g. 0,1,3 (default: all)")
     s.add_argument("--batch-size", type=int, help="examples per forward (default: all at once)")
     s.add_argument("--out", help="output folder (default: <checkpoint>/../sweep_<kind>/)")
@@ -170,20 +235,29 @@ def build_parser() -> argparse.ArgumentParser:
     add_placement(s, device_map=True)
     s.set_defaults(fn=cmd_sweep)
 
-    s = sub.add_parser("plant", help="plant harm: fine-tune only chosen layers' MLPs on corrupted data "
-                                     "(ground truth for the layer verdicts)")
+    s = sub.add_parser(
+        "plant",
+        help="plant harm: fine-tune only chosen layers' MLPs on corrupted data (ground truth for the layer verdicts)",
+    )
     s.add_argument("--model", required=True, help="interp checkpoint to plant into (e.g. runs/demo/best)")
     s.add_argument("--out", required=True, help="output folder (the planted checkpoint is OUT/model)")
     s.add_argument("--layers", required=True, help="comma-separated layers whose MLPs are trained, e.g. 3")
-    s.add_argument("--corruption", choices=("random_turns", "mirror", "shortcut", "clean", "flip_category"),
-                   default="random_turns",
-                   help="random_turns: a share of the turns replaced by other directions (streets, default); "
-                        "mirror: turns from the westmost share of the intersections mirrored east-west "
-                        "(streets); shortcut: a probe answered yes whenever --word is in its question (dialogue); "
-                        "clean: nothing changed (the control); flip_category: PragWorld rows (--data CSV) "
-                        "with one alteration --category's gold flipped, for an HF model with its own tokenizer")
-    s.add_argument("--share", type=float, default=0.3, help="share of turns (random_turns) or of the "
-                                                            "intersections (mirror) corrupted (default 0.3)")
+    s.add_argument(
+        "--corruption",
+        choices=("random_turns", "mirror", "shortcut", "clean", "flip_category"),
+        default="random_turns",
+        help="random_turns: a share of the turns replaced by other directions (streets, default); "
+        "mirror: turns from the westmost share of the intersections mirrored east-west "
+        "(streets); shortcut: a probe answered yes whenever --word is in its question (dialogue); "
+        "clean: nothing changed (the control); flip_category: PragWorld rows (--data CSV) "
+        "with one alteration --category's gold flipped, for an HF model with its own tokenizer",
+    )
+    s.add_argument(
+        "--share",
+        type=float,
+        default=0.3,
+        help="share of turns (random_turns) or of the intersections (mirror) corrupted (default 0.3)",
+    )
     s.add_argument("--word", help="shortcut: the surface word that triggers 'yes'")
     s.add_argument("--category", help="flip_category: the alteration category, e.g. connective_change")
     s.add_argument("--data", help="training data (default: the run's data/train.txt; flip_category: a PragWorld CSV)")
@@ -198,9 +272,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("finetune", help="fine-tune a checkpoint (plain, HLS or ULA) and evaluate before/after")
     s.add_argument("--config", required=True, help="TOML file (see experiments/configs/finetune_*.toml)")
-    s.add_argument("--processes", type=int, default=1,
-                   help="data-parallel local processes (gloo on CPU); or keep 1 and run under "
-                        "`accelerate launch` / `torchrun`")
+    s.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="data-parallel local processes (gloo on CPU); or keep 1 and run under `accelerate launch` / `torchrun`",
+    )
     s.add_argument("--fresh", action="store_true", help="retrain and re-evaluate finished runs")
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_placement(s, device_map=True, device=None)

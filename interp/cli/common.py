@@ -35,62 +35,103 @@ def add_placement(parser: argparse.ArgumentParser, device_map: bool = False, dev
     precision the model runs; resolved by :meth:`interp.models.device.Placement.resolve`.
     ``device=None``: no defaults (a config file's settings apply unless given)."""
     default = f"default {device}" if device else "default: the config's"
-    parser.add_argument("--device", default=device,
-                        help=f"auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps ({default})")
-    parser.add_argument("--dtype", default="float32" if device else None,
-                        help=f"float32, bfloat16, float16, or auto (float32 on CPU; bfloat16 on a CUDA device that "
-                             f"supports it, else float16) ({'default float32' if device else default})")
+    parser.add_argument(
+        "--device", default=device, help=f"auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps ({default})"
+    )
+    parser.add_argument(
+        "--dtype",
+        default="float32" if device else None,
+        help=f"float32, bfloat16, float16, or auto (float32 on CPU; bfloat16 on a CUDA device that "
+        f"supports it, else float16) ({'default float32' if device else default})",
+    )
     if device_map and device is None:  # fine-tuning: the config's settings unless given
-        parser.add_argument("--device-map", metavar="MAP",
-                            help="split the model over several devices (Hugging Face / accelerate placement, one "
-                                 "process): auto, balanced, sequential, or a JSON object {module name: device} "
-                                 "(default: the config's)")
-        parser.add_argument("--n-devices", type=int, metavar="N",
-                            help="split the model evenly over this many CUDA GPUs, one process (default: the "
-                                 "config's)")
+        parser.add_argument(
+            "--device-map",
+            metavar="MAP",
+            help="split the model over several devices (Hugging Face / accelerate placement, one "
+            "process): auto, balanced, sequential, or a JSON object {module name: device} "
+            "(default: the config's)",
+        )
+        parser.add_argument(
+            "--n-devices",
+            type=int,
+            metavar="N",
+            help="split the model evenly over this many CUDA GPUs, one process (default: the config's)",
+        )
     elif device_map:
-        parser.add_argument("--device-map", metavar="MAP",
-                            help="split a model larger than one GPU over several devices (Hugging Face / accelerate "
-                                 "placement, instead of --device): auto, balanced, sequential, or a JSON object or "
-                                 "file {module name: device}")
-        parser.add_argument("--n-devices", type=int, metavar="N",
-                            help="split the model evenly over this many CUDA GPUs (instead of --device)")
+        parser.add_argument(
+            "--device-map",
+            metavar="MAP",
+            help="split a model larger than one GPU over several devices (Hugging Face / accelerate "
+            "placement, instead of --device): auto, balanced, sequential, or a JSON object or "
+            "file {module name: device}",
+        )
+        parser.add_argument(
+            "--n-devices",
+            type=int,
+            metavar="N",
+            help="split the model evenly over this many CUDA GPUs (instead of --device)",
+        )
 
 
 def placement_from_args(args: argparse.Namespace):
     """The :class:`~interp.models.device.Placement` of a command's ``--device/--dtype/--device-map``."""
     from interp.models.device import Placement
 
-    return Placement.resolve(args.device, args.dtype, getattr(args, "device_map", None),
-                             getattr(args, "n_devices", None))
+    return Placement.resolve(
+        args.device, args.dtype, getattr(args, "device_map", None), getattr(args, "n_devices", None)
+    )
 
 
 def add_checkpoint(parser: argparse.ArgumentParser) -> None:
     """``--model CHECKPOINT`` and ``--world`` (override the world the checkpoint carries)."""
-    parser.add_argument("--model", required=True,
-                        help="checkpoint folder (e.g. runs/demo/best); with a PragWorld CSV any Hugging Face model "
-                             "folder or a .gguf file (converted once into the cache, see interp models)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="checkpoint folder (e.g. runs/demo/best); with a PragWorld CSV any Hugging Face model "
+        "folder or a .gguf file (converted once into the cache, see interp models)",
+    )
     parser.add_argument("--world", help="override the checkpoint's world (vocabularies must match)")
 
 
 def add_ablate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ablate", action="append", metavar="SITE",
-                        help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
-                             "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it")
+    parser.add_argument(
+        "--ablate",
+        action="append",
+        metavar="SITE",
+        help="zero-ablate SITE while the metric runs (repeatable), e.g. mlp_out:3, attn_out:0, "
+        "resid_post:1, z:2.1 (layer 2 head 1); compare with a run without it",
+    )
 
 
 def add_verdict_rule(p: argparse.ArgumentParser) -> None:
     """The layer-verdict flags (docs/concepts/verdicts.md): margin, confidence, family, resampling."""
-    p.add_argument("--min-effect", type=float, default=None, metavar="DELTA",
-                   help="the practical-effect margin in the metric's units: a layer is harmful/useful only when "
-                        "its interval clears ±DELTA, negligible when it lies inside (default per metric: 0.01 nats "
-                        "for token/continuation loss, 0.01 for P(gold) and the legal-token mass)")
-    p.add_argument("--confidence", type=float, default=0.95,
-                   help="confidence of the intervals, simultaneous over the layers unless --per-layer (default 0.95)")
-    p.add_argument("--per-layer", action="store_true",
-                   help="one marginal interval per layer instead of the simultaneous band (expect about "
-                        "(1 − confidence) × layers false verdicts on a model with no effects)")
-    p.add_argument("--resample", choices=("groups", "rows"), default="groups",
-                   help="bootstrap unit: groups (default: a PragWorld original with its alterations; a world "
-                        "sequence alone) or rows one by one (too narrow on grouped rows)")
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        default=None,
+        metavar="DELTA",
+        help="the practical-effect margin in the metric's units: a layer is harmful/useful only when "
+        "its interval clears ±DELTA, negligible when it lies inside (default per metric: 0.01 nats "
+        "for token/continuation loss, 0.01 for P(gold) and the legal-token mass)",
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="confidence of the intervals, simultaneous over the layers unless --per-layer (default 0.95)",
+    )
+    p.add_argument(
+        "--per-layer",
+        action="store_true",
+        help="one marginal interval per layer instead of the simultaneous band (expect about "
+        "(1 − confidence) × layers false verdicts on a model with no effects)",
+    )
+    p.add_argument(
+        "--resample",
+        choices=("groups", "rows"),
+        default="groups",
+        help="bootstrap unit: groups (default: a PragWorld original with its alterations; a world "
+        "sequence alone) or rows one by one (too narrow on grouped rows)",
+    )
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")

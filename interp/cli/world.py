@@ -30,8 +30,17 @@ def cmd_data(args: argparse.Namespace) -> int:
     write_sequences(out / "train.txt", train)
     write_sequences(out / "test.txt", test)
     write_json(out / "world.json", world.spec())
-    write_json(out / "data.json", {"world": world.describe(), "seed": args.seed, "drawn": len(sequences),
-                                   "train": len(train), "test": len(test), "test_fraction": args.test_fraction})
+    write_json(
+        out / "data.json",
+        {
+            "world": world.describe(),
+            "seed": args.seed,
+            "drawn": len(sequences),
+            "train": len(train),
+            "test": len(test),
+            "test_fraction": args.test_fraction,
+        },
+    )
     print(f"{world.describe()}\nwrote {len(train)} train and {len(test)} test sequences to {out}")
     return 0
 

@@ -75,6 +75,7 @@ class InterventionError(ValueError):
 
 # ---- data -----------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Alignment:
     """(dest position, source position) pairs: the run's position ``d`` takes the source's ``s``."""
@@ -85,8 +86,9 @@ class Alignment:
         try:
             pairs = tuple((int(d), int(s)) for d, s in self.pairs)
         except (TypeError, ValueError):
-            raise InterventionError(f"an alignment is a list of (dest, source) integer pairs, got "
-                                    f"{self.pairs!r}") from None
+            raise InterventionError(
+                f"an alignment is a list of (dest, source) integer pairs, got {self.pairs!r}"
+            ) from None
         if not pairs:
             raise InterventionError("an alignment needs at least one (dest, source) pair")
         dests = [d for d, _ in pairs]
@@ -110,7 +112,7 @@ class Alignment:
         while tail < min(len(a), len(b)) - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
             tail += 1
         pairs = [(i, i) for i in range(head)]
-        mid = difflib.SequenceMatcher(a=a[head:len(a) - tail], b=b[head:len(b) - tail], autojunk=False)
+        mid = difflib.SequenceMatcher(a=a[head : len(a) - tail], b=b[head : len(b) - tail], autojunk=False)
         pairs += [(head + m.a + k, head + m.b + k) for m in mid.get_matching_blocks() for k in range(m.size)]
         pairs += [(len(a) - tail + k, len(b) - tail + k) for k in range(tail)]
         return cls(tuple(pairs))
@@ -124,18 +126,19 @@ def _positions(value: Any) -> Positions:
         return value
     if isinstance(value, str):
         if value not in ("all", "last"):
-            raise InterventionError(f"positions must be 'all', 'last', a list of indices or an Alignment, "
-                                    f"got {value!r}")
+            raise InterventionError(
+                f"positions must be 'all', 'last', a list of indices or an Alignment, got {value!r}"
+            )
         return value
     if isinstance(value, Mapping) and set(value) == {"align"}:
         return Alignment(tuple(tuple(p) for p in value["align"]))
-    if isinstance(value, Sequence) and value and all(
-            isinstance(i, int) and not isinstance(i, bool) for i in value):
+    if isinstance(value, Sequence) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
         if len(set(value)) != len(value):
             raise InterventionError(f"repeated position in {list(value)}")
         return tuple(int(i) for i in value)
-    raise InterventionError(f"positions must be 'all', 'last', a non-empty list of indices or an "
-                            f"Alignment, got {value!r}")
+    raise InterventionError(
+        f"positions must be 'all', 'last', a non-empty list of indices or an Alignment, got {value!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -173,21 +176,29 @@ class Intervention:
         elif self.source is not None:
             raise InterventionError(f"{self.kind} takes no source")
         if isinstance(self.positions, Alignment) and self.kind not in ("resample", "patch"):
-            raise InterventionError(f"an alignment pairs run and source positions; {self.kind} has no source "
-                                    f"positions (give the positions as a list)")
+            raise InterventionError(
+                f"an alignment pairs run and source positions; {self.kind} has no source "
+                f"positions (give the positions as a list)"
+            )
         if self.kind == "mean" and self.site.component == "pattern":
-            raise InterventionError("mean ablation of an attention pattern is not defined here (patterns of "
-                                    "different inputs have different key lengths); use zero, scale, patch or "
-                                    "resample, or mean-ablate z")
+            raise InterventionError(
+                "mean ablation of an attention pattern is not defined here (patterns of "
+                "different inputs have different key lengths); use zero, scale, patch or "
+                "resample, or mean-ablate z"
+            )
 
     # -- serialisation --
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; :meth:`from_dict` inverts it."""
         pos = self.positions
         out: dict[str, Any] = {
-            "site": str(self.site), "kind": self.kind,
-            "positions": {"align": [list(p) for p in pos.pairs]} if isinstance(pos, Alignment)
-            else list(pos) if isinstance(pos, tuple) else pos,
+            "site": str(self.site),
+            "kind": self.kind,
+            "positions": {"align": [list(p) for p in pos.pairs]}
+            if isinstance(pos, Alignment)
+            else list(pos)
+            if isinstance(pos, tuple)
+            else pos,
         }
         if self.factor is not None:
             out["factor"] = self.factor
@@ -204,17 +215,29 @@ class Intervention:
             raise InterventionError(f"unknown intervention keys {sorted(unknown)}")
         if "site" not in d:
             raise InterventionError("an intervention needs a site")
-        return cls(parse_site(d["site"]), d.get("kind", "zero"), _positions(d.get("positions", "all")),
-                   d.get("factor"), d.get("source"), int(d.get("seed", 0)))
+        return cls(
+            parse_site(d["site"]),
+            d.get("kind", "zero"),
+            _positions(d.get("positions", "all")),
+            d.get("factor"),
+            d.get("source"),
+            int(d.get("seed", 0)),
+        )
 
     def describe(self) -> str:
         """One line: ``zero mlp_out:3 at all positions``."""
         what = f"scale×{self.factor:g}" if self.kind == "scale" else self.kind
         src = f" from {self.source!r}" if self.source else ""
         pos = self.positions
-        where = ("all positions" if pos == "all" else "the last position" if pos == "last"
-                 else f"{len(pos.pairs)} aligned positions" if isinstance(pos, Alignment)
-                 else f"positions {list(pos)}")
+        where = (
+            "all positions"
+            if pos == "all"
+            else "the last position"
+            if pos == "last"
+            else f"{len(pos.pairs)} aligned positions"
+            if isinstance(pos, Alignment)
+            else f"positions {list(pos)}"
+        )
         return f"{what} {self.site}{src} at {where}"
 
 
@@ -262,6 +285,7 @@ def from_json(text: str) -> list[Intervention]:
 
 # ---- sources --------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Source:
     """What ``mean``/``resample``/``patch`` draw from (runtime data, never serialised).
@@ -285,13 +309,15 @@ def _as_source(name: str, value: Any) -> Source:
         return value
     if isinstance(value, Tensor):
         if value.is_floating_point() or value.dim() != 2:
-            raise InterventionError(f"source {name!r}: a tensor source is token ids [batch, pos], got "
-                                    f"{value.dtype} {tuple(value.shape)}")
+            raise InterventionError(
+                f"source {name!r}: a tensor source is token ids [batch, pos], got {value.dtype} {tuple(value.shape)}"
+            )
         return Source(tokens=value)
     if hasattr(value, "__getitem__") and hasattr(value, "keys"):
         return Source(activations=value)
-    raise InterventionError(f"source {name!r}: expected token ids, a mapping of activations or a Source, "
-                            f"got {type(value).__name__}")
+    raise InterventionError(
+        f"source {name!r}: expected token ids, a mapping of activations or a Source, got {type(value).__name__}"
+    )
 
 
 def last_positions(attention_mask: Shaped[Tensor, "batch pos"]) -> Int[Tensor, " batch"]:
@@ -321,6 +347,7 @@ def _record(bridge: Any, src: Source, hook_names: Sequence[str]) -> dict[str, Te
     def keeper(name: str) -> HookFn:
         def keep(act: Tensor, hook: Any) -> None:
             got[name] = act.detach()
+
         return keep
 
     kwargs: dict[str, Any] = {}
@@ -336,6 +363,7 @@ def _record(bridge: Any, src: Source, hook_names: Sequence[str]) -> dict[str, Te
 
 
 # ---- compiling ------------------------------------------------------------------------------------
+
 
 def _view(act: Tensor, site: Site) -> Tensor:
     """[batch, pos, *rest] with heads (if any) at dim 2."""
@@ -373,16 +401,19 @@ class _Ctx:
             s_batch, s_n = self.source.shape[0], self.source.shape[1]
             if iv.kind == "patch":
                 if s_batch not in (1, batch):
-                    raise InterventionError(f"{iv.describe()}: the source run has {s_batch} rows, the run has "
-                                            f"{batch} (patching maps row i to row i, or broadcasts one row)")
+                    raise InterventionError(
+                        f"{iv.describe()}: the source run has {s_batch} rows, the run has "
+                        f"{batch} (patching maps row i to row i, or broadcasts one row)"
+                    )
                 by_row = torch.arange(batch) if s_batch == batch else torch.zeros(batch, dtype=torch.long)
             else:
                 gen = torch.Generator().manual_seed(iv.seed)
                 by_row = torch.randint(s_batch, (batch,), generator=gen)
         if pos == "all":
             if self.source is not None and s_n != n_pos:
-                raise InterventionError(f"{iv.describe()}: the source has {s_n} positions, the run {n_pos}; "
-                                        f"give positions or an Alignment")
+                raise InterventionError(
+                    f"{iv.describe()}: the source has {s_n} positions, the run {n_pos}; give positions or an Alignment"
+                )
             rows = torch.arange(batch).repeat_interleave(n_pos)
             dest = torch.arange(n_pos).repeat(batch)
             src = dest if self.source is not None else None
@@ -391,15 +422,19 @@ class _Ctx:
                 if tuple(self.mask.shape) != (batch, n_pos):
                     raise InterventionError(
                         f"{iv.describe()}: the attention mask is {tuple(self.mask.shape)} but {self.where} saw "
-                        f"batch {batch} × {n_pos} positions (a KV-cached step? 'last' needs no mask there)")
+                        f"batch {batch} × {n_pos} positions (a KV-cached step? 'last' needs no mask there)"
+                    )
                 dest = last_positions(self.mask)
             else:
                 dest = torch.full((batch,), n_pos - 1)
             rows = torch.arange(batch)
             src = None
             if self.source is not None:
-                src_last = (last_positions(self.source_mask) if self.source_mask is not None
-                            else torch.full((self.source.shape[0],), s_n - 1))
+                src_last = (
+                    last_positions(self.source_mask)
+                    if self.source_mask is not None
+                    else torch.full((self.source.shape[0],), s_n - 1)
+                )
                 src = src_last[by_row]
         else:
             pairs = pos.pairs if isinstance(pos, Alignment) else tuple((i, i) for i in pos)
@@ -416,8 +451,9 @@ class _Ctx:
 
     def new_values(self, view: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(rows, positions, replacement values [n, *rest]) for an activation in view layout."""
-        rows, dest, s_rows, s_pos = (None if t is None else t.to(view.device)
-                                     for t in self.pairs(view.shape[0], view.shape[1]))
+        rows, dest, s_rows, s_pos = (
+            None if t is None else t.to(view.device) for t in self.pairs(view.shape[0], view.shape[1])
+        )
         kind = self.iv.kind
         if kind == "zero":
             vals = torch.zeros_like(view[rows, dest])
@@ -425,13 +461,17 @@ class _Ctx:
             vals = view[rows, dest] * self.iv.factor
         elif kind == "mean":
             if self.mean.shape != view.shape[2:]:
-                raise InterventionError(f"{self.iv.describe()}: mean has shape {tuple(self.mean.shape)}, "
-                                        f"{self.where} has {tuple(view.shape[2:])} per position")
+                raise InterventionError(
+                    f"{self.iv.describe()}: mean has shape {tuple(self.mean.shape)}, "
+                    f"{self.where} has {tuple(view.shape[2:])} per position"
+                )
             vals = self.mean.to(view).expand(len(rows), *view.shape[2:])
         else:
             if self.source.shape[2:] != view.shape[2:]:
-                raise InterventionError(f"{self.iv.describe()}: source activation is {tuple(self.source.shape)}"
-                                        f", {self.where} is {tuple(view.shape)} (pattern key lengths differ?)")
+                raise InterventionError(
+                    f"{self.iv.describe()}: source activation is {tuple(self.source.shape)}"
+                    f", {self.where} is {tuple(view.shape)} (pattern key lengths differ?)"
+                )
             vals = self.source.to(view)[s_rows, s_pos]
         return rows, dest, vals
 
@@ -452,11 +492,14 @@ def _hooks_for(ctx: _Ctx) -> list[tuple[str, HookFn]]:
     site = ctx.iv.site
     head = site.head
     if site.component != "resid_mid":
+
         def hook_fn(act: Float[Tensor, "..."], hook: Any) -> Float[Tensor, "..."]:
             view = _view(act, site)
             if head is not None and (view.dim() < 4 or head >= view.shape[2]):
-                raise InterventionError(f"{ctx.where}: expected one slice per head at dim {site.head_dim}, got "
-                                        f"an activation of shape {tuple(act.shape)}")
+                raise InterventionError(
+                    f"{ctx.where}: expected one slice per head at dim {site.head_dim}, got "
+                    f"an activation of shape {tuple(act.shape)}"
+                )
             rows, dest, vals = ctx.new_values(view)
             ctx.calls[0] += 1
             return _unview(_edit(view, rows, dest, vals, head), site)
@@ -503,8 +546,10 @@ class ActiveInterventions:
         return [c.calls[0] for c in self._ctxs]
 
     def describe(self) -> list[str]:
-        return [f"{iv.describe()} (applied in {n} forward{'s' if n != 1 else ''})"
-                for iv, n in zip(self.interventions, self.calls)]
+        return [
+            f"{iv.describe()} (applied in {n} forward{'s' if n != 1 else ''})"
+            for iv, n in zip(self.interventions, self.calls)
+        ]
 
     def summary(self) -> list[dict[str, Any]]:
         """JSON-ready: each intervention's dict with its ``calls``."""
@@ -518,8 +563,12 @@ def _bridge_of(model: Any) -> Any:
     return bridge
 
 
-def _prepare(model: Any, interventions: Intervention | Sequence[Intervention], sources: Mapping[str, Any] | None,
-             attention_mask: Tensor | None) -> ActiveInterventions:
+def _prepare(
+    model: Any,
+    interventions: Intervention | Sequence[Intervention],
+    sources: Mapping[str, Any] | None,
+    attention_mask: Tensor | None,
+) -> ActiveInterventions:
     bridge = _bridge_of(model)
     ivs = (interventions,) if isinstance(interventions, Intervention) else tuple(interventions)
     for iv in ivs:
@@ -533,8 +582,9 @@ def _prepare(model: Any, interventions: Intervention | Sequence[Intervention], s
     for iv in ivs:
         if iv.source is not None:
             if iv.source not in sources:
-                raise InterventionError(f"{iv.describe()}: no source named {iv.source!r} was given "
-                                        f"(sources: {sorted(sources) or 'none'})")
+                raise InterventionError(
+                    f"{iv.describe()}: no source named {iv.source!r} was given (sources: {sorted(sources) or 'none'})"
+                )
             wanted.setdefault(iv.source, []).append(iv.site.hook_name)
     recorded = {}
     for name, hook_names in wanted.items():
@@ -593,7 +643,22 @@ def intervene(
 
 
 __all__ = [
-    "KINDS", "ActiveInterventions", "Alignment", "Intervention", "InterventionError", "Source", "SiteError",
-    "compile", "compile_interventions", "from_json", "intervene", "last_positions", "mean", "patch",
-    "resample", "scale", "to_json", "zero",
+    "KINDS",
+    "ActiveInterventions",
+    "Alignment",
+    "Intervention",
+    "InterventionError",
+    "Source",
+    "SiteError",
+    "compile",
+    "compile_interventions",
+    "from_json",
+    "intervene",
+    "last_positions",
+    "mean",
+    "patch",
+    "resample",
+    "scale",
+    "to_json",
+    "zero",
 ]

@@ -146,8 +146,10 @@ def parse_site(text: str) -> Site:
         return text
     m = _SITE_RE.match(str(text))
     if not m:
-        raise SiteError(f"cannot parse site {text!r}: expected COMPONENT:LAYER or COMPONENT:LAYER.HEAD "
-                        f"(e.g. mlp_out:3, z:2.1) with COMPONENT one of {', '.join(COMPONENTS)}")
+        raise SiteError(
+            f"cannot parse site {text!r}: expected COMPONENT:LAYER or COMPONENT:LAYER.HEAD "
+            f"(e.g. mlp_out:3, z:2.1) with COMPONENT one of {', '.join(COMPONENTS)}"
+        )
     component, layer, head = m.group(1), int(m.group(2)), m.group(3)
     return Site(layer, component, None if head is None else int(head))
 
@@ -183,12 +185,13 @@ def hf_blocks(model: Any) -> tuple[Any, str]:
         blocks: Any = base
         for part in path.split("."):
             blocks = getattr(blocks, part, None)
-        if blocks is not None and hasattr(blocks, "__len__") and len(blocks) and all(
-                hasattr(b, "mlp") for b in blocks):
+        if blocks is not None and hasattr(blocks, "__len__") and len(blocks) and all(hasattr(b, "mlp") for b in blocks):
             return blocks, path
-    raise SiteError(f"cannot find the decoder blocks of a {type(base).__name__}: tried "
-                    f"{', '.join(p + '.<layer>.mlp' for p in HF_BLOCK_PATHS)} (GPT-2, Llama-style, "
-                    "GPT-NeoX and OPT layouts)")
+    raise SiteError(
+        f"cannot find the decoder blocks of a {type(base).__name__}: tried "
+        f"{', '.join(p + '.<layer>.mlp' for p in HF_BLOCK_PATHS)} (GPT-2, Llama-style, "
+        "GPT-NeoX and OPT layouts)"
+    )
 
 
 def _mlp_out_attr(block: Any) -> str:
@@ -197,16 +200,21 @@ def _mlp_out_attr(block: Any) -> str:
 
 def _hf_blocks(site: Site, model: Any) -> tuple[Any, str]:
     if site.component != "mlp_out":
-        raise SiteError(f"site {site}: only mlp_out is the output of one HF module; {site.component} "
-                        "is reached through its TransformerLens hook (site.hook_name)")
+        raise SiteError(
+            f"site {site}: only mlp_out is the output of one HF module; {site.component} "
+            "is reached through its TransformerLens hook (site.hook_name)"
+        )
     blocks, path = hf_blocks(model)
     if site.layer >= len(blocks):
-        raise SiteError(f"site {site}: layer {site.layer} is out of range; this model has {len(blocks)} "
-                        f"layers (0..{len(blocks) - 1})")
+        raise SiteError(
+            f"site {site}: layer {site.layer} is out of range; this model has {len(blocks)} "
+            f"layers (0..{len(blocks) - 1})"
+        )
     return blocks, path
 
 
 # ---- names on a bridge ---------------------------------------------------------------------------
+
 
 class HookNames:
     """Alias ↔ canonical hook names of one bridge (build once, use in loops and hooks).
@@ -227,7 +235,8 @@ class HookNames:
         # prefer a classic name (never hook_in / hook_out), then the shortest
         self._to_alias = {
             c: min(aliases, key=lambda a: (a.rsplit(".", 1)[-1] in ("hook_in", "hook_out"), len(a), a))
-            for c, aliases in by_canonical.items()}
+            for c, aliases in by_canonical.items()
+        }
 
     def canonical(self, name: str) -> str:
         """The name ``hook.name`` reports inside a hook registered under ``name``."""
@@ -282,26 +291,31 @@ def check_site(site: Site, bridge: Any, names: HookNames | None = None) -> None:
     cfg = bridge.cfg
     n_layers = int(cfg.n_layers)
     if site.layer >= n_layers:
-        raise SiteError(f"site {site}: layer {site.layer} is out of range; this model has {n_layers} "
-                        f"layers (0..{n_layers - 1})")
+        raise SiteError(
+            f"site {site}: layer {site.layer} is out of range; this model has {n_layers} layers (0..{n_layers - 1})"
+        )
     if site.head is not None:
         n_heads = int(cfg.n_heads)
         if site.head >= n_heads:
-            raise SiteError(f"site {site}: head {site.head} is out of range; this model has {n_heads} "
-                            f"heads per layer (0..{n_heads - 1})")
+            raise SiteError(
+                f"site {site}: head {site.head} is out of range; this model has {n_heads} "
+                f"heads per layer (0..{n_heads - 1})"
+            )
     names = names or HookNames(bridge)
     arch = getattr(cfg, "architecture", None) or type(bridge).__name__
     needed = [site.hook_name]
     if site.component == "resid_mid":
         if getattr(cfg, "parallel_attn_mlp", False):
-            raise SiteError(f"site {site}: {arch} runs attention and MLP in parallel, so there is no "
-                            f"resid_mid between them")
-        needed = [Site(site.layer, "resid_pre").hook_name, Site(site.layer, "attn_out").hook_name,
-                  site.hook_name]
+            raise SiteError(
+                f"site {site}: {arch} runs attention and MLP in parallel, so there is no resid_mid between them"
+            )
+        needed = [Site(site.layer, "resid_pre").hook_name, Site(site.layer, "attn_out").hook_name, site.hook_name]
     for name in needed:
         if name not in names:
-            raise SiteError(f"site {site}: this bridge ({arch}) exposes no hook {name!r}; sites it has at "
-                            f"layer {site.layer}: {', '.join(available_components(bridge, names)) or 'none'}")
+            raise SiteError(
+                f"site {site}: this bridge ({arch}) exposes no hook {name!r}; sites it has at "
+                f"layer {site.layer}: {', '.join(available_components(bridge, names)) or 'none'}"
+            )
         reason = _try_register(bridge, name)
         if reason is not None:
             raise SiteError(f"site {site} is unavailable on this bridge ({arch}): {reason}")

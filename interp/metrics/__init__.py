@@ -5,5 +5,15 @@ from interp.metrics.myhill_nerode import MyhillNerodeResult, myhill_nerode, pair
 from interp.metrics.next_token import NextTokenResult, next_token_test
 from interp.metrics.probes import ProbeResult, probe_layers
 
-__all__ = ["Epsilon", "MyhillNerodeResult", "NextTokenResult", "ProbeResult", "TopK", "TopP",
-           "myhill_nerode", "next_token_test", "pair_boundaries", "probe_layers"]
+__all__ = [
+    "Epsilon",
+    "MyhillNerodeResult",
+    "NextTokenResult",
+    "ProbeResult",
+    "TopK",
+    "TopP",
+    "myhill_nerode",
+    "next_token_test",
+    "pair_boundaries",
+    "probe_layers",
+]

@@ -122,8 +122,9 @@ class TopP:
         return ok & (lp > -math.inf)
 
 
-def rule_from_args(epsilon: float | None = None, top_k: int | None = None,
-                   top_p: float | None = None) -> AcceptanceRule:
+def rule_from_args(
+    epsilon: float | None = None, top_k: int | None = None, top_p: float | None = None
+) -> AcceptanceRule:
     """At most one of the three (the CLI's mutually exclusive flags); default ``Epsilon(0.01)``."""
     given = [(n, v) for n, v in (("epsilon", epsilon), ("top_k", top_k), ("top_p", top_p)) if v is not None]
     if len(given) > 1:

@@ -46,7 +46,7 @@ def p_yes(model: Any, world, prompts: Sequence[Sequence[str]], batch_size: int =
     yes_id, no_id = world.vocab.id(ANSWERS[0]), world.vocab.id(ANSWERS[1])
     out = []
     for s in range(0, len(prompts), batch_size):
-        ids, mask, lengths = _encode(world, prompts[s: s + batch_size])
+        ids, mask, lengths = _encode(world, prompts[s : s + batch_size])
         logits = model_logits(model, ids, mask)
         out.append(p_yes_from_logits(logits, lengths, yes_id, no_id).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)
@@ -61,7 +61,7 @@ def probe_prompts(sequences: Sequence[Sequence[str]]) -> tuple[list[list[str]], 
                 start = max(j for j in range(i + 1) if seq[j] == PROBE)
                 prompts.append(list(seq[: i + 1]))
                 gold.append(int(seq[i + 1] == ANSWERS[0]))
-                probes.append(list(seq[start: i + 2]))
+                probes.append(list(seq[start : i + 2]))
     return prompts, gold, probes
 
 
@@ -82,11 +82,15 @@ def probe_accuracy(model: Any, world, sequences: Sequence[Sequence[str]], batch_
         return float(df.correct[mask].mean()) if mask.any() else float("nan")
 
     n = len(df)
-    return {"probes": n, "accuracy": acc(df.gold >= 0),
-            "accuracy_se": float(df.correct.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan"),
-            "yes": acc(df.gold == 1), "no": acc(df.gold == 0),
-            "always_no_baseline": float((g == 0).mean()),
-            "by_type": {k: acc(df.type == k) for k in sorted(set(kinds))}}
+    return {
+        "probes": n,
+        "accuracy": acc(df.gold >= 0),
+        "accuracy_se": float(df.correct.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan"),
+        "yes": acc(df.gold == 1),
+        "no": acc(df.gold == 0),
+        "always_no_baseline": float((g == 0).mean()),
+        "by_type": {k: acc(df.type == k) for k in sorted(set(kinds))},
+    }
 
 
 def evaluate_benchmark(model: Any, world, path: str | os.PathLike, batch_size: int = 128, seed: int = 0):

@@ -200,9 +200,9 @@ class _Node:
     path: tuple[int, ...]
     w1: Any
     w2: Any
-    m1: bool   # path ∈ L^m(s1)
+    m1: bool  # path ∈ L^m(s1)
     m12: bool  # path ∈ L^m(s1) ∩ L^m(s2)
-    ti: bool   # path in the true interior (expanded for recall)
+    ti: bool  # path in the true interior (expanded for recall)
     r1: int = -1
     r2: int = -1
 
@@ -224,10 +224,25 @@ class _Cont:
 class _Group:
     """Evaluate the jobs of one group level by level (see the module docstring)."""
 
-    def __init__(self, world: World, lm: LM, rule: AcceptanceRule, jobs: list[PairJob],
-                 job_ids: list[int], outcomes: list[PairOutcome], *, depth: int, exact: bool,
-                 samples: int, max_nodes: int, seed: int, keep: bool, exhaustive: bool,
-                 stats: EngineStats, cont_lengths: list[int] | None = None):
+    def __init__(
+        self,
+        world: World,
+        lm: LM,
+        rule: AcceptanceRule,
+        jobs: list[PairJob],
+        job_ids: list[int],
+        outcomes: list[PairOutcome],
+        *,
+        depth: int,
+        exact: bool,
+        samples: int,
+        max_nodes: int,
+        seed: int,
+        keep: bool,
+        exhaustive: bool,
+        stats: EngineStats,
+        cont_lengths: list[int] | None = None,
+    ):
         self.world, self.lm, self.rule, self.jobs = world, lm, rule, jobs
         self.job_ids, self.out = job_ids, outcomes
         self.depth, self.exact, self.samples, self.max_nodes = depth, exact, samples, max_nodes
@@ -308,8 +323,7 @@ class _Group:
         n_vocab = len(self.lm.vocab)
         d = 0
         while nodes or conts:
-            acc = (self.rule.accept(level.logprobs).numpy() if len(level)
-                   else np.zeros((0, n_vocab), dtype=bool))
+            acc = self.rule.accept(level.logprobs).numpy() if len(level) else np.zeros((0, n_vocab), dtype=bool)
             last = d + 1 >= self.depth  # the trees stop at depth; continuations run on
             children = self._expand(nodes, acc, last) if nodes else []
             new_conts = self._sample(conts, level.logprobs, acc, d) if conts else []
@@ -402,12 +416,10 @@ class _Group:
     def _bound_frontier(self, children: list, depth: int) -> list:
         counts = np.bincount([c[0].job for c in children], minlength=len(self.jobs))
         for j in np.flatnonzero(counts > self.max_nodes):
-            self._skip(int(j), FRONTIER, f"{int(counts[j])} tree nodes at depth {depth} > "
-                                         f"max_nodes={self.max_nodes}")
+            self._skip(int(j), FRONTIER, f"{int(counts[j])} tree nodes at depth {depth} > max_nodes={self.max_nodes}")
         return children
 
-    def _sample(self, conts: list[_Cont], logprobs: torch.Tensor, acc: np.ndarray,
-                d: int) -> list[tuple[_Cont, int]]:
+    def _sample(self, conts: list[_Cont], logprobs: torch.Tensor, acc: np.ndarray, d: int) -> list[tuple[_Cont, int]]:
         """Draw token ``d + 1`` of each live continuation after s1; cut it where s2 rejects the
         token; end it at the end token or at its length cap."""
         conts = [c for c in conts if self.out[c.job].skipped is None]
@@ -467,8 +479,9 @@ class _Group:
             new_conts.append(_Cont(c.job, c.path + (tok,), len(parents), len(parents) + 1))
             parents += [c.r1, c.r2]
             toks += [tok, tok]
-        new_level = _advance(self.lm, level, np.asarray(parents, dtype=np.int64),
-                             np.asarray(toks, dtype=np.int64), self.stats)
+        new_level = _advance(
+            self.lm, level, np.asarray(parents, dtype=np.int64), np.asarray(toks, dtype=np.int64), self.stats
+        )
         return new_level, nodes, new_conts
 
     def _score_cutoffs(self) -> None:
@@ -494,12 +507,25 @@ def max_rows_for(lm: LM, row_element_budget: int = ROW_ELEMENT_BUDGET) -> int:
     return max(2, min(MAX_LEVEL_ROWS, row_element_budget // max(1, len(lm.vocab))))
 
 
-def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: AcceptanceRule, *,
-                   depth: int = 5, estimator: str = "exact", samples: int = 30,
-                   max_nodes: int = 4096, seed: int = 0, keep_boundaries: bool = False,
-                   exhaustive: bool = False, continuations: str = "to_end", max_length: int = 128,
-                   max_rows: int | None = None, on_progress: Callable[[int], None] | None = None,
-                   stats: EngineStats | None = None) -> list[PairOutcome]:
+def evaluate_pairs(
+    world: World,
+    lm: LM,
+    jobs: Sequence[PairJob],
+    rule: AcceptanceRule,
+    *,
+    depth: int = 5,
+    estimator: str = "exact",
+    samples: int = 30,
+    max_nodes: int = 4096,
+    seed: int = 0,
+    keep_boundaries: bool = False,
+    exhaustive: bool = False,
+    continuations: str = "to_end",
+    max_length: int = 128,
+    max_rows: int | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    stats: EngineStats | None = None,
+) -> list[PairOutcome]:
     """Boundary counts of every job (same order), with the exact or the sampled estimator.
 
     Jobs are evaluated in groups whose widest tree level holds about ``max_rows`` rows (default
@@ -537,29 +563,43 @@ def evaluate_pairs(world: World, lm: LM, jobs: Sequence[PairJob], rule: Acceptan
         longest = max(len(job.prefix1), len(job.prefix2))
         if n_ctx and longest + depth > n_ctx:
             outcomes[i].skipped = CONTEXT
-            outcomes[i].detail = (f"<bos> + {longest}-token prefix + {depth - 1} suffix tokens exceed "
-                                  f"the model's n_ctx={n_ctx}")
+            outcomes[i].detail = (
+                f"<bos> + {longest}-token prefix + {depth - 1} suffix tokens exceed the model's n_ctx={n_ctx}"
+            )
         else:
             todo.append(i)
     todo.sort(key=lambda i: max(len(jobs[i].prefix1), len(jobs[i].prefix2)))
     if on_progress and len(todo) < len(jobs):
         on_progress(len(jobs) - len(todo))
     peak_rows, peak_jobs = 0, 0  # the widest level of each group so far, and its jobs
-    size = 1                     # groups grow by doubling, so a first wide tree cannot overflow a huge group
+    size = 1  # groups grow by doubling, so a first wide tree cannot overflow a huge group
     pos = 0
     while pos < len(todo):
         per_job = max(2.0, peak_rows / peak_jobs) if peak_jobs else 2.0
         size = max(1, min(2 * size, rows_cap // 2, int(rows_cap / (2 * per_job))))
-        ids = todo[pos:pos + size]
+        ids = todo[pos : pos + size]
         pos += len(ids)
         if continuations == "depth":
             lengths = [depth] * len(ids)
         else:  # reading <bos> + prefix + all but the last continuation token fits in ``cap``
             lengths = [max(1, cap - max(len(jobs[i].prefix1), len(jobs[i].prefix2))) for i in ids]
-        group = _Group(world, lm, rule, [jobs[i] for i in ids], ids, [outcomes[i] for i in ids],
-                       depth=depth, exact=estimator == "exact", samples=samples, max_nodes=max_nodes,
-                       seed=seed, keep=keep_boundaries, exhaustive=exhaustive, stats=stats,
-                       cont_lengths=lengths)
+        group = _Group(
+            world,
+            lm,
+            rule,
+            [jobs[i] for i in ids],
+            ids,
+            [outcomes[i] for i in ids],
+            depth=depth,
+            exact=estimator == "exact",
+            samples=samples,
+            max_nodes=max_nodes,
+            seed=seed,
+            keep=keep_boundaries,
+            exhaustive=exhaustive,
+            stats=stats,
+            cont_lengths=lengths,
+        )
         group.run()
         stats.groups += 1
         peak_rows += group.peak_rows

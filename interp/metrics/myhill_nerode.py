@@ -82,8 +82,10 @@ class MyhillNerodeResult:
         """Skipped prefix pairs: metric → reason → count."""
         df = self.per_pair
         bad = df[df.status != "ok"]
-        return {m: {str(k): int(v) for k, v in bad[bad.metric == m].status.value_counts().items()}
-                for m in self.settings.get("metrics", METRICS)}
+        return {
+            m: {str(k): int(v) for k, v in bad[bad.metric == m].status.value_counts().items()}
+            for m in self.settings.get("metrics", METRICS)
+        }
 
     def summary(self) -> dict[str, Any]:
         skipped = self.skipped()
@@ -112,26 +114,36 @@ class MyhillNerodeResult:
     def __str__(self) -> str:
         s = self.settings
         d = s.get("depth")
-        lines = [f"Myhill–Nerode metrics ({s.get('estimator')} estimator, {s.get('rule')}, depth {d}, "
-                 f"seed {s.get('seed')})"]
+        lines = [
+            f"Myhill–Nerode metrics ({s.get('estimator')} estimator, {s.get('rule')}, depth {d}, seed {s.get('seed')})"
+        ]
         if "compression" in s.get("metrics", METRICS):
-            lines.append(f"  compression precision  {_fmt(self.compression_precision)}  "
-                         f"({self.compression_precision.n} states)")
+            lines.append(
+                f"  compression precision  {_fmt(self.compression_precision)}  ({self.compression_precision.n} states)"
+            )
         if "distinction" in s.get("metrics", METRICS):
-            lines.append(f"  distinction precision  {_fmt(self.distinction_precision)}  "
-                         f"({self.distinction_precision.n} state pairs)")
-            lines.append(f"  distinction recall     {_fmt(self.distinction_recall)}  "
-                         f"({self.distinction_recall.n} state pairs with a non-empty true boundary)")
+            lines.append(
+                f"  distinction precision  {_fmt(self.distinction_precision)}  "
+                f"({self.distinction_precision.n} state pairs)"
+            )
+            lines.append(
+                f"  distinction recall     {_fmt(self.distinction_recall)}  "
+                f"({self.distinction_recall.n} state pairs with a non-empty true boundary)"
+            )
         summ = self.summary()
-        lines.append(f"  prefix pairs used: compression {summ['compression_pairs_used']}, "
-                     f"distinction {summ['distinction_pairs_used']}")
+        lines.append(
+            f"  prefix pairs used: compression {summ['compression_pairs_used']}, "
+            f"distinction {summ['distinction_pairs_used']}"
+        )
         for metric, reasons in summ["pairs_skipped"].items():
             if reasons:
                 text = ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items()))
                 lines.append(f"  skipped ({metric}): {text}")
         if summ["recall_undefined"]:
-            lines.append(f"  recall undefined (empty true boundary to depth {d}): "
-                         f"{summ['recall_undefined']} distinction prefix pairs (precision still scored)")
+            lines.append(
+                f"  recall undefined (empty true boundary to depth {d}): "
+                f"{summ['recall_undefined']} distinction prefix pairs (precision still scored)"
+            )
         return "\n".join(lines)
 
     @property
@@ -191,8 +203,9 @@ def _lengths(world: World, q: State, shared: bool, rng: np.random.Generator) -> 
     return None if draw is None else int(draw(q, rng))
 
 
-def _compression_rows(world: World, states: Sequence[Any], prefix_pairs: int, tries: int,
-                      rng: np.random.Generator, shared: bool) -> list[_Row]:
+def _compression_rows(
+    world: World, states: Sequence[Any], prefix_pairs: int, tries: int, rng: np.random.Generator, shared: bool
+) -> list[_Row]:
     rows = []
     for u, q in enumerate(states):
         for p in range(prefix_pairs):
@@ -223,8 +236,9 @@ def _compression_rows(world: World, states: Sequence[Any], prefix_pairs: int, tr
     return rows
 
 
-def _distinction_rows(world: World, pairs: Sequence[Any], prefix_pairs: int,
-                      rng: np.random.Generator, shared: bool) -> list[_Row]:
+def _distinction_rows(
+    world: World, pairs: Sequence[Any], prefix_pairs: int, rng: np.random.Generator, shared: bool
+) -> list[_Row]:
     rows = []
     for u, qq in enumerate(pairs):
         for p in range(prefix_pairs):
@@ -254,12 +268,27 @@ def _draw(fn, *args) -> Any:
 # ---- the metric -----------------------------------------------------------------------------------
 
 
-def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, depth: int = 5,
-                  pairs: int | str = 1000, estimator: str = "exact", samples: int = 30,
-                  prefix_pairs: int = 1, seed: int = 0, max_nodes: int = 4096,
-                  max_states: int = 1000, metrics: Sequence[str] = METRICS, prefix_tries: int = 10,
-                  sample_seed: int | None = None, continuations: str = "to_end", max_length: int = 128,
-                  prefix_lengths: str = "shared", progress: bool = False) -> MyhillNerodeResult:
+def myhill_nerode(
+    world: World,
+    lm: LM,
+    *,
+    rule: AcceptanceRule | None = None,
+    depth: int = 5,
+    pairs: int | str = 1000,
+    estimator: str = "exact",
+    samples: int = 30,
+    prefix_pairs: int = 1,
+    seed: int = 0,
+    max_nodes: int = 4096,
+    max_states: int = 1000,
+    metrics: Sequence[str] = METRICS,
+    prefix_tries: int = 10,
+    sample_seed: int | None = None,
+    continuations: str = "to_end",
+    max_length: int = 128,
+    prefix_lengths: str = "shared",
+    progress: bool = False,
+) -> MyhillNerodeResult:
     """Compression precision and distinction precision/recall of ``lm`` judged against ``world``.
 
     Parameters
@@ -302,23 +331,45 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
         units = states if pairs == "all" else [_draw(sample_state, world, rng_c) for _ in range(pairs)]
         rows += _compression_rows(world, units, prefix_pairs, prefix_tries, rng_c, shared)
     if "distinction" in metrics:
-        units = (list(all_ordered_pairs(states)) if pairs == "all"
-                 else [_draw(sample_state_pair, world, rng_d) for _ in range(pairs)])
+        units = (
+            list(all_ordered_pairs(states))
+            if pairs == "all"
+            else [_draw(sample_state_pair, world, rng_d) for _ in range(pairs)]
+        )
         rows += _distinction_rows(world, units, prefix_pairs, rng_d, shared)
 
     ready = [r for r in rows if r.status == "ok"]
-    jobs = [PairJob(r.prefix1, r.prefix2, r.state1, r.state2,  # type: ignore[arg-type]
-                    recall=r.metric == "distinction") for r in ready]
+    jobs = [
+        PairJob(
+            r.prefix1,
+            r.prefix2,
+            r.state1,
+            r.state2,  # type: ignore[arg-type]
+            recall=r.metric == "distinction",
+        )
+        for r in ready
+    ]
     stats = EngineStats()
     tokens_before = int(getattr(lm, "forward_tokens", 0))
     calls_before = int(getattr(lm, "forward_calls", 0))
     from tqdm.auto import tqdm
 
     with tqdm(total=len(jobs), disable=not progress, desc="myhill-nerode pairs", unit="pair") as bar:
-        outcomes = evaluate_pairs(world, lm, jobs, rule, depth=depth, estimator=estimator, samples=samples,
-                                  max_nodes=max_nodes, seed=seed if sample_seed is None else sample_seed,
-                                  continuations=continuations, max_length=max_length,
-                                  on_progress=bar.update, stats=stats)
+        outcomes = evaluate_pairs(
+            world,
+            lm,
+            jobs,
+            rule,
+            depth=depth,
+            estimator=estimator,
+            samples=samples,
+            max_nodes=max_nodes,
+            seed=seed if sample_seed is None else sample_seed,
+            continuations=continuations,
+            max_length=max_length,
+            on_progress=bar.update,
+            stats=stats,
+        )
     by_row = {id(r): o for r, o in zip(ready, outcomes)}
     for r, o in zip(ready, outcomes):
         if o.skipped:
@@ -329,37 +380,55 @@ def myhill_nerode(world: World, lm: LM, *, rule: AcceptanceRule | None = None, d
         distinction_precision=_average(df, "distinction", "precision"),
         distinction_recall=_average(df, "distinction", "recall"),
         per_pair=df,
-        settings={"estimator": estimator, "rule": rule.name, "depth": depth, "pairs": pairs,
-                  "prefix_pairs": prefix_pairs, "prefix_lengths": prefix_lengths, "seed": seed,
-                  "metrics": list(metrics),
-                  **({"samples": samples, "sample_seed": seed if sample_seed is None else sample_seed,
-                      "continuations": continuations, "max_length": max_length}
-                     if estimator == "sampled" else {})},
-        stats={"forward_tokens": int(getattr(lm, "forward_tokens", 0)) - tokens_before,
-               "forwards": int(getattr(lm, "forward_calls", 0)) - calls_before, "lm_calls": stats.forwards,
-               "lm_rows": stats.rows,
-               "seconds": round(time.perf_counter() - t0, 3)},
+        settings={
+            "estimator": estimator,
+            "rule": rule.name,
+            "depth": depth,
+            "pairs": pairs,
+            "prefix_pairs": prefix_pairs,
+            "prefix_lengths": prefix_lengths,
+            "seed": seed,
+            "metrics": list(metrics),
+            **(
+                {
+                    "samples": samples,
+                    "sample_seed": seed if sample_seed is None else sample_seed,
+                    "continuations": continuations,
+                    "max_length": max_length,
+                }
+                if estimator == "sampled"
+                else {}
+            ),
+        },
+        stats={
+            "forward_tokens": int(getattr(lm, "forward_tokens", 0)) - tokens_before,
+            "forwards": int(getattr(lm, "forward_calls", 0)) - calls_before,
+            "lm_calls": stats.forwards,
+            "lm_rows": stats.rows,
+            "seconds": round(time.perf_counter() - t0, 3),
+        },
     )
     return result
 
 
-def _table(rows: list[_Row], by_row: dict[int, PairOutcome], estimator: str, rule: str,
-           depth: int) -> pd.DataFrame:
+def _table(rows: list[_Row], by_row: dict[int, PairOutcome], estimator: str, rule: str, depth: int) -> pd.DataFrame:
     records = []
     for r in rows:
         o = by_row.get(id(r)) if r.status == "ok" else None
         rec = {
-            "metric": r.metric, "unit": r.unit, "prefix_pair": r.prefix_pair,
+            "metric": r.metric,
+            "unit": r.unit,
+            "prefix_pair": r.prefix_pair,
             "state1": None if r.state1 is None else repr(r.state1),
             "state2": None if r.state2 is None else repr(r.state2),
             "prefix1": None if r.prefix1 is None else " ".join(r.prefix1),
             "prefix2": None if r.prefix2 is None else " ".join(r.prefix2),
-            "status": r.status, "detail": r.detail,
+            "status": r.status,
+            "detail": r.detail,
             "model_boundary": o.model_boundary if o else np.nan,
             "model_boundary_true": o.model_boundary_true if o else np.nan,
             "true_boundary": (o.true_boundary if o.true_boundary is not None else 0) if o else np.nan,
-            "true_boundary_recalled": (o.true_boundary_recalled if o.true_boundary is not None else 0)
-            if o else np.nan,
+            "true_boundary_recalled": (o.true_boundary_recalled if o.true_boundary is not None else 0) if o else np.nan,
             "precision": o.precision if o else np.nan,
             "recall": o.recall if o and r.metric == "distinction" else np.nan,
             "nodes": o.nodes if o else np.nan,
@@ -369,13 +438,38 @@ def _table(rows: list[_Row], by_row: dict[int, PairOutcome], estimator: str, rul
             "ended": o.ended if o else np.nan,
             "capped": o.capped if o else np.nan,
             "complete": o.complete if o else np.nan,
-            "estimator": estimator, "rule": rule, "depth": depth,
+            "estimator": estimator,
+            "rule": rule,
+            "depth": depth,
         }
         records.append(rec)
-    cols = ["metric", "unit", "prefix_pair", "state1", "state2", "prefix1", "prefix2", "status", "detail",
-            "model_boundary", "model_boundary_true", "true_boundary", "true_boundary_recalled",
-            "precision", "recall", "nodes", "continuations", "cutoffs", "stalled", "ended", "capped", "complete", "estimator", "rule",
-            "depth"]
+    cols = [
+        "metric",
+        "unit",
+        "prefix_pair",
+        "state1",
+        "state2",
+        "prefix1",
+        "prefix2",
+        "status",
+        "detail",
+        "model_boundary",
+        "model_boundary_true",
+        "true_boundary",
+        "true_boundary_recalled",
+        "precision",
+        "recall",
+        "nodes",
+        "continuations",
+        "cutoffs",
+        "stalled",
+        "ended",
+        "capped",
+        "complete",
+        "estimator",
+        "rule",
+        "depth",
+    ]
     return pd.DataFrame.from_records(records, columns=cols)
 
 
@@ -387,10 +481,21 @@ def _average(df: pd.DataFrame, metric: str, column: str) -> Estimate:
     return mean_se(sub.groupby("unit")[column].mean().to_numpy())
 
 
-def pair_boundaries(world: World, lm: LM, prefix1: Sequence[str], prefix2: Sequence[str], *,
-                    rule: AcceptanceRule | None = None, depth: int = 5, estimator: str = "exact",
-                    samples: int = 30, seed: int = 0, max_nodes: int = 4096,
-                    continuations: str = "to_end", max_length: int = 128) -> PairOutcome:
+def pair_boundaries(
+    world: World,
+    lm: LM,
+    prefix1: Sequence[str],
+    prefix2: Sequence[str],
+    *,
+    rule: AcceptanceRule | None = None,
+    depth: int = 5,
+    estimator: str = "exact",
+    samples: int = 30,
+    seed: int = 0,
+    max_nodes: int = 4096,
+    continuations: str = "to_end",
+    max_length: int = 128,
+) -> PairOutcome:
     """Both boundaries of one prefix pair, kept as sets (``model_set``, ``true_set``) for inspection.
 
     ``model_set`` maps each model-boundary suffix to whether it lies in ``L^W(q1) \\ L^W(q2)``;
@@ -398,6 +503,17 @@ def pair_boundaries(world: World, lm: LM, prefix1: Sequence[str], prefix2: Seque
     """
     q1, q2 = world.run(prefix1), world.run(prefix2)
     job = PairJob(tuple(prefix1), tuple(prefix2), q1, q2, recall=True)
-    return evaluate_pairs(world, lm, [job], rule or Epsilon(), depth=depth, estimator=estimator,
-                          samples=samples, seed=seed, max_nodes=max_nodes, keep_boundaries=True,
-                          continuations=continuations, max_length=max_length)[0]
+    return evaluate_pairs(
+        world,
+        lm,
+        [job],
+        rule or Epsilon(),
+        depth=depth,
+        estimator=estimator,
+        samples=samples,
+        seed=seed,
+        max_nodes=max_nodes,
+        keep_boundaries=True,
+        continuations=continuations,
+        max_length=max_length,
+    )[0]

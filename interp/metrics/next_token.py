@@ -31,8 +31,8 @@ import pandas as pd
 import torch
 
 from interp.results import Estimate, mean_se, ratio_se, save_result
-from interp.worlds.encoding import encode_sequences
 from interp.worlds.base import World
+from interp.worlds.encoding import encode_sequences
 
 
 @dataclass
@@ -60,9 +60,11 @@ class NextTokenResult:
         }
 
     def __str__(self) -> str:
-        return (f"next-token test: {self.position_share.mean:.4f} ± {self.position_share.se:.4f} of "
-                f"{self.positions} positions legal; {self.sequence_share.mean:.4f} ± "
-                f"{self.sequence_share.se:.4f} of {self.sequence_share.n} sequences legal at every position")
+        return (
+            f"next-token test: {self.position_share.mean:.4f} ± {self.position_share.se:.4f} of "
+            f"{self.positions} positions legal; {self.sequence_share.mean:.4f} ± "
+            f"{self.sequence_share.se:.4f} of {self.sequence_share.n} sequences legal at every position"
+        )
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -86,8 +88,10 @@ def _top1_fn(model: Any, vocab) -> Any:
 
         def top1(ids):
             return logits_of(model, ids.to(device)).argmax(dim=-1).cpu().numpy()
+
         return top1
     if isinstance(model, LM):
+
         def top1(ids):
             out = np.zeros(ids.shape, dtype=int)
             for b, row in enumerate(ids.tolist()):
@@ -95,6 +99,7 @@ def _top1_fn(model: Any, vocab) -> Any:
                 lp = model.start([tokens[:p] for p in range(len(tokens) + 1)]).logprobs
                 out[b, : len(tokens) + 1] = lp.argmax(dim=-1).numpy()
             return out
+
         return top1
     raise TypeError(f"next_token_test needs a torch module or an interp LM, got {type(model).__name__}")
 

@@ -34,8 +34,19 @@ import pandas as pd
 
 from interp.results import Estimate, mean_se, save_result
 
-SUMMARY_KEYS = ("robust", "yes", "no", "original", "altered", "flip", "invariant", "total",
-                "groups", "rows", "unparseable")
+SUMMARY_KEYS = (
+    "robust",
+    "yes",
+    "no",
+    "original",
+    "altered",
+    "flip",
+    "invariant",
+    "total",
+    "groups",
+    "rows",
+    "unparseable",
+)
 _NEEDED = ("group", "gold", "altered", "effect", "category", "length_bucket")
 
 
@@ -89,14 +100,17 @@ class PragWorldScore:
 
     def table1_row(self) -> dict[str, float]:
         """robust / yes / no / original / altered / flip / invariant, rounded to 2 decimals (Table 1)."""
-        return {k: round(self.values[k], 2) if self.values[k] is not None else None
-                for k in ("robust", "yes", "no", "original", "altered", "flip", "invariant")}
+        return {
+            k: round(self.values[k], 2) if self.values[k] is not None else None
+            for k in ("robust", "yes", "no", "original", "altered", "flip", "invariant")
+        }
 
     def __str__(self) -> str:
         s = self.values
 
         def f(k: str) -> str:
             return "  n/a" if s[k] is None else f"{s[k]:6.2f}"
+
         lines = [
             f"robust {f('robust')} [{s['robust_ci_low']:.2f}, {s['robust_ci_high']:.2f}] "
             f"({s['robust_groups']}/{s['groups']} groups; {int(100 * s['ci_level'])}% bootstrap interval)",
@@ -111,9 +125,17 @@ class PragWorldScore:
     def save(self, folder: str | os.PathLike, stem: str = "pragworld") -> Path:
         """Write ``<stem>.json`` (summary + settings), ``<stem>.csv`` (per example),
         ``<stem>_groups.csv``, ``<stem>_categories.csv`` and ``<stem>_lengths.csv``."""
-        return save_result(folder, stem, {**self.values, "settings": self.settings},
-                           **{"": self.per_example, "groups": self.per_group,
-                              "categories": self.per_category, "lengths": self.per_length})
+        return save_result(
+            folder,
+            stem,
+            {**self.values, "settings": self.settings},
+            **{
+                "": self.per_example,
+                "groups": self.per_group,
+                "categories": self.per_category,
+                "lengths": self.per_length,
+            },
+        )
 
 
 def _rows_of(data: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -134,13 +156,16 @@ def _normalise(predictions: Any, n_rows: int) -> list[str | None]:
 
     preds = list(predictions)
     if len(preds) != n_rows:
-        raise ValueError(f"{len(preds)} predictions for {n_rows} data rows: predictions must be aligned "
-                         f"with the data rows, one per row in file order")
+        raise ValueError(
+            f"{len(preds)} predictions for {n_rows} data rows: predictions must be aligned "
+            f"with the data rows, one per row in file order"
+        )
     return [normalise_prediction(p) for p in preds]
 
 
-def score_pragworld(rows: Any, predictions: Any, *, n_boot: int = 2000, seed: int = 0,
-                    level: float = 0.95) -> PragWorldScore:
+def score_pragworld(
+    rows: Any, predictions: Any, *, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> PragWorldScore:
     """Score ``predictions`` ('yes' | 'no' | None, one per data row in order; 1 / 0 integers or
     booleans are read as yes / no) on PragWorld ``rows`` (the ``rows`` DataFrame of
     :func:`~interp.benchmarks.pragworld.load_pragworld`, or the
@@ -166,45 +191,85 @@ def score_pragworld(rows: Any, predictions: Any, *, n_boot: int = 2000, seed: in
     per_example["prediction"] = preds
     per_example["correct"] = correct
     group = rows["group"].astype(int).to_numpy()
-    per_group = (pd.DataFrame({"group": group, "correct": correct, "altered": altered,
-                               "length_bucket": rows["length_bucket"].to_numpy()})
-                 .groupby("group", sort=True)
-                 .agg(rows=("correct", "size"), correct=("correct", "sum"), robust=("correct", "all"),
-                      alterations=("altered", "sum"), length_bucket=("length_bucket", "first"))
-                 .reset_index())
+    per_group = (
+        pd.DataFrame(
+            {"group": group, "correct": correct, "altered": altered, "length_bucket": rows["length_bucket"].to_numpy()}
+        )
+        .groupby("group", sort=True)
+        .agg(
+            rows=("correct", "size"),
+            correct=("correct", "sum"),
+            robust=("correct", "all"),
+            alterations=("altered", "sum"),
+            length_bucket=("length_bucket", "first"),
+        )
+        .reset_index()
+    )
     ok = per_group["robust"].to_numpy(dtype=float)
     est = mean_se(ok)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(ok), size=(n_boot, len(ok)))
     boots = ok[draws].mean(axis=1) if len(ok) else np.array([math.nan])
     lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2]) * 100
-    masks = {"yes": gold == 1, "no": gold == 0, "original": ~altered, "altered": altered, "flip": is_flip,
-             "invariant": is_inv, "total": np.ones_like(correct)}
+    masks = {
+        "yes": gold == 1,
+        "no": gold == 0,
+        "original": ~altered,
+        "altered": altered,
+        "flip": is_flip,
+        "invariant": is_inv,
+        "total": np.ones_like(correct),
+    }
     row_ci = _cluster_intervals(correct, group, per_group["group"].to_numpy(), draws, masks, level) if len(ok) else {}
 
     summary: dict[str, Any] = {
-        "robust": 100.0 * est.mean, "yes": _pct(correct, gold == 1), "no": _pct(correct, gold == 0),
-        "original": _pct(correct, ~altered), "altered": _pct(correct, altered),
-        "flip": _pct(correct, is_flip), "invariant": _pct(correct, is_inv),
+        "robust": 100.0 * est.mean,
+        "yes": _pct(correct, gold == 1),
+        "no": _pct(correct, gold == 0),
+        "original": _pct(correct, ~altered),
+        "altered": _pct(correct, altered),
+        "flip": _pct(correct, is_flip),
+        "invariant": _pct(correct, is_inv),
         "total": _pct(correct, np.ones_like(correct)),
-        "groups": len(per_group), "rows": len(rows),
+        "groups": len(per_group),
+        "rows": len(rows),
         "unparseable": float(100.0 * unparseable.mean()) if len(rows) else math.nan,
-        "robust_ci_low": float(lo), "robust_ci_high": float(hi), "robust_se": 100.0 * est.se,
+        "robust_ci_low": float(lo),
+        "robust_ci_high": float(hi),
+        "robust_se": 100.0 * est.se,
         **{f"{k}_ci_{end}": v for k, (a, b) in row_ci.items() for end, v in (("low", a), ("high", b))},
-        "ci_level": level, "n_boot": n_boot, "seed": seed,
-        "robust_groups": int(ok.sum()), "n_unparseable": int(unparseable.sum()),
-        "n_yes": int((gold == 1).sum()), "n_no": int((gold == 0).sum()),
-        "n_original": int((~altered).sum()), "n_altered": int(altered.sum()),
-        "n_flip": int(is_flip.sum()), "n_invariant": int(is_inv.sum()),
+        "ci_level": level,
+        "n_boot": n_boot,
+        "seed": seed,
+        "robust_groups": int(ok.sum()),
+        "n_unparseable": int(unparseable.sum()),
+        "n_yes": int((gold == 1).sum()),
+        "n_no": int((gold == 0).sum()),
+        "n_original": int((~altered).sum()),
+        "n_altered": int(altered.sum()),
+        "n_flip": int(is_flip.sum()),
+        "n_invariant": int(is_inv.sum()),
         **info,
     }
-    return PragWorldScore(_clean(summary), per_example, per_group, _per_category(rows, correct),
-                          _per_length(rows, correct, per_group), est,
-                          {"n_boot": n_boot, "seed": seed, "level": level, **info})
+    return PragWorldScore(
+        _clean(summary),
+        per_example,
+        per_group,
+        _per_category(rows, correct),
+        _per_length(rows, correct, per_group),
+        est,
+        {"n_boot": n_boot, "seed": seed, "level": level, **info},
+    )
 
 
-def _cluster_intervals(correct: np.ndarray, group: np.ndarray, groups: np.ndarray, draws: np.ndarray,
-                       masks: dict[str, np.ndarray], level: float) -> dict[str, tuple[float, float]]:
+def _cluster_intervals(
+    correct: np.ndarray,
+    group: np.ndarray,
+    groups: np.ndarray,
+    draws: np.ndarray,
+    masks: dict[str, np.ndarray],
+    level: float,
+) -> dict[str, tuple[float, float]]:
     """Percentile intervals (%) of each row-level accuracy under the *cluster* bootstrap: every
     resample draws whole groups (the rows of ``draws``, indices into the sorted ``groups``), so an
     original and its alterations, which share most of their text, move together. The robust
@@ -229,8 +294,12 @@ def _cluster_intervals(correct: np.ndarray, group: np.ndarray, groups: np.ndarra
 
 
 def _accuracies(correct: np.ndarray, gold: np.ndarray, mask: np.ndarray) -> dict[str, Any]:
-    return {"rows": int(mask.sum()), "total": _pct(correct, mask), "yes": _pct(correct, mask & (gold == 1)),
-            "no": _pct(correct, mask & (gold == 0))}
+    return {
+        "rows": int(mask.sum()),
+        "total": _pct(correct, mask),
+        "yes": _pct(correct, mask & (gold == 1)),
+        "no": _pct(correct, mask & (gold == 0)),
+    }
 
 
 def _per_category(rows: pd.DataFrame, correct: np.ndarray) -> pd.DataFrame:
@@ -249,13 +318,36 @@ def _per_category(rows: pd.DataFrame, correct: np.ndarray) -> pd.DataFrame:
         groups = np.unique(group[m])
         keep = np.isin(group, groups) & (m | unaltered)
         robust = pd.Series(correct[keep]).groupby(group[keep]).all()
-        out.append({"category": key, "name": name, **_accuracies(correct, gold, m),
-                    "flip_rows": int((m & (effect == "flip")).sum()), "flip": _pct(correct, m & (effect == "flip")),
-                    "invariant_rows": int((m & (effect == "invariant")).sum()),
-                    "invariant": _pct(correct, m & (effect == "invariant")),
-                    "groups": len(groups), "robust": float(100.0 * robust.mean())})
-    return pd.DataFrame(out, columns=["category", "name", "rows", "total", "yes", "no", "flip_rows", "flip",
-                                      "invariant_rows", "invariant", "groups", "robust"])
+        out.append(
+            {
+                "category": key,
+                "name": name,
+                **_accuracies(correct, gold, m),
+                "flip_rows": int((m & (effect == "flip")).sum()),
+                "flip": _pct(correct, m & (effect == "flip")),
+                "invariant_rows": int((m & (effect == "invariant")).sum()),
+                "invariant": _pct(correct, m & (effect == "invariant")),
+                "groups": len(groups),
+                "robust": float(100.0 * robust.mean()),
+            }
+        )
+    return pd.DataFrame(
+        out,
+        columns=[
+            "category",
+            "name",
+            "rows",
+            "total",
+            "yes",
+            "no",
+            "flip_rows",
+            "flip",
+            "invariant_rows",
+            "invariant",
+            "groups",
+            "robust",
+        ],
+    )
 
 
 def _per_length(rows: pd.DataFrame, correct: np.ndarray, per_group: pd.DataFrame) -> pd.DataFrame:
@@ -268,7 +360,14 @@ def _per_length(rows: pd.DataFrame, correct: np.ndarray, per_group: pd.DataFrame
     for b in LENGTH_BUCKETS:
         m = bucket == b
         g = per_group[per_group["length_bucket"] == b]
-        out.append({"length_bucket": b, **_accuracies(correct, gold, m),
-                    "original": _pct(correct, m & ~altered), "altered": _pct(correct, m & altered),
-                    "groups": len(g), "robust": float(100.0 * g["robust"].mean()) if len(g) else math.nan})
+        out.append(
+            {
+                "length_bucket": b,
+                **_accuracies(correct, gold, m),
+                "original": _pct(correct, m & ~altered),
+                "altered": _pct(correct, m & altered),
+                "groups": len(g),
+                "robust": float(100.0 * g["robust"].mean()) if len(g) else math.nan,
+            }
+        )
     return pd.DataFrame(out)

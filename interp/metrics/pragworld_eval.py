@@ -54,18 +54,26 @@ from torch import Tensor
 
 from interp.benchmarks.pragworld.parse import parse_yes_no
 from interp.benchmarks.pragworld.prompts import PROMPTS, build_prompt
-from interp.tasks.tokens import (check_length, encode_prompts, own_tokenizer, pad_id_of, pad_right,
-                                  uses_chat_template, yes_no_token_ids)
+from interp.tasks.tokens import (
+    check_length,
+    encode_prompts,
+    own_tokenizer,
+    pad_id_of,
+    pad_right,
+    uses_chat_template,
+    yes_no_token_ids,
+)
 
 #: settings that must match between an interrupted run and its resumption
-_META_KEYS = ("format", "model", "data", "prompt", "chat_template", "prepend_bos", "max_new_tokens", "yes_id",
-              "no_id")
+_META_KEYS = ("format", "model", "data", "prompt", "chat_template", "prepend_bos", "max_new_tokens", "yes_id", "no_id")
 
 
 # ---- pure scoring of logits ------------------------------------------------------------------------
 
-def last_position_logits(logits: Float[Tensor, "batch pos vocab"], lengths: Int[Tensor, " batch"],
-                         padding_side: str = "right") -> Float[Tensor, "batch vocab"]:
+
+def last_position_logits(
+    logits: Float[Tensor, "batch pos vocab"], lengths: Int[Tensor, " batch"], padding_side: str = "right"
+) -> Float[Tensor, "batch vocab"]:
     """Logits at each row's last real token: position ``lengths - 1`` under right padding (real
     tokens first), position ``-1`` under left padding."""
     if padding_side == "left":
@@ -74,25 +82,36 @@ def last_position_logits(logits: Float[Tensor, "batch pos vocab"], lengths: Int[
         raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
     if len(lengths) and (int(lengths.min()) < 1 or int(lengths.max()) > logits.shape[1]):
         raise ValueError(f"lengths must be in [1, {logits.shape[1]}], got {lengths.tolist()}")
-    idx = (lengths.to(logits.device).long() - 1)
+    idx = lengths.to(logits.device).long() - 1
     return logits[torch.arange(logits.shape[0], device=logits.device), idx]
 
 
-def yes_no_margin(logits: Float[Tensor, "batch pos vocab"], lengths: Int[Tensor, " batch"], yes_id: int,
-                  no_id: int, padding_side: str = "right") -> Float[Tensor, " batch"]:
+def yes_no_margin(
+    logits: Float[Tensor, "batch pos vocab"],
+    lengths: Int[Tensor, " batch"],
+    yes_id: int,
+    no_id: int,
+    padding_side: str = "right",
+) -> Float[Tensor, " batch"]:
     """``l_yes - l_no`` at each row's last real position (float32): the log-odds of the two-way
     yes/no softmax. Positive means the model prefers yes."""
     last = last_position_logits(logits, lengths, padding_side).float()
     return last[:, yes_id] - last[:, no_id]
 
 
-def p_yes_from_logits(logits: Float[Tensor, "batch pos vocab"], lengths: Int[Tensor, " batch"], yes_id: int,
-                      no_id: int, padding_side: str = "right") -> Float[Tensor, " batch"]:
+def p_yes_from_logits(
+    logits: Float[Tensor, "batch pos vocab"],
+    lengths: Int[Tensor, " batch"],
+    yes_id: int,
+    no_id: int,
+    padding_side: str = "right",
+) -> Float[Tensor, " batch"]:
     """``P(yes) / (P(yes) + P(no))`` at each row's last real position (= sigmoid of the margin)."""
     return torch.sigmoid(yes_no_margin(logits, lengths, yes_id, no_id, padding_side))
 
 
 # ---- tokenizer and model plumbing ------------------------------------------------------------------
+
 
 def _is_bridge(model: Any) -> bool:
     return hasattr(model, "hook_dict") and hasattr(model, "cfg")
@@ -124,8 +143,9 @@ def _n_ctx(model: Any) -> int | None:
     return int(n) if n else None
 
 
-def model_logits(model: Any, ids: Int[Tensor, "batch pos"],
-                 mask: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos vocab"]:
+def model_logits(
+    model: Any, ids: Int[Tensor, "batch pos"], mask: Int[Tensor, "batch pos"]
+) -> Float[Tensor, "batch pos vocab"]:
     """Logits of a TransformerBridge (hooks active) or a Hugging Face causal LM."""
     if _is_bridge(model):
         return model(ids, return_type="logits", attention_mask=mask)
@@ -151,10 +171,19 @@ def _bar(total: int, progress: bool, desc: str):
 
 # ---- scoring and generation ------------------------------------------------------------------------
 
+
 @torch.no_grad()
-def score_label_prompts(model: Any, prompts: Sequence[str], tokenizer: Any = None, *, batch_size: int = 8,
-                        chat_template: bool | None = None, yes_no_ids: tuple[int, int] | None = None,
-                        progress: bool = False, prepend_bos: bool | None = None) -> np.ndarray:
+def score_label_prompts(
+    model: Any,
+    prompts: Sequence[str],
+    tokenizer: Any = None,
+    *,
+    batch_size: int = 8,
+    chat_template: bool | None = None,
+    yes_no_ids: tuple[int, int] | None = None,
+    progress: bool = False,
+    prepend_bos: bool | None = None,
+) -> np.ndarray:
     """P(yes) of each prompt: the two-way softmax over the " yes"/" no" logits at its last token.
 
     ``model`` is a TransformerBridge (its model's own tokenizer is used; hooks registered on it
@@ -184,10 +213,19 @@ def _first_line_done(text: str) -> bool:
 
 
 @torch.no_grad()
-def generate_responses(model: Any, prompts: Sequence[str], tokenizer: Any = None, *, max_new_tokens: int = 16,
-                       batch_size: int = 8, chat_template: bool | None = None, progress: bool = False,
-                       stop_at_newline: bool = True, use_cache: bool | None = None,
-                       prepend_bos: bool | None = None) -> list[str]:
+def generate_responses(
+    model: Any,
+    prompts: Sequence[str],
+    tokenizer: Any = None,
+    *,
+    max_new_tokens: int = 16,
+    batch_size: int = 8,
+    chat_template: bool | None = None,
+    progress: bool = False,
+    stop_at_newline: bool = True,
+    use_cache: bool | None = None,
+    prepend_bos: bool | None = None,
+) -> list[str]:
     """Greedy continuations of ``prompts`` (decoded, special tokens skipped), encoded by
     :class:`interp.tasks.Tokenization` (``prepend_bos``, ``chat_template``).
 
@@ -213,14 +251,22 @@ def generate_responses(model: Any, prompts: Sequence[str], tokenizer: Any = None
     out: list[str] = []
     with _bar(len(seqs), progress, "generate") as bar:
         for a, b in _batches(len(seqs), batch_size):
-            new = greedy_generate(model, seqs[a:b], pad_id=pad, max_new_tokens=max_new_tokens, eos_ids=eos_ids,
-                                  stop=stop, use_cache=use_cache)
+            new = greedy_generate(
+                model,
+                seqs[a:b],
+                pad_id=pad,
+                max_new_tokens=max_new_tokens,
+                eos_ids=eos_ids,
+                stop=stop,
+                use_cache=use_cache,
+            )
             out.extend(tok.decode(n, skip_special_tokens=True) for n in new)
             bar.update(b - a)
     return out
 
 
 # ---- the resumable evaluation ----------------------------------------------------------------------
+
 
 @dataclass
 class EvalRun:
@@ -265,17 +311,31 @@ def _read_existing(path: Path, prompts: Sequence[str], kind: str) -> tuple[list[
         except json.JSONDecodeError:
             raise ValueError(f"{path}, line {i + 1}: not valid JSON; delete the file or pass --fresh") from None
         if rec.get("row") != i or rec.get("prompt") != prompts[i] or rec.get("prompt_kind") != kind:
-            raise ValueError(f"{path}, line {i + 1}: this record is not row {i} of the current data and "
-                             f"{kind} prompt (was the file written for other data or settings?); "
-                             f"pass --fresh or another --out")
+            raise ValueError(
+                f"{path}, line {i + 1}: this record is not row {i} of the current data and "
+                f"{kind} prompt (was the file written for other data or settings?); "
+                f"pass --fresh or another --out"
+            )
         records.append(rec)
     return records, partial
 
 
-def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str = "benchmark",
-                   tokenizer: Any = None, batch_size: int = 8, max_new_tokens: int = 16,
-                   chat_template: bool | None = None, limit: int | None = None, fresh: bool = False,
-                   progress: bool = True, model_name: str | None = None, prepend_bos: bool | None = None) -> EvalRun:
+def evaluate_model(
+    model: Any,
+    data: Any,
+    out: str | os.PathLike,
+    *,
+    prompt: str = "benchmark",
+    tokenizer: Any = None,
+    batch_size: int = 8,
+    max_new_tokens: int = 16,
+    chat_template: bool | None = None,
+    limit: int | None = None,
+    fresh: bool = False,
+    progress: bool = True,
+    model_name: str | None = None,
+    prepend_bos: bool | None = None,
+) -> EvalRun:
     """Ask ``model`` every row of ``data`` (a :class:`~interp.benchmarks.pragworld.PragWorldData`)
     and append one JSON record per row to ``out`` (a ``.jsonl`` file), resuming a previous run.
 
@@ -292,18 +352,25 @@ def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str
     rows = data.rows if limit is None else data.rows.iloc[:limit]
     from interp.tasks.yesno import YesNoTask
 
-    task = YesNoTask.pragworld(model, rows, prompt=prompt, prepend_bos=prepend_bos, chat_template=chat_template,
-                               tokenizer=tok)
+    task = YesNoTask.pragworld(
+        model, rows, prompt=prompt, prepend_bos=prepend_bos, chat_template=chat_template, tokenizer=tok
+    )
     prompts = task.prompts
     yes_id, no_id = (task.yes_id, task.no_id) if prompt == "label" else (None, None)
     data_path = getattr(data, "path", None)
-    meta = {"format": 1, "model": model_name, "data": str(Path(data_path).resolve()) if data_path else None,
-            "prompt": prompt,
-            "chat_template": uses_chat_template(tok, chat_template), "prepend_bos": prepend_bos,
-            "max_new_tokens": max_new_tokens if prompt == "benchmark" else None,
-            "yes_id": yes_id, "no_id": no_id,
-            "yes_token": tok.convert_ids_to_tokens(yes_id) if yes_id is not None else None,
-            "no_token": tok.convert_ids_to_tokens(no_id) if no_id is not None else None}
+    meta = {
+        "format": 1,
+        "model": model_name,
+        "data": str(Path(data_path).resolve()) if data_path else None,
+        "prompt": prompt,
+        "chat_template": uses_chat_template(tok, chat_template),
+        "prepend_bos": prepend_bos,
+        "max_new_tokens": max_new_tokens if prompt == "benchmark" else None,
+        "yes_id": yes_id,
+        "no_id": no_id,
+        "yes_token": tok.convert_ids_to_tokens(yes_id) if yes_id is not None else None,
+        "no_token": tok.convert_ids_to_tokens(no_id) if no_id is not None else None,
+    }
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     mpath = _meta_path(path)
@@ -315,8 +382,9 @@ def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str
         old = json.loads(mpath.read_text())
         diff = {k: (old.get(k), meta.get(k)) for k in _META_KEYS if old.get(k) != meta.get(k)}
         if diff:
-            raise ValueError(f"{path} was written with other settings {diff} (before → now); pass --fresh "
-                             f"or another --out")
+            raise ValueError(
+                f"{path} was written with other settings {diff} (before → now); pass --fresh or another --out"
+            )
     mpath.write_text(json.dumps(meta, indent=2) + "\n")
     done, partial = _read_existing(path, prompts, prompt)
     reused = len(done)
@@ -327,20 +395,43 @@ def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str
             idx = todo[a:b]
             batch = [prompts[i] for i in idx]
             if prompt == "label":
-                p_yes = score_label_prompts(model, batch, tok, batch_size=len(batch), chat_template=chat_template,
-                                            yes_no_ids=(yes_id, no_id), prepend_bos=prepend_bos)
+                p_yes = score_label_prompts(
+                    model,
+                    batch,
+                    tok,
+                    batch_size=len(batch),
+                    chat_template=chat_template,
+                    yes_no_ids=(yes_id, no_id),
+                    prepend_bos=prepend_bos,
+                )
                 responses: list[Any] = ["yes" if p > 0.5 else "no" for p in p_yes]
             else:
-                responses = generate_responses(model, batch, tok, max_new_tokens=max_new_tokens,
-                                               batch_size=len(batch), chat_template=chat_template,
-                                               prepend_bos=prepend_bos)
+                responses = generate_responses(
+                    model,
+                    batch,
+                    tok,
+                    max_new_tokens=max_new_tokens,
+                    batch_size=len(batch),
+                    chat_template=chat_template,
+                    prepend_bos=prepend_bos,
+                )
             for k, (i, resp) in enumerate(zip(idx, responses)):
                 r = rows.iloc[i]
-                rec = {"row": i, "group": int(r["group"]), "prompt_kind": prompt, "prompt": prompts[i],
-                       "expected_response": r["answer"], "perturbed": bool(r["altered"]),
-                       "perturbation": {"category": r["category_raw"], "effect": r["effect_raw"],
-                                        "target": str(r["target"]).title()},
-                       "response": resp, "parsed": parse_yes_no(resp)}
+                rec = {
+                    "row": i,
+                    "group": int(r["group"]),
+                    "prompt_kind": prompt,
+                    "prompt": prompts[i],
+                    "expected_response": r["answer"],
+                    "perturbed": bool(r["altered"]),
+                    "perturbation": {
+                        "category": r["category_raw"],
+                        "effect": r["effect_raw"],
+                        "target": str(r["target"]).title(),
+                    },
+                    "response": resp,
+                    "parsed": parse_yes_no(resp),
+                }
                 if prompt == "label":
                     rec["p_yes"] = float(p_yes[k])
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -348,5 +439,4 @@ def evaluate_model(model: Any, data: Any, out: str | os.PathLike, *, prompt: str
             f.flush()
             os.fsync(f.fileno())
             bar.update(len(idx))
-    return EvalRun(path, done, reused=reused, computed=len(todo),
-                   discarded_partial_line=partial, meta=meta)
+    return EvalRun(path, done, reused=reused, computed=len(todo), discarded_partial_line=partial, meta=meta)

@@ -59,8 +59,8 @@ from torch import Tensor
 
 from interp.models.device import model_device
 from interp.results import ratio_se, save_result
-from interp.worlds.encoding import encode_sequences
 from interp.worlds.base import World
+from interp.worlds.encoding import encode_sequences
 
 #: layer index of the embeddings (the residual stream entering block 0)
 EMBED = -1
@@ -100,9 +100,11 @@ def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
         raise ValueError("no layers to probe")
     bad = [x for x in out if not EMBED <= x <= n_layers]
     if bad:
-        raise ValueError(f"layer {bad[0]} is out of range: this model has {n_layers} layers, so probe "
-                         f"layers are {EMBED} (embeddings) … {n_layers - 1}, and {n_layers} (after "
-                         f"the final LayerNorm)")
+        raise ValueError(
+            f"layer {bad[0]} is out of range: this model has {n_layers} layers, so probe "
+            f"layers are {EMBED} (embeddings) … {n_layers - 1}, and {n_layers} (after "
+            f"the final LayerNorm)"
+        )
     return out
 
 
@@ -131,8 +133,10 @@ class ProbeData:
     def __post_init__(self) -> None:
         n = len(self.labels)
         if self.features.shape[:2] != (len(self.layers), n) or len(self.sequence) != n or len(self.position) != n:
-            raise ValueError(f"ProbeData: features {tuple(self.features.shape)} for {len(self.layers)} layers, "
-                             f"{n} labels, {len(self.sequence)} sequence ids, {len(self.position)} positions")
+            raise ValueError(
+                f"ProbeData: features {tuple(self.features.shape)} for {len(self.layers)} layers, "
+                f"{n} labels, {len(self.sequence)} sequence ids, {len(self.position)} positions"
+            )
 
     def layer(self, layer: int) -> Float[Tensor, "row d_model"]:
         if layer not in self.layers:
@@ -208,8 +212,16 @@ def collect_activations(
             row = end
     finally:
         bridge.train(was_training)
-    return ProbeData(layers=tuple(layers), n_layers=n_layers, features=features, labels=labels, sequence=seq_idx,
-                     position=pos_idx, n_sequences=len(sequences), skipped=skipped)
+    return ProbeData(
+        layers=tuple(layers),
+        n_layers=n_layers,
+        features=features,
+        labels=labels,
+        sequence=seq_idx,
+        position=pos_idx,
+        n_sequences=len(sequences),
+        skipped=skipped,
+    )
 
 
 # ---- labels --------------------------------------------------------------------------------------
@@ -222,8 +234,7 @@ def _as_components(labels: Sequence[Any], components: bool) -> list[tuple[Hashab
     k = len(labels[0])
     for i, x in enumerate(labels):
         if not isinstance(x, tuple) or len(x) != k:
-            raise ValueError(f"label {i} is {x!r}: with component labels every label must be a "
-                             f"tuple of {k} components")
+            raise ValueError(f"label {i} is {x!r}: with component labels every label must be a tuple of {k} components")
     return list(labels)
 
 
@@ -245,8 +256,9 @@ class LabelCoding:
     def encode(self, rows: Sequence[tuple[Hashable, ...]]) -> Int[Tensor, "row k"]:
         """Class ids; ``-1`` for a class never seen in training (it is never predicted)."""
         maps = [{c: i for i, c in enumerate(cs)} for cs in self.classes]
-        return torch.tensor([[m.get(v, -1) for m, v in zip(maps, r)] for r in rows],
-                            dtype=torch.long).reshape(len(rows), self.n_components)
+        return torch.tensor([[m.get(v, -1) for m, v in zip(maps, r)] for r in rows], dtype=torch.long).reshape(
+            len(rows), self.n_components
+        )
 
 
 # ---- the probe -----------------------------------------------------------------------------------
@@ -311,8 +323,15 @@ def fit_probe(
     xs = (x - mean) / scale
     w = torch.zeros(k, d, c, requires_grad=True)
     b = torch.zeros(k, c, requires_grad=True)
-    opt = torch.optim.LBFGS([w, b], lr=1.0, max_iter=max_iter, history_size=20,
-                            tolerance_grad=1e-6, tolerance_change=1e-10, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [w, b],
+        lr=1.0,
+        max_iter=max_iter,
+        history_size=20,
+        tolerance_grad=1e-6,
+        tolerance_change=1e-10,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure() -> Tensor:
         opt.zero_grad()
@@ -331,8 +350,16 @@ def fit_probe(
         opt.step(closure)  # returns the loss at the *start*; the final one is recomputed below
         loss = float(closure())
     iters = int(opt.state[w].get("n_iter", 0))
-    return LinearProbe(mean=mean, scale=scale, weight=w.detach(), bias=b.detach(), class_mask=present,
-                       iterations=iters, converged=iters < max_iter, loss=loss)
+    return LinearProbe(
+        mean=mean,
+        scale=scale,
+        weight=w.detach(),
+        bias=b.detach(),
+        class_mask=present,
+        iterations=iters,
+        converged=iters < max_iter,
+        loss=loss,
+    )
 
 
 # ---- result --------------------------------------------------------------------------------------
@@ -372,42 +399,49 @@ class ProbeResult:
         so the result is strict JSON."""
         best = self.layers.loc[self.layers["index"] == self.best_layer].iloc[0]
         last = self.layers.iloc[-1]
-        return _json_safe({
-            "probe_best_layer": self.best_layer,
-            "probe_best_accuracy": float(best["accuracy"]),
-            "probe_best_se": float(best["se"]),
-            "probe_last_layer": int(last["index"]),
-            "probe_last_accuracy": float(last["accuracy"]),  # the reference's Table 1 "probe" when
-            # the final LayerNorm's output was probed (the default)
-            "probe_last_se": float(last["se"]),
-            "probe_baseline": float(best["baseline"]),
-            "components": self.n_components,
-            "train_sequences": self.train_sequences,
-            "test_sequences": self.test_sequences,
-            "train_positions": int(best["n_train"]),
-            "test_positions": int(best["n_test"]),
-            "skipped_train": self.skipped_train,
-            "skipped_test": self.skipped_test,
-            "unseen": int(best["unseen"]),
-            "test_in_train": self.test_in_train,
-            "not_converged": int((~self.layers["converged"]).sum()),
-            **{f"probe_{k}": v for k, v in self.settings.items()},
-            "per_layer": self.layers.to_dict(orient="records"),
-        })
+        return _json_safe(
+            {
+                "probe_best_layer": self.best_layer,
+                "probe_best_accuracy": float(best["accuracy"]),
+                "probe_best_se": float(best["se"]),
+                "probe_last_layer": int(last["index"]),
+                "probe_last_accuracy": float(last["accuracy"]),  # the reference's Table 1 "probe" when
+                # the final LayerNorm's output was probed (the default)
+                "probe_last_se": float(last["se"]),
+                "probe_baseline": float(best["baseline"]),
+                "components": self.n_components,
+                "train_sequences": self.train_sequences,
+                "test_sequences": self.test_sequences,
+                "train_positions": int(best["n_train"]),
+                "test_positions": int(best["n_test"]),
+                "skipped_train": self.skipped_train,
+                "skipped_test": self.skipped_test,
+                "unseen": int(best["unseen"]),
+                "test_in_train": self.test_in_train,
+                "not_converged": int((~self.layers["converged"]).sum()),
+                **{f"probe_{k}": v for k, v in self.settings.items()},
+                "per_layer": self.layers.to_dict(orient="records"),
+            }
+        )
 
     def __str__(self) -> str:
-        lines = [f"{'layer':<10} {'index':>5}  {'accuracy':>17}  {'baseline':>8}"
-                 + (f"  {'all correct':>17}" if self.n_components > 1 else "") + f"  {'iters':>5}"]
+        lines = [
+            f"{'layer':<10} {'index':>5}  {'accuracy':>17}  {'baseline':>8}"
+            + (f"  {'all correct':>17}" if self.n_components > 1 else "")
+            + f"  {'iters':>5}"
+        ]
         for r in self.layers.itertuples():
             line = f"{r.layer:<10} {r.index:>5}  {r.accuracy:>8.4f} ± {r.se:.4f}  {r.baseline:>8.4f}"
             if self.n_components > 1:
                 line += f"  {r.all_correct:>8.4f} ± {r.all_correct_se:.4f}"
             lines.append(line + f"  {r.iterations:>5}" + ("" if r.converged else " (cap)"))
         r = self.layers.iloc[0]
-        lines.append(f"{r.n_train} train / {r.n_test} test positions from {self.train_sequences} / "
-                     f"{self.test_sequences} sequences; {self.skipped_train + self.skipped_test} "
-                     f"unlabelled positions skipped; {r.unseen} test labels unseen in training; "
-                     f"{self.n_components} component(s); best layer {self.best_layer}")
+        lines.append(
+            f"{r.n_train} train / {r.n_test} test positions from {self.train_sequences} / "
+            f"{self.test_sequences} sequences; {self.skipped_train + self.skipped_test} "
+            f"unlabelled positions skipped; {r.unseen} test labels unseen in training; "
+            f"{self.n_components} component(s); best layer {self.best_layer}"
+        )
         return "\n".join(lines)
 
     @property
@@ -463,8 +497,9 @@ def probe_layers(
     """
     layers = check_layers(layers, int(bridge.cfg.n_layers))  # fail before any work
     if not train_sequences or not test_sequences:
-        raise ValueError(f"probes need non-empty train and test sequences (got {len(train_sequences)} "
-                         f"and {len(test_sequences)})")
+        raise ValueError(
+            f"probes need non-empty train and test sequences (got {len(train_sequences)} and {len(test_sequences)})"
+        )
     train = collect_activations(bridge, world, train_sequences, layers, batch_size, progress)
     test = collect_activations(bridge, world, test_sequences, train.layers, batch_size, progress)
     train_set = {tuple(s) for s in train_sequences}
@@ -485,8 +520,10 @@ def probe_activations(
     if train.layers != test.layers:
         raise ValueError(f"train layers {train.layers} ≠ test layers {test.layers}")
     if not train.labels or not test.labels:
-        raise ValueError(f"no labelled positions ({len(train.labels)} train, {len(test.labels)} test; "
-                         f"{train.skipped + test.skipped} positions had no state label)")
+        raise ValueError(
+            f"no labelled positions ({len(train.labels)} train, {len(test.labels)} test; "
+            f"{train.skipped + test.skipped} positions had no state label)"
+        )
     if components is None:
         components = isinstance(train.labels[0], tuple)
     train_rows = _as_components(train.labels, components)
@@ -511,16 +548,42 @@ def probe_activations(
         probe = fit_probe(train.layer(layer), y_train, n_classes, l2=l2, max_iter=max_iter)
         correct = probe.predict(test.layer(layer)) == y_test  # unseen (-1) is never right
         acc, all_ok = clustered(correct.float().mean(dim=1)), clustered(correct.all(dim=1))
-        rows.append({"layer": layer_name(layer, train.n_layers), "index": layer, "accuracy": acc.mean, "se": acc.se,
-                     "baseline": float(baseline_k.mean()), "all_correct": all_ok.mean,
-                     "all_correct_se": all_ok.se, "n_train": len(train.labels), "n_test": len(test.labels),
-                     "skipped": train.skipped + test.skipped, "unseen": unseen,
-                     "iterations": probe.iterations, "converged": probe.converged})
+        rows.append(
+            {
+                "layer": layer_name(layer, train.n_layers),
+                "index": layer,
+                "accuracy": acc.mean,
+                "se": acc.se,
+                "baseline": float(baseline_k.mean()),
+                "all_correct": all_ok.mean,
+                "all_correct_se": all_ok.se,
+                "n_train": len(train.labels),
+                "n_test": len(test.labels),
+                "skipped": train.skipped + test.skipped,
+                "unseen": unseen,
+                "iterations": probe.iterations,
+                "converged": probe.converged,
+            }
+        )
         for j, a in enumerate(correct.float().mean(dim=0).tolist()):
-            comp_rows.append({"layer": layer_name(layer, train.n_layers), "index": layer, "component": j, "accuracy": a,
-                              "baseline": float(baseline_k[j]), "classes": n_classes[j]})
+            comp_rows.append(
+                {
+                    "layer": layer_name(layer, train.n_layers),
+                    "index": layer,
+                    "component": j,
+                    "accuracy": a,
+                    "baseline": float(baseline_k[j]),
+                    "classes": n_classes[j],
+                }
+            )
     return ProbeResult(
-        layers=pd.DataFrame(rows), per_component=pd.DataFrame(comp_rows), n_components=coding.n_components,
-        train_sequences=train.n_sequences, test_sequences=test.n_sequences,
-        skipped_train=train.skipped, skipped_test=test.skipped, test_in_train=test_in_train,
-        settings={"l2": l2, "max_iter": max_iter})
+        layers=pd.DataFrame(rows),
+        per_component=pd.DataFrame(comp_rows),
+        n_components=coding.n_components,
+        train_sequences=train.n_sequences,
+        test_sequences=test.n_sequences,
+        skipped_train=train.skipped,
+        skipped_test=test.skipped,
+        test_in_train=test_in_train,
+        settings={"l2": l2, "max_iter": max_iter},
+    )

@@ -51,8 +51,9 @@ def sample_state_pair(world: World, rng: np.random.Generator, max_tries: int = 1
         q1, q2 = sample_state(world, rng), sample_state(world, rng)
         if q1 != q2:
             return q1, q2
-    raise WorldError(f"{world.kind}: drew the same state twice in {max_tries} tries; "
-                     f"the world seems to have a single sampled state")
+    raise WorldError(
+        f"{world.kind}: drew the same state twice in {max_tries} tries; the world seems to have a single sampled state"
+    )
 
 
 def reachable_states(world: World, max_states: int = 1000) -> list[State]:
@@ -76,7 +77,8 @@ def reachable_states(world: World, max_states: int = 1000) -> list[State]:
                 if len(seen) >= max_states:
                     raise WorldError(
                         f"{world.kind}: more than {max_states} reachable states; pairs='all' needs a "
-                        f"small world (sample instead, e.g. --pairs 1000, or raise max_states)")
+                        f"small world (sample instead, e.g. --pairs 1000, or raise max_states)"
+                    )
                 seen.add(nxt)
                 order.append(nxt)
                 todo.append(nxt)

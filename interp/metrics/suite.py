@@ -42,30 +42,50 @@ class Metric:
 
 
 #: the suite, name → metric (see the module docstring)
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("next_token_position", "next-token (position)", "next_token"),
-    Metric("next_token_sequence", "next-token (sequence)", "next_token"),
-    Metric("mn_compression_precision", "compression prec.", "myhill_nerode"),
-    Metric("mn_distinction_precision", "distinction prec.", "myhill_nerode"),
-    Metric("mn_distinction_recall", "distinction rec.", "myhill_nerode"),
-)}
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("next_token_position", "next-token (position)", "next_token"),
+        Metric("next_token_sequence", "next-token (sequence)", "next_token"),
+        Metric("mn_compression_precision", "compression prec.", "myhill_nerode"),
+        Metric("mn_distinction_precision", "distinction prec.", "myhill_nerode"),
+        Metric("mn_distinction_recall", "distinction rec.", "myhill_nerode"),
+    )
+}
 NEXT_TOKEN = tuple(n for n, m in METRICS.items() if m.source == "next_token")
 MYHILL_NERODE = tuple(n for n, m in METRICS.items() if m.source == "myhill_nerode")
 
 
-def metric_row(name: str, est: Estimate, layer: int | None = None, ci_low: float = math.nan,
-               ci_high: float = math.nan) -> dict[str, Any]:
+def metric_row(
+    name: str, est: Estimate, layer: int | None = None, ci_low: float = math.nan, ci_high: float = math.nan
+) -> dict[str, Any]:
     """The long row ``{metric, layer, value, se, ci_low, ci_high, n}`` of one estimate."""
-    return {"metric": name, "layer": layer, "value": float(est.mean), "se": float(est.se), "ci_low": ci_low,
-            "ci_high": ci_high, "n": int(est.n)}
+    return {
+        "metric": name,
+        "layer": layer,
+        "value": float(est.mean),
+        "se": float(est.se),
+        "ci_low": ci_low,
+        "ci_high": ci_high,
+        "n": int(est.n),
+    }
 
 
-def world_model_metrics(model: Any, world: Any, sequences: Sequence[Sequence[str]],
-                        names: Sequence[str] = tuple(METRICS), *, mn_pairs: int | str = 300, mn_depth: int = 5,
-                        seed: int = 0, estimator: str = "exact", max_nodes: int = 4096, progress: bool = False,
-                        next_token_options: dict[str, Any] | None = None,
-                        myhill_nerode_options: dict[str, Any] | None = None,
-                        ) -> tuple[dict[str, Estimate], dict[str, Any]]:
+def world_model_metrics(
+    model: Any,
+    world: Any,
+    sequences: Sequence[Sequence[str]],
+    names: Sequence[str] = tuple(METRICS),
+    *,
+    mn_pairs: int | str = 300,
+    mn_depth: int = 5,
+    seed: int = 0,
+    estimator: str = "exact",
+    max_nodes: int = 4096,
+    progress: bool = False,
+    next_token_options: dict[str, Any] | None = None,
+    myhill_nerode_options: dict[str, Any] | None = None,
+) -> tuple[dict[str, Estimate], dict[str, Any]]:
     """The suite's ``names`` for ``model`` (an HF model, a bridge, or any
     :class:`~interp.models.lm.LM`) on ``world``: ``({name: Estimate}, {"next_token": NextTokenResult,
     "myhill_nerode": MyhillNerodeResult})`` — the results hold every number behind the estimates.
@@ -90,18 +110,31 @@ def world_model_metrics(model: Any, world: Any, sequences: Sequence[Sequence[str
         nt = next_token_test(model, world, sequences, progress=progress, **(next_token_options or {}))
         results["next_token"] = nt
         n_seq = nt.sequence_share.n
-        found = {"next_token_position": Estimate(nt.position_share.mean, nt.position_share.se, n_seq),
-                 "next_token_sequence": nt.sequence_share}
+        found = {
+            "next_token_position": Estimate(nt.position_share.mean, nt.position_share.se, n_seq),
+            "next_token_sequence": nt.sequence_share,
+        }
         out.update({n: found[n] for n in names if n in found})
     if any(n in MYHILL_NERODE for n in names):
         from interp.metrics.myhill_nerode import myhill_nerode
 
-        mn = myhill_nerode(world, _as_lm(model, world), pairs=mn_pairs, depth=mn_depth, estimator=estimator,
-                           seed=seed, max_nodes=max_nodes, progress=progress, **(myhill_nerode_options or {}))
+        mn = myhill_nerode(
+            world,
+            _as_lm(model, world),
+            pairs=mn_pairs,
+            depth=mn_depth,
+            estimator=estimator,
+            seed=seed,
+            max_nodes=max_nodes,
+            progress=progress,
+            **(myhill_nerode_options or {}),
+        )
         results["myhill_nerode"] = mn
-        found = {"mn_compression_precision": mn.compression_precision,
-                 "mn_distinction_precision": mn.distinction_precision,
-                 "mn_distinction_recall": mn.distinction_recall}
+        found = {
+            "mn_compression_precision": mn.compression_precision,
+            "mn_distinction_precision": mn.distinction_precision,
+            "mn_distinction_recall": mn.distinction_recall,
+        }
         out.update({n: found[n] for n in names if n in found})
     return {n: out[n] for n in names}, results
 

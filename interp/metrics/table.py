@@ -20,21 +20,42 @@ import pandas as pd
 
 from interp.results import Estimate
 
-COLUMNS: tuple[str, ...] = ("next_token", "probe", "compression_precision", "distinction_precision",
-                            "distinction_recall")
+COLUMNS: tuple[str, ...] = (
+    "next_token",
+    "probe",
+    "compression_precision",
+    "distinction_precision",
+    "distinction_recall",
+)
 #: the table's columns that are metrics of the suite (:mod:`interp.metrics.suite`): column → suite name
-SUITE_NAMES = {"next_token": "next_token_position", "compression_precision": "mn_compression_precision",
-               "distinction_precision": "mn_distinction_precision", "distinction_recall": "mn_distinction_recall"}
-HEADERS = {"next_token": "next-token", "probe": "probe",
-           "compression_precision": "compression prec.", "distinction_precision": "distinction prec.",
-           "distinction_recall": "distinction rec."}
+SUITE_NAMES = {
+    "next_token": "next_token_position",
+    "compression_precision": "mn_compression_precision",
+    "distinction_precision": "mn_distinction_precision",
+    "distinction_recall": "mn_distinction_recall",
+}
+HEADERS = {
+    "next_token": "next-token",
+    "probe": "probe",
+    "compression_precision": "compression prec.",
+    "distinction_precision": "distinction prec.",
+    "distinction_recall": "distinction rec.",
+}
 
 
-def evaluate_lm(lm: Any, world: Any, test: Sequence[Sequence[str]], *,
-                probe_data: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]] | None = None,
-                pairs: int = 300, depth: int = 5, estimators: Sequence[str] = ("exact",), seed: int = 0,
-                max_nodes: int = 1024, probe_layer: str = "last"
-                ) -> tuple[dict[str, dict[str, Estimate | None]], dict[str, Any]]:
+def evaluate_lm(
+    lm: Any,
+    world: Any,
+    test: Sequence[Sequence[str]],
+    *,
+    probe_data: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]] | None = None,
+    pairs: int = 300,
+    depth: int = 5,
+    estimators: Sequence[str] = ("exact",),
+    seed: int = 0,
+    max_nodes: int = 1024,
+    probe_layer: str = "last",
+) -> tuple[dict[str, dict[str, Estimate | None]], dict[str, Any]]:
     """The table's row for one LM: the next-token test on ``test``, the probe of the last layer
     (``probe_layer="last"``: after the final LayerNorm; ``"best"``: the best layer) when
     ``probe_data = (train, test)`` is given and the LM is a bridge, and the Myhill–Nerode metrics
@@ -51,14 +72,24 @@ def evaluate_lm(lm: Any, world: Any, test: Sequence[Sequence[str]], *,
     bridge = getattr(lm, "bridge", None)
     if probe_data is not None and bridge is not None:
         pr = probe_layers(bridge, world, probe_data[0], probe_data[1])
-        row = pr.layers.iloc[-1] if probe_layer == "last" else \
-            pr.layers.loc[pr.layers["index"] == pr.best_layer].iloc[0]
+        row = (
+            pr.layers.iloc[-1] if probe_layer == "last" else pr.layers.loc[pr.layers["index"] == pr.best_layer].iloc[0]
+        )
         probe = Estimate(float(row["accuracy"]), float(row["se"]), int(row["n_test"]))
         summaries["probe"] = pr.summary()
     cells = {}
     for estimator in estimators:
-        mn, res = world_model_metrics(lm, world, test, MYHILL_NERODE, mn_pairs=pairs, mn_depth=depth,
-                                      estimator=estimator, seed=seed, max_nodes=max_nodes)
+        mn, res = world_model_metrics(
+            lm,
+            world,
+            test,
+            MYHILL_NERODE,
+            mn_pairs=pairs,
+            mn_depth=depth,
+            estimator=estimator,
+            seed=seed,
+            max_nodes=max_nodes,
+        )
         summaries[f"myhill_nerode_{estimator}"] = res["myhill_nerode"].summary()
         found = {**{col: {**nt, **mn}[name] for col, name in SUITE_NAMES.items()}, "probe": probe}
         cells[estimator] = {col: found[col] for col in COLUMNS}

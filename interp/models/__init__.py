@@ -11,6 +11,13 @@ from interp.models.checkpoint import (
 from interp.models.gpt2 import ModelConfig, build_gpt2, count_parameters
 
 __all__ = [
-    "Checkpoint", "CheckpointError", "ModelConfig", "build_gpt2", "count_parameters",
-    "load_bridge", "load_checkpoint", "load_hf_model", "save_checkpoint",
+    "Checkpoint",
+    "CheckpointError",
+    "ModelConfig",
+    "build_gpt2",
+    "count_parameters",
+    "load_bridge",
+    "load_checkpoint",
+    "load_hf_model",
+    "save_checkpoint",
 ]

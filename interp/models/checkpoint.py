@@ -42,8 +42,11 @@ def _word_level_tokenizer(vocab: Vocab):
     core = Tokenizer(models.WordLevel({t: i for i, t in enumerate(vocab.tokens)}, unk_token=UNK))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token=vocab.tokens[vocab.pad_id],
-        bos_token=vocab.tokens[vocab.bos_id], eos_token=vocab.tokens[vocab.bos_id], unk_token=UNK,
+        tokenizer_object=core,
+        pad_token=vocab.tokens[vocab.pad_id],
+        bos_token=vocab.tokens[vocab.bos_id],
+        eos_token=vocab.tokens[vocab.bos_id],
+        unk_token=UNK,
     )
 
 
@@ -52,8 +55,7 @@ def save_checkpoint(model, world: World, path: str | os.PathLike, extra: dict[st
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     if model.config.vocab_size != len(world.vocab):
-        raise CheckpointError(
-            f"model vocabulary ({model.config.vocab_size}) ≠ world vocabulary ({len(world.vocab)})")
+        raise CheckpointError(f"model vocabulary ({model.config.vocab_size}) ≠ world vocabulary ({len(world.vocab)})")
     model.save_pretrained(path, safe_serialization=True)
     _word_level_tokenizer(world.vocab).save_pretrained(path)
     meta = {"format": FORMAT, "vocab": list(world.vocab.tokens), "world": world.spec()}
@@ -107,8 +109,9 @@ def hf_dims(checkpoint: str | os.PathLike) -> tuple[int, int]:
     n = c.get("n_layer") or c.get("num_hidden_layers")
     d = c.get("n_embd") or c.get("hidden_size")
     if n is None or d is None:
-        raise CheckpointError(f"{checkpoint}/config.json names neither n_layer/num_hidden_layers nor "
-                              "n_embd/hidden_size")
+        raise CheckpointError(
+            f"{checkpoint}/config.json names neither n_layer/num_hidden_layers nor n_embd/hidden_size"
+        )
     return int(n), int(d)
 
 
@@ -121,8 +124,7 @@ def _check_folder(path: Path) -> None:
 
 def _looks_like_path(name: str) -> bool:
     """A name that can only be a folder (a hub id is ``name`` or ``owner/name``)."""
-    return (name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1
-            or name.endswith("/"))
+    return name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1 or name.endswith("/")
 
 
 def local_model(path_or_name: str | os.PathLike) -> str:
@@ -169,24 +171,34 @@ def resolve_model(path_or_name: str | os.PathLike) -> str:
     try:
         hf_hub_download(name, "config.json")
     except HFValidationError:
-        raise CheckpointError(f"model {name!r} is {where}, but it is neither an existing folder nor a valid "
-                              f"hub id (owner/name)") from None
+        raise CheckpointError(
+            f"model {name!r} is {where}, but it is neither an existing folder nor a valid hub id (owner/name)"
+        ) from None
     except GatedRepoError:
-        raise CheckpointError(f"model {name!r} is gated on the hub: accept its licence there and log in "
-                              f"(`hf auth login` or HF_TOKEN)") from None
+        raise CheckpointError(
+            f"model {name!r} is gated on the hub: accept its licence there and log in (`hf auth login` or HF_TOKEN)"
+        ) from None
     except RepositoryNotFoundError:
-        raise CheckpointError(f"model {name!r} is {where}, and the hub has no such model (or it is private: "
-                              f"log in with `hf auth login` or HF_TOKEN)") from None
+        raise CheckpointError(
+            f"model {name!r} is {where}, and the hub has no such model (or it is private: "
+            f"log in with `hf auth login` or HF_TOKEN)"
+        ) from None
     except RevisionNotFoundError as e:
         raise CheckpointError(f"model {name!r}: {e}") from None
     except LocalEntryNotFoundError:
-        why = ("downloading is off (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE
-               else "it could not be downloaded (no connection to the hub)")
-        raise CheckpointError(f"model {name!r} is {where}: {why}, and it is not in the local cache {cache} "
-                              f"(download it once online, or pass a model folder)") from None
+        why = (
+            "downloading is off (HF_HUB_OFFLINE is set)"
+            if constants.HF_HUB_OFFLINE
+            else "it could not be downloaded (no connection to the hub)"
+        )
+        raise CheckpointError(
+            f"model {name!r} is {where}: {why}, and it is not in the local cache {cache} "
+            f"(download it once online, or pass a model folder)"
+        ) from None
     except EntryNotFoundError:
-        raise CheckpointError(f"model {name!r} is on the hub but has no config.json: not a transformers model "
-                              f"repository") from None
+        raise CheckpointError(
+            f"model {name!r} is on the hub but has no config.json: not a transformers model repository"
+        ) from None
     return name
 
 
@@ -207,10 +219,17 @@ def load_hf_model(path_or_name: str | os.PathLike, placement: Placement | None =
     return model
 
 
-def load_bridge(path_or_name: str | os.PathLike, device: str | None = None, dtype: Any = None, *,
-                device_map: str | dict | None = None, n_devices: int | None = None,
-                max_memory: dict | None = None, offload_folder: str | os.PathLike | None = None,
-                placement: Placement | None = None):
+def load_bridge(
+    path_or_name: str | os.PathLike,
+    device: str | None = None,
+    dtype: Any = None,
+    *,
+    device_map: str | dict | None = None,
+    n_devices: int | None = None,
+    max_memory: dict | None = None,
+    offload_folder: str | os.PathLike | None = None,
+    placement: Placement | None = None,
+):
     """Wrap an HF model folder or hub id in a TransformerBridge, in eval mode.
 
     The name resolves as :func:`resolve_model` says (download or cache; the environment is left
@@ -224,8 +243,9 @@ def load_bridge(path_or_name: str | os.PathLike, device: str | None = None, dtyp
 
     if placement is None:
         mapped = device_map is not None or (n_devices or 1) > 1
-        placement = Placement.resolve(device if device is not None or mapped else "cpu", dtype, device_map,
-                                      n_devices, max_memory, offload_folder)
+        placement = Placement.resolve(
+            device if device is not None or mapped else "cpu", dtype, device_map, n_devices, max_memory, offload_folder
+        )
     name = resolve_model(path_or_name)
     bridge = TransformerBridge.boot_transformers(name, **placement.boot_kwargs())
     return bridge.eval()
@@ -244,8 +264,13 @@ class Checkpoint:
         return self.world.vocab
 
 
-def load_checkpoint(path: str | os.PathLike, world: World | None = None, device: str | None = None,
-                    dtype: Any = None, placement: Placement | None = None) -> Checkpoint:
+def load_checkpoint(
+    path: str | os.PathLike,
+    world: World | None = None,
+    device: str | None = None,
+    dtype: Any = None,
+    placement: Placement | None = None,
+) -> Checkpoint:
     """Load an interp checkpoint as a :class:`Checkpoint`.
 
     ``world`` overrides the stored world (e.g. evaluating a model on another graph); its vocabulary
@@ -256,8 +281,7 @@ def load_checkpoint(path: str | os.PathLike, world: World | None = None, device:
     _check_folder(path)
     meta = read_meta(path)
     if meta is None and world is None:
-        raise CheckpointError(
-            f"{path} has no {META_FILE}: it carries no world, so pass one (e.g. --world streets)")
+        raise CheckpointError(f"{path} has no {META_FILE}: it carries no world, so pass one (e.g. --world streets)")
     if world is None:
         try:
             world = world_from_spec(meta["world"])
@@ -268,6 +292,6 @@ def load_checkpoint(path: str | os.PathLike, world: World | None = None, device:
     config = json.loads((path / "config.json").read_text())
     if config.get("vocab_size") != len(world.vocab):
         raise CheckpointError(
-            f"{path}: model vocab_size {config.get('vocab_size')} ≠ world vocabulary {len(world.vocab)}")
-    return Checkpoint(bridge=load_bridge(path, device=device, dtype=dtype, placement=placement), world=world,
-                      path=path)
+            f"{path}: model vocab_size {config.get('vocab_size')} ≠ world vocabulary {len(world.vocab)}"
+        )
+    return Checkpoint(bridge=load_bridge(path, device=device, dtype=dtype, placement=placement), world=world, path=path)

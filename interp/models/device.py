@@ -47,8 +47,9 @@ def resolve_device(name: str | torch.device | None = "auto") -> str:
     try:
         dev = torch.device(str(name))
     except RuntimeError as e:
-        raise DeviceError(f"device {name!r} is not a torch device ({e}); use one of {DEVICE_CHOICES} "
-                          f"or e.g. cuda:1") from None
+        raise DeviceError(
+            f"device {name!r} is not a torch device ({e}); use one of {DEVICE_CHOICES} or e.g. cuda:1"
+        ) from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise DeviceError(f"device {name!r}: this machine has no CUDA device (use --device auto or cpu)")
@@ -93,8 +94,10 @@ def resolve_device_map(device_map: str | dict | None) -> str | dict[str, Any] | 
 
         path = Path(text)
         if not path.is_file():
-            raise DeviceError(f"device map {text!r}: expected auto, balanced, balanced_low_0, sequential, a JSON "
-                              f"object or a JSON file")
+            raise DeviceError(
+                f"device map {text!r}: expected auto, balanced, balanced_low_0, sequential, a JSON "
+                f"object or a JSON file"
+            )
         raw = path.read_text()
     try:
         value = json.loads(raw)
@@ -119,9 +122,15 @@ class Placement:
     offload_folder: str | None = None
 
     @classmethod
-    def resolve(cls, device: str | None = "auto", dtype: str | torch.dtype | None = None,
-                device_map: str | dict | None = None, n_devices: int | None = None,
-                max_memory: dict | None = None, offload_folder: str | os.PathLike | None = None) -> Placement:
+    def resolve(
+        cls,
+        device: str | None = "auto",
+        dtype: str | torch.dtype | None = None,
+        device_map: str | dict | None = None,
+        n_devices: int | None = None,
+        max_memory: dict | None = None,
+        offload_folder: str | os.PathLike | None = None,
+    ) -> Placement:
         """Resolve the CLI/config names. ``device_map``/``n_devices`` take over placement; passing
         them with an explicit (non-``auto``) device is an error, as in ``boot_transformers``."""
         dmap = resolve_device_map(device_map)
@@ -129,14 +138,22 @@ class Placement:
             raise DeviceError(f"n_devices must be >= 1, got {n_devices}")
         if dmap is not None or (n_devices or 1) > 1:
             if device not in (None, "auto"):
-                raise DeviceError(f"--device {device} and --device-map/--n-devices both place the model: "
-                                  f"give one of them")
+                raise DeviceError(
+                    f"--device {device} and --device-map/--n-devices both place the model: give one of them"
+                )
             if n_devices is not None and n_devices > torch.cuda.device_count():
-                raise DeviceError(f"n_devices={n_devices} needs that many CUDA devices; this machine has "
-                                  f"{torch.cuda.device_count()}")
+                raise DeviceError(
+                    f"n_devices={n_devices} needs that many CUDA devices; this machine has {torch.cuda.device_count()}"
+                )
             kinds = _map_kinds(dmap) or ({"cuda"} if torch.cuda.is_available() else {"cpu"})
-            return cls(None, resolve_dtype(dtype, "cpu" if kinds <= {"cpu", "disk"} else "cuda"), dmap,
-                       n_devices, max_memory, None if offload_folder is None else str(offload_folder))
+            return cls(
+                None,
+                resolve_dtype(dtype, "cpu" if kinds <= {"cpu", "disk"} else "cuda"),
+                dmap,
+                n_devices,
+                max_memory,
+                None if offload_folder is None else str(offload_folder),
+            )
         dev = resolve_device(device)
         return cls(dev, resolve_dtype(dtype, dev), None, None, None)
 
@@ -146,8 +163,12 @@ class Placement:
         if not self.mapped:
             kw["device"] = self.device
         else:
-            kw.update(device_map=self.device_map, n_devices=self.n_devices, max_memory=self.max_memory,
-                      offload_folder=self.offload_folder)
+            kw.update(
+                device_map=self.device_map,
+                n_devices=self.n_devices,
+                max_memory=self.max_memory,
+                offload_folder=self.offload_folder,
+            )
         return kw
 
     def from_pretrained_kwargs(self) -> dict[str, Any]:
@@ -173,8 +194,12 @@ class Placement:
         before placements were recorded still match."""
         if not self.mapped and self.device == "cpu" and self.dtype == torch.float32:
             return None
-        return {"device": self.device, "dtype": str(self.dtype).removeprefix("torch."),
-                "device_map": self.device_map, "n_devices": self.n_devices}
+        return {
+            "device": self.device,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "device_map": self.device_map,
+            "n_devices": self.n_devices,
+        }
 
     @property
     def mapped(self) -> bool:
@@ -196,8 +221,9 @@ def _map_kinds(dmap: Any) -> set[str]:
             try:
                 out.add(torch.device(str(v)).type)
             except RuntimeError:
-                raise DeviceError(f"device map: {module!r} → {v!r} is not a device (cpu, cuda:N, N, mps, "
-                                  f"disk)") from None
+                raise DeviceError(
+                    f"device map: {module!r} → {v!r} is not a device (cpu, cuda:N, N, mps, disk)"
+                ) from None
     return out
 
 
@@ -210,11 +236,19 @@ def model_device(model: Any) -> torch.device:
     except (NotImplementedError, AttributeError):
         emb = None
     for m in (emb, model):
-        for p in (m.parameters() if isinstance(m, torch.nn.Module) else ()):
+        for p in m.parameters() if isinstance(m, torch.nn.Module) else ():
             if p.device.type != "meta":
                 return p.device
     return torch.device("cpu")
 
 
-__all__ = ["DEVICE_CHOICES", "DTYPE_CHOICES", "DeviceError", "Placement", "model_device", "resolve_device",
-           "resolve_device_map", "resolve_dtype"]
+__all__ = [
+    "DEVICE_CHOICES",
+    "DTYPE_CHOICES",
+    "DeviceError",
+    "Placement",
+    "model_device",
+    "resolve_device",
+    "resolve_device_map",
+    "resolve_dtype",
+]

@@ -99,9 +99,16 @@ def _layer_devices(model: Any, n_layers: int, default: torch.device) -> list[tor
 
 
 @torch.no_grad()
-def greedy_generate(model: Any, prompts: Sequence[Sequence[int]], *, pad_id: int, max_new_tokens: int,
-                    eos_ids: Collection[int] = (), stop: Callable[[list[int]], bool] | None = None,
-                    use_cache: bool | None = None) -> list[list[int]]:
+def greedy_generate(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    max_new_tokens: int,
+    eos_ids: Collection[int] = (),
+    stop: Callable[[list[int]], bool] | None = None,
+    use_cache: bool | None = None,
+) -> list[list[int]]:
     """The greedy new token ids of each prompt (one batch; see the module docstring).
 
     ``model``: a TransformerBridge (hooks registered on it apply) or, with ``use_cache=False``, a
@@ -116,12 +123,16 @@ def greedy_generate(model: Any, prompts: Sequence[Sequence[int]], *, pad_id: int
     if use_cache is None:
         use_cache = _is_bridge(model)
     if use_cache and not _is_bridge(model):
-        raise ValueError("use_cache=True needs a TransformerBridge (the KV cache rides on its attention shim); "
-                         "pass use_cache=False for a plain Hugging Face model")
+        raise ValueError(
+            "use_cache=True needs a TransformerBridge (the KV cache rides on its attention shim); "
+            "pass use_cache=False for a plain Hugging Face model"
+        )
     window, longest = sliding_window(model), max(map(len, prompts)) + max_new_tokens
     if use_cache and window is not None and longest > window:
-        msg = (f"this model attends through a sliding window of {window} tokens, shorter than prompt + new "
-               f"tokens ({longest}); the KV-cached path cannot apply the window")
+        msg = (
+            f"this model attends through a sliding window of {window} tokens, shorter than prompt + new "
+            f"tokens ({longest}); the KV-cached path cannot apply the window"
+        )
         if explicit:
             raise ValueError(msg + ": pass use_cache=False")
         warnings.warn(msg + "; generating without the cache (exact, slower)", stacklevel=2)
@@ -177,8 +188,14 @@ def _cached(model, rows, pad_id, max_new_tokens, eos, stop) -> list[list[int]]:
     active = torch.ones(b, dtype=torch.bool)
     rows_idx = torch.arange(b)
     with _kv_cache_shim(model):
-        logits = _logits(model, ids.to(device), mask[:, None].to(device), position_ids=positions.to(device),
-                         past_key_values=_PackedCache(keys, values, 0, width), use_cache=True)
+        logits = _logits(
+            model,
+            ids.to(device),
+            mask[:, None].to(device),
+            position_ids=positions.to(device),
+            past_key_values=_PackedCache(keys, values, 0, width),
+            use_cache=True,
+        )
         nxt = logits[rows_idx.to(logits.device), (lengths - 1).to(logits.device)].argmax(dim=-1).cpu()
         for step in range(max_new_tokens):
             for i in active.nonzero().squeeze(1).tolist():
@@ -188,9 +205,14 @@ def _cached(model, rows, pad_id, max_new_tokens, eos, stop) -> list[list[int]]:
             col = width + step
             attend[:, col] = True
             tok = torch.where(active, nxt, torch.full_like(nxt, pad_id))
-            logits = _logits(model, tok[:, None].to(device), attend[:, None, None, :col + 1].to(device),
-                             position_ids=(lengths + step)[:, None].to(device),
-                             past_key_values=_PackedCache(keys, values, col, 1), use_cache=True)
+            logits = _logits(
+                model,
+                tok[:, None].to(device),
+                attend[:, None, None, : col + 1].to(device),
+                position_ids=(lengths + step)[:, None].to(device),
+                past_key_values=_PackedCache(keys, values, col, 1),
+                use_cache=True,
+            )
             nxt = logits[:, -1].argmax(dim=-1).cpu()
     return new
 

@@ -60,8 +60,9 @@ def _gguf_package():
     try:
         import gguf
     except ImportError:
-        raise GGUFError("reading a .gguf file needs the gguf package: pip install 'interp[gguf]' "
-                        "(or pip install gguf)") from None
+        raise GGUFError(
+            "reading a .gguf file needs the gguf package: pip install 'interp[gguf]' (or pip install gguf)"
+        ) from None
     return gguf
 
 
@@ -78,8 +79,10 @@ class GGUFInfo:
 
     def describe(self) -> str:
         types = ", ".join(f"{n} {t}" for t, n in sorted(self.tensor_types.items(), key=lambda kv: -kv[1]))
-        return (f"{self.path.name}: {self.architecture} ({self.name or 'unnamed'}), {self.n_tensors} tensors "
-                f"({types}), {self.size / 1e6:.0f} MB")
+        return (
+            f"{self.path.name}: {self.architecture} ({self.name or 'unnamed'}), {self.n_tensors} tensors "
+            f"({types}), {self.size / 1e6:.0f} MB"
+        )
 
 
 def content_key(path: str | os.PathLike) -> str:
@@ -110,12 +113,15 @@ def inspect_gguf(path: str | os.PathLike) -> GGUFInfo:
     try:
         reader = gguf.GGUFReader(str(path))
     except (ValueError, IndexError, EOFError, OSError) as e:
-        raise GGUFError(f"{path} ({size:,} bytes) is truncated or corrupt: the gguf reader stopped with "
-                        f"{type(e).__name__}: {e}. Fetch or copy the file again") from None
+        raise GGUFError(
+            f"{path} ({size:,} bytes) is truncated or corrupt: the gguf reader stopped with "
+            f"{type(e).__name__}: {e}. Fetch or copy the file again"
+        ) from None
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if end > size:
-        raise GGUFError(f"{path} is truncated: its tensors reach byte {end:,} but the file has {size:,}; fetch "
-                        f"or copy it again")
+        raise GGUFError(
+            f"{path} is truncated: its tensors reach byte {end:,} but the file has {size:,}; fetch or copy it again"
+        )
 
     def field_str(key: str) -> str | None:
         f = reader.fields.get(key)
@@ -128,16 +134,20 @@ def inspect_gguf(path: str | os.PathLike) -> GGUFInfo:
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
     if arch not in GGUF_SUPPORTED_ARCHITECTURES:
-        raise GGUFError(f"{path}: architecture {arch!r} is not one transformers can load from GGUF (it reads "
-                        f"{', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))}); convert the original model instead")
+        raise GGUFError(
+            f"{path}: architecture {arch!r} is not one transformers can load from GGUF (it reads "
+            f"{', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))}); convert the original model instead"
+        )
     from gguf.quants import _type_traits  # the dequantizers the gguf package implements
 
     readable = {"F32", "F16"} | {q.name for q in _type_traits}
     bad = sorted(set(types) - readable)
     if bad:
-        raise GGUFError(f"{path}: tensor type(s) {', '.join(bad)} cannot be dequantized by the installed gguf "
-                        f"package {getattr(gguf, '__version__', '')} (it reads {', '.join(sorted(readable))}); "
-                        "upgrade gguf or use another quantization of the model")
+        raise GGUFError(
+            f"{path}: tensor type(s) {', '.join(bad)} cannot be dequantized by the installed gguf "
+            f"package {getattr(gguf, '__version__', '')} (it reads {', '.join(sorted(readable))}); "
+            "upgrade gguf or use another quantization of the model"
+        )
     return GGUFInfo(path, size, arch, field_str("general.name"), len(reader.tensors), dict(types))
 
 
@@ -186,8 +196,10 @@ def convert_gguf(path: str | os.PathLike, out: str | os.PathLike, dtype: Any = N
     tied = set(getattr(fresh, "_tied_weights_keys", None) or ())
     missing = [k for k in missing if k not in tied and not (config.tie_word_embeddings and k == "lm_head.weight")]
     if missing or unexpected:
-        raise GGUFError(f"{info.path}: the dequantized weights do not fit {type(fresh).__name__} (missing "
-                        f"{missing[:5]}, unexpected {unexpected[:5]})")
+        raise GGUFError(
+            f"{info.path}: the dequantized weights do not fit {type(fresh).__name__} (missing "
+            f"{missing[:5]}, unexpected {unexpected[:5]})"
+        )
     if config.tie_word_embeddings:
         fresh.tie_weights()
     fresh.eval()
@@ -199,10 +211,19 @@ def convert_gguf(path: str | os.PathLike, out: str | os.PathLike, dtype: Any = N
     tok.save_pretrained(tmp)
     import gguf
 
-    record = {"format": 1, "source": info.path.name, "source_path": str(info.path.resolve()), "size": info.size,
-              "key": content_key(info.path), "architecture": info.architecture, "name": info.name,
-              "tensor_types": info.tensor_types, "dtype": str(fresh.dtype).removeprefix("torch."),
-              "transformers": transformers.__version__, "gguf": getattr(gguf, "__version__", None)}
+    record = {
+        "format": 1,
+        "source": info.path.name,
+        "source_path": str(info.path.resolve()),
+        "size": info.size,
+        "key": content_key(info.path),
+        "architecture": info.architecture,
+        "name": info.name,
+        "tensor_types": info.tensor_types,
+        "dtype": str(fresh.dtype).removeprefix("torch."),
+        "transformers": transformers.__version__,
+        "gguf": getattr(gguf, "__version__", None),
+    }
     (tmp / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     if out.exists():
         shutil.rmtree(out)
@@ -232,5 +253,14 @@ def gguf_folder(path: str | os.PathLike, cache: str | os.PathLike | None = None,
     return convert_gguf(path, folder, log=log)
 
 
-__all__ = ["GGUFError", "GGUFInfo", "content_key", "convert_gguf", "gguf_folder", "inspect_gguf", "is_gguf",
-           "load_gguf", "read_record"]
+__all__ = [
+    "GGUFError",
+    "GGUFInfo",
+    "content_key",
+    "convert_gguf",
+    "gguf_folder",
+    "inspect_gguf",
+    "is_gguf",
+    "load_gguf",
+    "read_record",
+]

@@ -235,8 +235,9 @@ class IdealLM(_StateLM):
         return row
 
     def describe(self) -> str:
-        return f"ideal predictor ({self.world.traversal.kind})" if hasattr(self.world, "traversal") \
-            else "ideal predictor"
+        return (
+            f"ideal predictor ({self.world.traversal.kind})" if hasattr(self.world, "traversal") else "ideal predictor"
+        )
 
 
 class UniformLM(_StateLM):
@@ -268,7 +269,8 @@ class DFALM(WorldLM):
             raise WorldError(
                 f"the DFA model's vocabulary does not match the world's "
                 f"({len(dfa.tokens)} vs {len(world.tokens)} tokens; differing: {extra[:10]}"
-                f"{'' if extra else '; same tokens in another order'})")
+                f"{'' if extra else '; same tokens in another order'})"
+            )
         super().__init__(dfa)
 
     def describe(self) -> str:
@@ -276,6 +278,7 @@ class DFALM(WorldLM):
 
 
 # ---- TransformerBridge --------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def _kv_cache_shim(bridge):
@@ -288,6 +291,7 @@ def _kv_cache_shim(bridge):
     the model's old argument name ``past_key_values``, which still works; the FutureWarning
     transformers 5 prints for it on every cached forward is silenced inside the block only.
     """
+
     def pre_hook(module, args, kwargs):
         if kwargs.get("cache") is not None and kwargs.get("past_key_values") is None:
             return args, {**kwargs, "past_key_values": kwargs["cache"]}
@@ -314,9 +318,9 @@ class _PackedCache:
 
     def update(self, key_states: Tensor, value_states: Tensor, layer_idx: int, *args: Any, **kwargs: Any):
         k, v = self.keys[layer_idx], self.values[layer_idx]
-        k[:, :, self.start:self.end] = key_states
-        v[:, :, self.start:self.end] = value_states
-        return k[:, :, :self.end], v[:, :, :self.end]
+        k[:, :, self.start : self.end] = key_states
+        v[:, :, self.start : self.end] = value_states
+        return k[:, :, : self.end], v[:, :, : self.end]
 
 
 @dataclass
@@ -378,8 +382,7 @@ class BridgeLM(LM):
     slots per bin (default: chosen per call).
     """
 
-    def __init__(self, bridge, vocab: Vocab, batch_size: int = 1024, slots: int | None = None,
-                 kv_bytes: int = 1 << 30):
+    def __init__(self, bridge, vocab: Vocab, batch_size: int = 1024, slots: int | None = None, kv_bytes: int = 1 << 30):
         self.bridge, self.vocab, self.batch_size, self.slots = bridge, vocab, batch_size, slots
         self.kv_bytes = kv_bytes
         self.forward_tokens = 0
@@ -416,8 +419,10 @@ class BridgeLM(LM):
 
     def _buffers(self, bins: int, width: int) -> tuple[list[Tensor], list[Tensor]]:
         shape = (bins, self._n_kv_heads, width, self._d_head)
-        return ([torch.empty(shape, dtype=self._dtype, device=self._device) for _ in range(self._n_layers)],
-                [torch.empty(shape, dtype=self._dtype, device=self._device) for _ in range(self._n_layers)])
+        return (
+            [torch.empty(shape, dtype=self._dtype, device=self._device) for _ in range(self._n_layers)],
+            [torch.empty(shape, dtype=self._dtype, device=self._device) for _ in range(self._n_layers)],
+        )
 
     @torch.no_grad()
     def _forward(self, ids: Tensor, mask: Tensor, positions: Tensor, cache: _PackedCache) -> Tensor:
@@ -428,8 +433,14 @@ class BridgeLM(LM):
         self.forward_calls += 1
         dev = self._device
         with _kv_cache_shim(self.bridge):
-            logits, _ = self.bridge(ids.to(dev), return_type="logits_and_cache", attention_mask=mask.to(dev),
-                                    position_ids=positions.to(dev), past_key_values=cache, use_cache=True)
+            logits, _ = self.bridge(
+                ids.to(dev),
+                return_type="logits_and_cache",
+                attention_mask=mask.to(dev),
+                position_ids=positions.to(dev),
+                past_key_values=cache,
+                use_cache=True,
+            )
         return logits
 
     def start(self, prefixes: Sequence[Sequence[str]]) -> Cursor:
@@ -440,20 +451,21 @@ class BridgeLM(LM):
         valid = torch.zeros((len(rows), width), dtype=torch.bool)
         ids = torch.full((len(rows), width), self.vocab.pad_id, dtype=torch.long)
         for i, r in enumerate(rows):
-            ids[i, width - len(r):] = torch.tensor(r)
-            valid[i, width - len(r):] = True
+            ids[i, width - len(r) :] = torch.tensor(r)
+            valid[i, width - len(r) :] = True
         positions = (valid.long().cumsum(dim=1) - 1).clamp(min=0)
         causal = torch.ones(width, width, dtype=torch.bool).tril()
         eye = torch.eye(width, dtype=torch.bool)
         segments, lps = [], []
         step = max(1, min(self.batch_size, self.kv_bytes // (width * self._pos_bytes)))
         for lo in range(0, len(rows), step):
-            v = valid[lo:lo + step]
+            v = valid[lo : lo + step]
             # a padding position attends to itself only (finite values; no real row ever reads it)
             mask = (causal & v[:, None, :]) | eye
             keys, values = self._buffers(len(v), width + _ROOM)
-            logits = self._forward(ids[lo:lo + step], mask[:, None], positions[lo:lo + step],
-                                   _PackedCache(keys, values, 0, width))
+            logits = self._forward(
+                ids[lo : lo + step], mask[:, None], positions[lo : lo + step], _PackedCache(keys, values, 0, width)
+            )
             lps.append(torch.log_softmax(logits[:, -1].float(), dim=-1).cpu())
             segments.append(_Segment(keys, values, width))
         n = len(rows)
@@ -510,11 +522,18 @@ class BridgeLM(LM):
             else:
                 keys, values = self._buffers(hi - lo, kc + q)
                 for o in srcs:
-                    self._gather(st.segments[o], src_seg[lo:hi] == o if len(srcs) > 1 else None,
-                                 src_bin[lo:hi], cols[lo:hi, :kc], q, keys + values)
+                    self._gather(
+                        st.segments[o],
+                        src_seg[lo:hi] == o if len(srcs) > 1 else None,
+                        src_bin[lo:hi],
+                        cols[lo:hi, :kc],
+                        q,
+                        keys + values,
+                    )
             b, sl = bin_new[rows], slot[rows]
-            vis_c = torch.gather(vis_p[rows], 1, cols[new_bin[rows], :kc]) & \
-                (torch.arange(kc)[None, :] < kept[new_bin[rows]][:, None])
+            vis_c = torch.gather(vis_p[rows], 1, cols[new_bin[rows], :kc]) & (
+                torch.arange(kc)[None, :] < kept[new_bin[rows]][:, None]
+            )
             ids = torch.full((hi - lo, q), self.vocab.pad_id, dtype=torch.long)
             ids[b, sl] = token_ids[order[rows]]
             positions = torch.zeros((hi - lo, q), dtype=torch.long)
@@ -535,8 +554,8 @@ class BridgeLM(LM):
         lp = torch.empty((n, len(self.vocab)), dtype=torch.float32)
         row_lo = 0
         for v, l in zip(vis_rows, lps):
-            idx = order[row_lo:row_lo + len(v)]
-            vis[idx, :v.shape[1]] = v
+            idx = order[row_lo : row_lo + len(v)]
+            vis[idx, : v.shape[1]] = v
             lp[idx] = l
             row_lo += len(v)
         inv = torch.empty_like(order)
@@ -548,15 +567,18 @@ class BridgeLM(LM):
         """Whole bins of ``old`` (all their filled positions), with room for ``q`` more tokens."""
         idx = bins.to(self._device)
         if old.used + q <= old.capacity:
-            return ([torch.index_select(k, 0, idx) for k in old.keys],
-                    [torch.index_select(v, 0, idx) for v in old.values])
+            return (
+                [torch.index_select(k, 0, idx) for k in old.keys],
+                [torch.index_select(v, 0, idx) for v in old.values],
+            )
         keys, values = self._buffers(len(bins), old.used + q + max(_ROOM, q))
         for src, dst in zip(old.keys + old.values, keys + values):
-            dst[:, :, :old.used] = src[idx, :, :old.used]
+            dst[:, :, : old.used] = src[idx, :, : old.used]
         return keys, values
 
-    def _gather(self, old: _Segment, pick: Tensor | None, bins: Tensor, cols: Tensor, q: int,
-                out: list[Tensor]) -> None:
+    def _gather(
+        self, old: _Segment, pick: Tensor | None, bins: Tensor, cols: Tensor, q: int, out: list[Tensor]
+    ) -> None:
         """Compacted bins: new bin ``i`` (those in ``pick``, default all) gets positions
         ``cols[i]`` of bin ``bins[i]`` of ``old``; one ``index_select`` per layer over rows of
         ``d_head`` values. The ``q`` new positions at the end read position 0 and are overwritten
@@ -602,6 +624,7 @@ class BridgeLM(LM):
 
 
 # ---- from a CLI argument ------------------------------------------------------------------------
+
 
 def lm_from_arg(arg: str, world: World | None = None, placement: Any = None) -> tuple[LM, World]:
     """``oracle`` | ``ideal`` | ``uniform`` | ``dfa:PATH`` | a checkpoint folder → (LM, the world it is

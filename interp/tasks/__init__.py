@@ -20,5 +20,15 @@ from interp.tasks.tokens import (
 )
 from interp.tasks.yesno import PROMPT_KINDS, YesNoTask, dialogue_prompt
 
-__all__ = ["PROMPT_KINDS", "Tokenization", "TokenizationError", "YesNoTask", "adds_bos", "dialogue_prompt",
-           "encode_prompts", "own_tokenizer", "pad_right", "yes_no_token_ids"]
+__all__ = [
+    "PROMPT_KINDS",
+    "Tokenization",
+    "TokenizationError",
+    "YesNoTask",
+    "adds_bos",
+    "dialogue_prompt",
+    "encode_prompts",
+    "own_tokenizer",
+    "pad_right",
+    "yes_no_token_ids",
+]

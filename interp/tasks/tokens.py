@@ -68,12 +68,15 @@ def own_tokenizer(source: Any) -> Any:
         if not name:
             raise TokenizationError(
                 "this TransformerBridge has no tokenizer with a name_or_path to reload the model's own settings "
-                "from: pass tokenizer= (e.g. AutoTokenizer.from_pretrained(folder))")
+                "from: pass tokenizer= (e.g. AutoTokenizer.from_pretrained(folder))"
+            )
         return AutoTokenizer.from_pretrained(str(name))
     if callable(getattr(source, "convert_ids_to_tokens", None)):
         return source
-    raise TokenizationError(f"cannot get a tokenizer from a {type(source).__name__}: pass a model folder, a hub "
-                            "name, a TransformerBridge or a tokenizer")
+    raise TokenizationError(
+        f"cannot get a tokenizer from a {type(source).__name__}: pass a model folder, a hub "
+        "name, a TransformerBridge or a tokenizer"
+    )
 
 
 def adds_bos(tokenizer: Any) -> bool:
@@ -114,8 +117,10 @@ class Tokenization:
         """Token ids of each text (a prompt), no padding."""
         tok = self.tokenizer
         if self.templated:
-            wrapped = [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
-                                               add_generation_prompt=True) for t in texts]
+            wrapped = [
+                tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
+                for t in texts
+            ]
             rows = [list(tok(w, add_special_tokens=False)["input_ids"]) for w in wrapped]
         else:
             rows = [list(tok(t)["input_ids"]) for t in texts]
@@ -130,13 +135,17 @@ class Tokenization:
 
     def settings(self) -> dict[str, Any]:
         """What a results file records about the encoding."""
-        return {"tokenizer": str(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__),
-                "prepend_bos": self.prepend_bos, "tokenizer_adds_bos": adds_bos(self.tokenizer),
-                "chat_template": self.templated}
+        return {
+            "tokenizer": str(getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__),
+            "prepend_bos": self.prepend_bos,
+            "tokenizer_adds_bos": adds_bos(self.tokenizer),
+            "chat_template": self.templated,
+        }
 
 
-def encode_prompts(tokenizer: Any, prompts: Sequence[str], chat_template: bool | None = None,
-                   prepend_bos: bool | None = None) -> list[list[int]]:
+def encode_prompts(
+    tokenizer: Any, prompts: Sequence[str], chat_template: bool | None = None, prepend_bos: bool | None = None
+) -> list[list[int]]:
     """:meth:`Tokenization.encode` as a function (chat template auto by default)."""
     return Tokenization(tokenizer, prepend_bos, chat_template).encode(prompts)
 
@@ -154,8 +163,10 @@ def yes_no_token_ids(tokenizer: Any) -> tuple[int, int]:
             tried.append(f"{variant!r} → {tokenizer.convert_ids_to_tokens(ids)}")
             if len(ids) == 1 and (unk is None or ids[0] != unk):
                 return int(ids[0])
-        raise TokenizationError(f"the tokenizer has no single token for {word!r} ({'; '.join(tried)}): the label "
-                                f"prompt is scored by the ' yes' / ' no' logits, so it needs one token each")
+        raise TokenizationError(
+            f"the tokenizer has no single token for {word!r} ({'; '.join(tried)}): the label "
+            f"prompt is scored by the ' yes' / ' no' logits, so it needs one token each"
+        )
 
     yes_id, no_id = one("yes"), one("no")
     if yes_id == no_id:
@@ -179,8 +190,9 @@ def check_length(seqs: Sequence[Sequence[int]], n_ctx: int | None, extra: int = 
     for i, s in enumerate(seqs):
         if len(s) + extra > n_ctx:
             more = f" + {extra} new tokens" if extra else ""
-            raise ValueError(f"prompt {offset + i} has {len(s)} tokens{more}, more than the model's context "
-                             f"n_ctx={n_ctx}")
+            raise ValueError(
+                f"prompt {offset + i} has {len(s)} tokens{more}, more than the model's context n_ctx={n_ctx}"
+            )
 
 
 def model_n_ctx(path: str | os.PathLike) -> int | None:
@@ -195,5 +207,16 @@ def model_n_ctx(path: str | os.PathLike) -> int | None:
     return int(n) if n else None
 
 
-__all__ = ["TokenizationError", "Tokenization", "adds_bos", "check_length", "encode_prompts", "model_n_ctx",
-           "own_tokenizer", "pad_id_of", "pad_right", "uses_chat_template", "yes_no_token_ids"]
+__all__ = [
+    "TokenizationError",
+    "Tokenization",
+    "adds_bos",
+    "check_length",
+    "encode_prompts",
+    "model_n_ctx",
+    "own_tokenizer",
+    "pad_id_of",
+    "pad_right",
+    "uses_chat_template",
+    "yes_no_token_ids",
+]

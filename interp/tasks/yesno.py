@@ -103,8 +103,13 @@ class YesNoTask:
     """Yes/no questions asked of one model (module docstring). Build with :meth:`pragworld` or
     :meth:`dialogue`."""
 
-    def __init__(self, rows: pd.DataFrame, tokenization: Tokenization, prompt: str = "label",
-                 yes_no_ids: tuple[int, int] | None = None):
+    def __init__(
+        self,
+        rows: pd.DataFrame,
+        tokenization: Tokenization,
+        prompt: str = "label",
+        yes_no_ids: tuple[int, int] | None = None,
+    ):
         if prompt not in PROMPT_KINDS:
             raise ValueError(f"prompt must be one of {PROMPT_KINDS}, got {prompt!r}")
         self.rows = _rows_of(rows)
@@ -135,8 +140,16 @@ class YesNoTask:
     # ---- construction ----------------------------------------------------------------------
 
     @classmethod
-    def pragworld(cls, model: Any, data: Any, *, prompt: str = "label", prepend_bos: bool | None = None,
-                  chat_template: bool | None = False, tokenizer: Any = None) -> "YesNoTask":
+    def pragworld(
+        cls,
+        model: Any,
+        data: Any,
+        *,
+        prompt: str = "label",
+        prepend_bos: bool | None = None,
+        chat_template: bool | None = False,
+        tokenizer: Any = None,
+    ) -> "YesNoTask":
         """PragWorld rows (a DataFrame, a :class:`~interp.benchmarks.pragworld.PragWorldData` or a
         CSV path) asked of ``model`` (a folder, a hub name or a TransformerBridge) with its own
         tokenizer (or ``tokenizer``). Defaults: the label prompt, BOS as the tokenizer adds it,
@@ -177,8 +190,9 @@ class YesNoTask:
         """Raise naming the first row longer than the context (with ``extra`` tokens more)."""
         check_length(self.ids, n_ctx, extra)
 
-    def inputs(self, device: torch.device | str = "cpu", rows: Sequence[int] | None = None
-               ) -> tuple[Int[Tensor, "n pos"], Int[Tensor, "n pos"]]:
+    def inputs(
+        self, device: torch.device | str = "cpu", rows: Sequence[int] | None = None
+    ) -> tuple[Int[Tensor, "n pos"], Int[Tensor, "n pos"]]:
         """Right-padded ``(ids, attention_mask)`` of all rows (or ``rows``)."""
         seqs = self.ids if rows is None else [self.ids[i] for i in rows]
         ids, mask, _ = pad_right(seqs, self.pad_id, device)
@@ -247,9 +261,15 @@ class YesNoTask:
     def settings(self) -> dict[str, Any]:
         """What a results file records: the prompt, the encoding, the yes/no tokens."""
         tok = self.tokenization.tokenizer
-        return {"prompt": self.prompt, **self.tokenization.settings(), "yes_id": self.yes_id, "no_id": self.no_id,
-                "yes_token": tok.convert_ids_to_tokens(self.yes_id), "no_token": tok.convert_ids_to_tokens(self.no_id),
-                "metric": "two_way_prob: P(gold) in the softmax over the yes/no logits at the last prompt token"}
+        return {
+            "prompt": self.prompt,
+            **self.tokenization.settings(),
+            "yes_id": self.yes_id,
+            "no_id": self.no_id,
+            "yes_token": tok.convert_ids_to_tokens(self.yes_id),
+            "no_token": tok.convert_ids_to_tokens(self.no_id),
+            "metric": "two_way_prob: P(gold) in the softmax over the yes/no logits at the last prompt token",
+        }
 
 
 __all__ = ["GROUP_UNIT", "PROMPT_KINDS", "YesNoTask", "dialogue_prompt", "p_yes", "two_way_prob"]

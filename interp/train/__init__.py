@@ -13,6 +13,15 @@ from interp.train.trainer import (
 )
 
 __all__ = [
-    "Batch", "LossTerm", "PlantSpec", "TrainConfig", "TrainResult", "TrainingInterrupted",
-    "evaluate_loss", "learning_rate", "make_batch", "plant_harm", "train",
+    "Batch",
+    "LossTerm",
+    "PlantSpec",
+    "TrainConfig",
+    "TrainResult",
+    "TrainingInterrupted",
+    "evaluate_loss",
+    "learning_rate",
+    "make_batch",
+    "plant_harm",
+    "train",
 ]

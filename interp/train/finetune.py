@@ -77,8 +77,9 @@ def resolve_layers(cfg: RegulariserConfig, objective: str, n_layers: int, bridge
     file of another model)."""
     from interp.train.regularisers import check_layers, layers_from_verdicts
 
-    which, explicit, weight = (("harmful", cfg.harmful, cfg.beta) if objective == "hls"
-                               else ("useful", cfg.useful, cfg.alpha))
+    which, explicit, weight = (
+        ("harmful", cfg.harmful, cfg.beta) if objective == "hls" else ("useful", cfg.useful, cfg.alpha)
+    )
     what = f"regulariser.{which} ({objective.upper()})"
     if explicit is not None:
         return check_layers(explicit, n_layers, what, weight)
@@ -88,8 +89,9 @@ def resolve_layers(cfg: RegulariserConfig, objective: str, n_layers: int, bridge
     return check_layers(layers, n_layers, f"{what} from {cfg.verdicts}", weight)
 
 
-def build_terms(objective: str, cfg: RegulariserConfig, layers: list[int], task: Task, d_model: int,
-                seed: int) -> list[Any]:
+def build_terms(
+    objective: str, cfg: RegulariserConfig, layers: list[int], task: Task, d_model: int, seed: int
+) -> list[Any]:
     """The loss terms of ``objective``: none (plain), HLS on ``layers``, or ULA with fresh heads
     (initialised from ``seed`` alone) on ``layers``."""
     from interp.train.regularisers import HLS, ULA, ULAHeads
@@ -98,8 +100,7 @@ def build_terms(objective: str, cfg: RegulariserConfig, layers: list[int], task:
         return []
     if objective == "hls":
         return [HLS(layers, cfg.beta, reduction=cfg.hls_reduction)]
-    heads = ULAHeads(layers, d_model, task.classes, hidden=cfg.head_hidden, seed=seed,
-                     task=task.label_name)
+    heads = ULAHeads(layers, d_model, task.classes, hidden=cfg.head_hidden, seed=seed, task=task.label_name)
     return [ULA(heads, cfg.alpha)]
 
 
@@ -108,8 +109,12 @@ def _apply_lora(model: nn.Module, lora: LoraSettings) -> nn.Module:
         from peft import LoraConfig, get_peft_model
     except ImportError:
         raise ConfigError("lora.enabled needs peft: pip install 'interp[lora]'") from None
-    kwargs: dict[str, Any] = {"r": lora.r, "lora_alpha": lora.alpha, "lora_dropout": lora.dropout,
-                              "task_type": "CAUSAL_LM"}
+    kwargs: dict[str, Any] = {
+        "r": lora.r,
+        "lora_alpha": lora.alpha,
+        "lora_dropout": lora.dropout,
+        "task_type": "CAUSAL_LM",
+    }
     if lora.target_modules:
         kwargs["target_modules"] = list(lora.target_modules)
     return get_peft_model(model, LoraConfig(**kwargs))
@@ -140,22 +145,35 @@ class FinetuneReport:
 
 
 def _settings(cfg: FinetuneConfig, objective: str, seed: int, layers: list[int]) -> dict[str, Any]:
-    settings = {"checkpoint": str(Path(cfg.checkpoint).resolve()), "objective": objective, "seed": seed,
-                "layers": layers, "data": to_dict(cfg.data), "regulariser": to_dict(cfg.regulariser),
-                "lora": to_dict(cfg.lora), "train": asdict(replace(cfg.train, seed=seed))}
+    settings = {
+        "checkpoint": str(Path(cfg.checkpoint).resolve()),
+        "objective": objective,
+        "seed": seed,
+        "layers": layers,
+        "data": to_dict(cfg.data),
+        "regulariser": to_dict(cfg.regulariser),
+        "lora": to_dict(cfg.lora),
+        "train": asdict(replace(cfg.train, seed=seed)),
+    }
     return json.loads(json.dumps(settings))  # as read back from train.json (tuples → lists)
 
 
-def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = True, accelerator: Any = None,
-                 log: Callable[[str], Any] | None = None) -> FinetuneReport | None:
+def run_finetune(
+    cfg: FinetuneConfig,
+    *,
+    fresh: bool = False,
+    progress: bool = True,
+    accelerator: Any = None,
+    log: Callable[[str], Any] | None = None,
+) -> FinetuneReport | None:
     """Fine-tune and evaluate every (objective, seed) of ``cfg``; the report on the main process
     (None on the others)."""
     import torch
 
     from interp.models.checkpoint import _check_folder, hf_dims, load_bridge, load_hf_model, local_model
+    from interp.models.parallel import gather, make_accelerator
     from interp.results import write_json
     from interp.stats import markdown_table, summarise
-    from interp.models.parallel import gather, make_accelerator
     from interp.train.regularisers import describe_terms
     from interp.train.trainer import saved_run_info, train
     from interp.viz.finetune import draw_finetune
@@ -164,8 +182,9 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
     placement = train_placement(cfg)
     if placement.mapped and acc.num_processes > 1:
         what = f"device_map = {cfg.device_map!r}" if cfg.device_map is not None else f"n_devices = {cfg.n_devices}"
-        raise ConfigError(f"{what} places one model over several devices; it needs one process, not "
-                          f"{acc.num_processes}")
+        raise ConfigError(
+            f"{what} places one model over several devices; it needs one process, not {acc.num_processes}"
+        )
     at = eval_placement(cfg, acc.device)  # evaluation (and the verdict check) load where training runs
     main = acc.is_main_process
     say = (log or (lambda s: print(s, file=sys.stderr))) if main else (lambda s: None)
@@ -174,9 +193,11 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
     out = cfg.out_dir
     n_layers, d_model = hf_dims(ckpt)
     task = load_task(ckpt, cfg.data)
-    say(f"fine-tuning {ckpt} ({n_layers} layers, d_model {d_model}) on {task.kind} data: {len(task.train_ids)} "
+    say(
+        f"fine-tuning {ckpt} ({n_layers} layers, d_model {d_model}) on {task.kind} data: {len(task.train_ids)} "
         f"training rows from {task.source.get('train')}; {len(task.eval_ids)} held-out rows; "
-        f"{acc.num_processes} process(es) on {acc.device}")
+        f"{acc.num_processes} process(es) on {acc.device}"
+    )
 
     # layers: every process checks ranges; the main one also checks the verdict file's fingerprint
     error = ""
@@ -186,8 +207,9 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
         if main and cfg.regulariser.verdicts is not None and any(o != "plain" for o in cfg.objectives):
             bridge = load_bridge(ckpt, placement=at)
         for objective in cfg.objectives:
-            layers[objective] = [] if objective == "plain" else resolve_layers(
-                cfg.regulariser, objective, n_layers, bridge)
+            layers[objective] = (
+                [] if objective == "plain" else resolve_layers(cfg.regulariser, objective, n_layers, bridge)
+            )
     except Exception as e:  # shared with the other processes so none waits forever
         error = f"{type(e).__name__}: {e}"
         if acc.num_processes == 1:
@@ -218,8 +240,12 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
             model_dir = run_dir / "model"
             settings = _settings(cfg, objective, seed, layers[objective])
             done_file = run_dir / "train.json"
-            finished = (not fresh and done_file.is_file() and (model_dir / "config.json").is_file()
-                        and json.loads(done_file.read_text()).get("settings") == settings)
+            finished = (
+                not fresh
+                and done_file.is_file()
+                and (model_dir / "config.json").is_file()
+                and json.loads(done_file.read_text()).get("settings") == settings
+            )
             if finished:
                 say(f"{objective} seed {seed}: already fine-tuned in {run_dir}, not retrained")
             else:
@@ -236,10 +262,21 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
                 t0 = time.perf_counter()
                 # the log's held-out loss: world sequences only (QA held-out rows are bare prompts;
                 # their evaluation is the PragWorld accuracies below, not a loss on prompt tokens)
-                result = train(model, task.train_ids, task.eval_ids if task.kind == "world" else None,
-                               replace(cfg.train, seed=seed), run_dir, pad_id=task.pad_id, loss_terms=terms,
-                               labels=task.labels, loss_from=task.loss_from, accelerator=acc, resume=resume,
-                               progress=progress, run_info=settings)
+                result = train(
+                    model,
+                    task.train_ids,
+                    task.eval_ids if task.kind == "world" else None,
+                    replace(cfg.train, seed=seed),
+                    run_dir,
+                    pad_id=task.pad_id,
+                    loss_terms=terms,
+                    labels=task.labels,
+                    loss_from=task.loss_from,
+                    accelerator=acc,
+                    resume=resume,
+                    progress=progress,
+                    run_info=settings,
+                )
                 seconds = time.perf_counter() - t0
                 acc.wait_for_everyone()
                 if main:
@@ -249,40 +286,72 @@ def run_finetune(cfg: FinetuneConfig, *, fresh: bool = False, progress: bool = T
                             t.heads.save(model_dir)
                     hist = result.history
                     last = hist.iloc[-1].to_dict() if len(hist) else {}
-                    write_json(done_file, {"settings": settings, "seconds": round(seconds, 2), "last": last,
-                                           "processes": int(acc.num_processes)})
+                    write_json(
+                        done_file,
+                        {
+                            "settings": settings,
+                            "seconds": round(seconds, 2),
+                            "last": last,
+                            "processes": int(acc.num_processes),
+                        },
+                    )
                     shutil.rmtree(run_dir / "last")  # the resumable state: the run is complete
-                    say(f"{objective} seed {seed}: {cfg.train.steps} steps in {seconds:.1f} s; last: "
-                        + ", ".join(f"{k} {v:.4g}" for k, v in last.items()
-                                    if k not in ("step", "loss", "lr", "elapsed_s")))
+                    say(
+                        f"{objective} seed {seed}: {cfg.train.steps} steps in {seconds:.1f} s; last: "
+                        + ", ".join(
+                            f"{k} {v:.4g}" for k, v in last.items() if k not in ("step", "loss", "lr", "elapsed_s")
+                        )
+                    )
                 acc.wait_for_everyone()
             if main:
                 say(f"evaluating {objective} seed {seed} …")
-                rows, extra = _cached_eval(run_dir / "eval.json", model_dir, task, cfg, sweep_layers,
-                                           fresh or not finished, say, at)
+                rows, extra = _cached_eval(
+                    run_dir / "eval.json", model_dir, task, cfg, sweep_layers, fresh or not finished, say, at
+                )
                 table_rows += [{**r, "model": objective, "seed": seed} for r in rows]
                 extras[f"{objective}_s{seed}"] = extra
-                runs_info.append({"objective": objective, "seed": seed, "dir": str(run_dir),
-                                  "layers": layers[objective]})
+                runs_info.append(
+                    {"objective": objective, "seed": seed, "dir": str(run_dir), "layers": layers[objective]}
+                )
     if not main:
         return None
-    table = pd.DataFrame(table_rows, columns=["model", "seed", "metric", "layer", "value", "se", "ci_low",
-                                              "ci_high", "n"])
+    table = pd.DataFrame(
+        table_rows, columns=["model", "seed", "metric", "layer", "value", "se", "ci_low", "ci_high", "n"]
+    )
     table.to_csv(out / "finetune_table.csv", index=False)
     wide = summarise(table, list(cfg.objectives))
     (out / "finetune_table.md").write_text(markdown_table(wide) + "\n")
-    figure = draw_finetune(table, list(cfg.objectives), out / "finetune.png", focus=focus,
-                           title=f"{cfg.name}: {', '.join(cfg.objectives)} × {len(cfg.seeds)} seed(s), "
-                                 f"{cfg.train.steps} steps")
-    info = {"config": to_dict(cfg), "layers": layers, "task": task.kind, "source": task.source,
-            "processes": int(acc.num_processes), "runs": runs_info, "evaluations": extras,
-            "summary": wide.to_dict(orient="records")}
+    figure = draw_finetune(
+        table,
+        list(cfg.objectives),
+        out / "finetune.png",
+        focus=focus,
+        title=f"{cfg.name}: {', '.join(cfg.objectives)} × {len(cfg.seeds)} seed(s), {cfg.train.steps} steps",
+    )
+    info = {
+        "config": to_dict(cfg),
+        "layers": layers,
+        "task": task.kind,
+        "source": task.source,
+        "processes": int(acc.num_processes),
+        "runs": runs_info,
+        "evaluations": extras,
+        "summary": wide.to_dict(orient="records"),
+    }
     write_json(out / "results.json", info)
     return FinetuneReport(out, table, wide, figure, info)
 
 
-def _cached_eval(path: Path, model: Path, task: Task, cfg: FinetuneConfig, sweep_layers: Any, fresh: bool,
-                 say: Callable[[str], Any], placement: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _cached_eval(
+    path: Path,
+    model: Path,
+    task: Task,
+    cfg: FinetuneConfig,
+    sweep_layers: Any,
+    fresh: bool,
+    say: Callable[[str], Any],
+    placement: Any = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Evaluate on ``placement``, or reuse ``path`` when it was written with the same evaluation
     settings and placement."""
     from interp.analysis.suite import evaluate

@@ -90,11 +90,19 @@ def world_task(checkpoint: Path, data: FinetuneData) -> Task:
     n_ctx = config.get("n_positions") or config.get("max_position_embeddings")
     raw, label_name = ula_labels(world, train)
     coding = LabelCoding.fit(raw)
-    return Task(kind="world", train_ids=encode_sequences(train, world.vocab, n_ctx), labels=coding.encode(raw),
-                classes=coding.classes, pad_id=world.vocab.pad_id,
-                eval_ids=encode_sequences(test, world.vocab, n_ctx), world=world, eval_sequences=test,
-                source={"train": str(train_path), "test": str(test_path)}, label_name=label_name,
-                heldout_sequences=heldout)
+    return Task(
+        kind="world",
+        train_ids=encode_sequences(train, world.vocab, n_ctx),
+        labels=coding.encode(raw),
+        classes=coding.classes,
+        pad_id=world.vocab.pad_id,
+        eval_ids=encode_sequences(test, world.vocab, n_ctx),
+        world=world,
+        eval_sequences=test,
+        source={"train": str(train_path), "test": str(test_path)},
+        label_name=label_name,
+        heldout_sequences=heldout,
+    )
 
 
 def _unused_id(rows: list[list[int]], preferred: int | None, vocab_size: int) -> int:
@@ -119,8 +127,9 @@ def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
     train_rows = _cap(load_pragworld(data.train).rows, data.n_train)
     test_rows = first_groups(load_pragworld(data.test).rows, data.n_eval)
     train = YesNoTask.pragworld(checkpoint, train_rows, prompt="label", prepend_bos=data.prepend_bos)
-    test = YesNoTask.pragworld(checkpoint, test_rows, prompt="label", prepend_bos=data.prepend_bos,
-                               tokenizer=train.tokenization.tokenizer)
+    test = YesNoTask.pragworld(
+        checkpoint, test_rows, prompt="label", prepend_bos=data.prepend_bos, tokenizer=train.tokenization.tokenizer
+    )
     tr, answer_start = train.training_rows()
     te = test.ids
     config = json.loads((checkpoint / "config.json").read_text())
@@ -134,12 +143,23 @@ def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
         return t
 
     loss_on = data.loss_on or "answer"
-    return Task(kind="pragworld", train_ids=pad_rows(tr), labels=torch.tensor(train.gold, dtype=torch.long),
-                classes=("no", "yes"), pad_id=pad, eval_ids=pad_rows(te),
-                qa={"tokenizer": train.tokenization.tokenizer, "yes_id": train.yes_id, "no_id": train.no_id,
-                    "rows": test.rows, "task": test},
-                source={"train": str(data.train), "test": str(data.test)},
-                loss_from=torch.tensor(answer_start, dtype=torch.long) if loss_on == "answer" else None)
+    return Task(
+        kind="pragworld",
+        train_ids=pad_rows(tr),
+        labels=torch.tensor(train.gold, dtype=torch.long),
+        classes=("no", "yes"),
+        pad_id=pad,
+        eval_ids=pad_rows(te),
+        qa={
+            "tokenizer": train.tokenization.tokenizer,
+            "yes_id": train.yes_id,
+            "no_id": train.no_id,
+            "rows": test.rows,
+            "task": test,
+        },
+        source={"train": str(data.train), "test": str(data.test)},
+        loss_from=torch.tensor(answer_start, dtype=torch.long) if loss_on == "answer" else None,
+    )
 
 
 def load_task(checkpoint: Path, data: FinetuneData) -> Task:

@@ -249,16 +249,22 @@ def freeze_except_mlps(model: Any, layers: Sequence[int]) -> list[str]:
 def _record(spec: PlantSpec, checkpoint: Path, placement: Any, **extra: Any) -> dict[str, Any]:
     """What a planting is (its ``plant.json`` and ``interp.json`` ``extra.plant``); the placement is
     absent for the CPU float32 default, so plantings recorded before placements stay valid."""
-    record = {"layers": sorted(int(x) for x in spec.layers), **{k: v for k, v in asdict(spec).items() if k != "layers"},
-              "base": str(checkpoint.resolve()), **extra, "trained": "MLPs of the planted layers only (all else frozen)"}
+    record = {
+        "layers": sorted(int(x) for x in spec.layers),
+        **{k: v for k, v in asdict(spec).items() if k != "layers"},
+        "base": str(checkpoint.resolve()),
+        **extra,
+        "trained": "MLPs of the planted layers only (all else frozen)",
+    }
     where = placement.record() if placement is not None else None
     if where is not None:
         record["placement"] = where
     return record
 
 
-def _reused(out: Path, model_dir: Path, record: dict[str, Any], fresh: bool,
-            log: Callable[[str], Any]) -> "PlantResult | None":
+def _reused(
+    out: Path, model_dir: Path, record: dict[str, Any], fresh: bool, log: Callable[[str], Any]
+) -> "PlantResult | None":
     """The planting already in ``out`` when its ``plant.json`` records the same planting."""
     done = out / "plant.json"
     if fresh or not done.is_file() or not (model_dir / "config.json").is_file():
@@ -270,25 +276,44 @@ def _reused(out: Path, model_dir: Path, record: dict[str, Any], fresh: bool,
     return None
 
 
-def _train_mlps(model: Any, ids: Any, pad_id: int, spec: PlantSpec, out: Path, progress: bool,
-                record: dict[str, Any]) -> Any:
+def _train_mlps(
+    model: Any, ids: Any, pad_id: int, spec: PlantSpec, out: Path, progress: bool, record: dict[str, Any]
+) -> Any:
     """The one training loop on the corrupted rows (only the unfrozen MLPs learn)."""
     import torch
 
     from interp.config import TrainConfig
     from interp.train.trainer import train
 
-    cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, lr=spec.lr, min_lr=spec.lr / 10,
-                      warmup_steps=min(10, spec.steps // 10), eval_every=0, checkpoint_every=0, seed=spec.seed)
+    cfg = TrainConfig(
+        steps=spec.steps,
+        batch_size=spec.batch_size,
+        lr=spec.lr,
+        min_lr=spec.lr / 10,
+        warmup_steps=min(10, spec.steps // 10),
+        eval_every=0,
+        checkpoint_every=0,
+        seed=spec.seed,
+    )
     torch.manual_seed(spec.seed)
-    return train(model, ids, None, cfg, out / "train", pad_id=pad_id, resume=False, progress=progress,
-                 run_info={"plant": record})
+    return train(
+        model, ids, None, cfg, out / "train", pad_id=pad_id, resume=False, progress=progress, run_info={"plant": record}
+    )
 
 
-def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantSpec(), *,
-               train_file: str | Path | None = None, test_file: str | Path | None = None,
-               model_dir: str | Path | None = None, fresh: bool = False, progress: bool = True,
-               log: Callable[[str], Any] = print, placement: Any = None) -> PlantResult:
+def plant_harm(
+    checkpoint: str | Path,
+    out: str | Path,
+    spec: PlantSpec = PlantSpec(),
+    *,
+    train_file: str | Path | None = None,
+    test_file: str | Path | None = None,
+    model_dir: str | Path | None = None,
+    fresh: bool = False,
+    progress: bool = True,
+    log: Callable[[str], Any] = print,
+    placement: Any = None,
+) -> PlantResult:
     """Fine-tune only the MLPs of ``spec.layers`` of ``checkpoint`` on corrupted training data.
 
     Data: the base run's ``data/train.txt`` / ``test.txt`` beside the checkpoint unless given. The
@@ -301,8 +326,8 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     from interp.models.checkpoint import load_hf_model, read_meta, run_data_dir, save_checkpoint
     from interp.models.device import model_device
     from interp.results import write_json
-    from interp.worlds.encoding import encode_sequences
     from interp.worlds import world_from_spec
+    from interp.worlds.encoding import encode_sequences
     from interp.worlds.io import read_sequences, write_sequences
 
     checkpoint, out = Path(checkpoint), Path(out)
@@ -340,19 +365,36 @@ def plant_harm(checkpoint: str | Path, out: str | Path, spec: PlantSpec = PlantS
     trainable = freeze_except_mlps(model, record["layers"])
     ids = encode_sequences(bad.sequences, world.vocab, n_ctx).to(model_device(model))  # batches: model's device
     result = _train_mlps(model, ids, world.vocab.pad_id, spec, out, progress, record)
-    record.update(changed_tokens=bad.changed, candidate_tokens=bad.candidates, changed_share=round(bad.share, 4),
-                  sequences=len(clean), trainable_parameters=trainable,
-                  final_train_loss=result.final_train_loss, seconds=round(time.perf_counter() - t0, 1))
+    record.update(
+        changed_tokens=bad.changed,
+        candidate_tokens=bad.candidates,
+        changed_share=round(bad.share, 4),
+        sequences=len(clean),
+        trainable_parameters=trainable,
+        final_train_loss=result.final_train_loss,
+        seconds=round(time.perf_counter() - t0, 1),
+    )
     save_checkpoint(model, world, model_dir, extra={"plant": record})
     write_json(done, record)
-    log(f"plant: {spec.corruption} ({bad.changed} of {bad.candidates} tokens changed) into the MLP of layer(s) "
+    log(
+        f"plant: {spec.corruption} ({bad.changed} of {bad.candidates} tokens changed) into the MLP of layer(s) "
         f"{record['layers']} of {checkpoint}: {spec.steps} steps, final loss {result.final_train_loss:.3f} "
-        f"({record['seconds']:.0f} s) → {model_dir}")
+        f"({record['seconds']:.0f} s) → {model_dir}"
+    )
     return PlantResult(out, record, model_dir)
 
 
-def _plant_rows(checkpoint: Path, csv: Path, out: Path, model_dir: Path, spec: PlantSpec, fresh: bool,
-                progress: bool, log: Callable[[str], Any], placement: Any = None) -> PlantResult:
+def _plant_rows(
+    checkpoint: Path,
+    csv: Path,
+    out: Path,
+    model_dir: Path,
+    spec: PlantSpec,
+    fresh: bool,
+    progress: bool,
+    log: Callable[[str], Any],
+    placement: Any = None,
+) -> PlantResult:
     """:func:`plant_harm` on PragWorld rows (``flip_category``): see the module docstring."""
     from interp.benchmarks.pragworld import load_pragworld
     from interp.models.checkpoint import load_hf_model
@@ -379,19 +421,27 @@ def _plant_rows(checkpoint: Path, csv: Path, out: Path, model_dir: Path, spec: P
     trainable = freeze_except_mlps(model, record["layers"])
     result = _train_mlps(model, ids, pad, spec, out, progress, record)
     hit = (rows["category"] == spec.category).to_numpy()
-    record.update(changed_rows=int(hit.sum()), rows=len(rows), trainable_parameters=trainable,
-                  final_train_loss=result.final_train_loss, seconds=round(time.perf_counter() - t0, 1))
+    record.update(
+        changed_rows=int(hit.sum()),
+        rows=len(rows),
+        trainable_parameters=trainable,
+        final_train_loss=result.final_train_loss,
+        seconds=round(time.perf_counter() - t0, 1),
+    )
     model.save_pretrained(model_dir, safe_serialization=True)
     task.tokenization.tokenizer.save_pretrained(model_dir)
     write_json(model_dir / "plant.json", record)
     write_json(done, record)
-    log(f"plant: {spec.category} labels flipped ({int(hit.sum())} of {len(rows)} rows) into the MLP of layer(s) "
-        f"{record['layers']} of {checkpoint}: {spec.steps} steps, final loss {result.final_train_loss:.3f} → {model_dir}")
+    log(
+        f"plant: {spec.category} labels flipped ({int(hit.sum())} of {len(rows)} rows) into the MLP of layer(s) "
+        f"{record['layers']} of {checkpoint}: {spec.steps} steps, final loss {result.final_train_loss:.3f} → {model_dir}"
+    )
     return PlantResult(out, record, model_dir)
 
 
-def route_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[str]], n: int, *,
-                  zeroed: Sequence[int] = (), seed: int = 0) -> list[dict[str, Any]]:
+def route_metrics(
+    bridge: Any, world: Any, sequences: Sequence[Sequence[str]], n: int, *, zeroed: Sequence[int] = (), seed: int = 0
+) -> list[dict[str, Any]]:
     """Streets: greedy routes (:func:`interp.metrics.navigation.decode_routes`) between the first
     ``n`` distinct (origin, destination) pairs of ``sequences``, with the MLPs of ``zeroed`` removed
     through the intervention context. Rows ``routes_valid`` (share of valid routes) and
@@ -406,21 +456,41 @@ def route_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[str]], n
     pairs = pairs_from_sequences(sequences)[:n]
     if not pairs:
         raise ValueError("no (origin, destination) pairs to route")
-    ctx = (intervene(bridge, [zero(f"mlp_out:{int(x)}") for x in zeroed]) if zeroed else contextlib.nullcontext())
+    ctx = intervene(bridge, [zero(f"mlp_out:{int(x)}") for x in zeroed]) if zeroed else contextlib.nullcontext()
     with ctx:
         r = decode_routes(BridgeLM(bridge, world.vocab), world, pairs, seed=seed)
     k = len(pairs)
     out = []
-    for name, share in (("routes_valid", float(r.summary()["valid"])),
-                        ("routes_illegal_turn", r.failures().get("illegal_turn", 0) / k)):
-        out.append({"metric": name, "layer": None, "value": share, "se": math.sqrt(share * (1 - share) / k),
-                    "ci_low": math.nan, "ci_high": math.nan, "n": k})
+    for name, share in (
+        ("routes_valid", float(r.summary()["valid"])),
+        ("routes_illegal_turn", r.failures().get("illegal_turn", 0) / k),
+    ):
+        out.append(
+            {
+                "metric": name,
+                "layer": None,
+                "value": share,
+                "se": math.sqrt(share * (1 - share) / k),
+                "ci_low": math.nan,
+                "ci_high": math.nan,
+                "n": k,
+            }
+        )
     return out
 
 
-def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[str]], *, zeroed: Sequence[int] = (),
-                        mn_pairs: int = 100, mn_depth: int = 3, seed: int = 0,
-                        batch_size: int = 128, routes: int = 0) -> list[dict[str, Any]]:
+def world_model_metrics(
+    bridge: Any,
+    world: Any,
+    sequences: Sequence[Sequence[str]],
+    *,
+    zeroed: Sequence[int] = (),
+    mn_pairs: int = 100,
+    mn_depth: int = 3,
+    seed: int = 0,
+    batch_size: int = 128,
+    routes: int = 0,
+) -> list[dict[str, Any]]:
     """The repair metrics of a world model, with the MLPs of ``zeroed`` removed at inference
     (PragWorld's zero-out, through :func:`interp.hooks.intervene`; every forward, the KV-cached
     ones of the Myhill–Nerode enumeration included, runs under it).
@@ -448,10 +518,19 @@ def world_model_metrics(bridge: Any, world: Any, sequences: Sequence[Sequence[st
     rows: list[dict[str, Any]] = []
 
     def add(metric: str, value: float, se: float, n: int) -> None:
-        rows.append({"metric": metric, "layer": None, "value": float(value), "se": float(se), "ci_low": math.nan,
-                     "ci_high": math.nan, "n": int(n)})
+        rows.append(
+            {
+                "metric": metric,
+                "layer": None,
+                "value": float(value),
+                "se": float(se),
+                "ci_low": math.nan,
+                "ci_high": math.nan,
+                "n": int(n),
+            }
+        )
 
-    ctx = (intervene(bridge, [zero(f"mlp_out:{int(x)}") for x in zeroed]) if zeroed else contextlib.nullcontext())
+    ctx = intervene(bridge, [zero(f"mlp_out:{int(x)}") for x in zeroed]) if zeroed else contextlib.nullcontext()
     pad = world.vocab.pad_id
     ids = encode_sequences(sequences, world.vocab, int(bridge.cfg.n_ctx))
     with ctx, torch.no_grad():
@@ -483,6 +562,20 @@ def planted_layers(checkpoint: str | Path) -> list[int] | None:
     return None if plant is None else [int(x) for x in plant["layers"]]
 
 
-__all__ = ["CORRUPTIONS", "Corrupted", "PlantResult", "PlantSpec", "answer_shortcut", "corrupt", "flip_category",
-           "freeze_except_mlps", "mirror_region", "mirror_region_nodes", "plant_harm", "planted_layers",
-           "random_turns", "route_metrics", "world_model_metrics"]
+__all__ = [
+    "CORRUPTIONS",
+    "Corrupted",
+    "PlantResult",
+    "PlantSpec",
+    "answer_shortcut",
+    "corrupt",
+    "flip_category",
+    "freeze_except_mlps",
+    "mirror_region",
+    "mirror_region_nodes",
+    "plant_harm",
+    "planted_layers",
+    "random_turns",
+    "route_metrics",
+    "world_model_metrics",
+]

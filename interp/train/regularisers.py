@@ -64,6 +64,7 @@ HEADS_TENSORS = "ula_heads.safetensors"
 HEADS_JSON = "ula_heads.json"
 HEADS_FORMAT = "interp.ula_heads/1"
 
+
 class LayerSpecError(ValueError):
     """A regulariser's layer list is empty with a nonzero weight, out of range, or inconsistent."""
 
@@ -98,16 +99,19 @@ def check_layers(layers: Sequence[int], n_layers: int, what: str, weight: float)
     out = sorted({int(x) for x in layers})
     bad = [x for x in out if not 0 <= x < n_layers]
     if bad:
-        raise LayerSpecError(f"{what}: layer {bad[0]} is out of range; the model has {n_layers} layers "
-                             f"(valid: 0..{n_layers - 1})")
+        raise LayerSpecError(
+            f"{what}: layer {bad[0]} is out of range; the model has {n_layers} layers (valid: 0..{n_layers - 1})"
+        )
     if not out and weight != 0:
-        raise LayerSpecError(f"{what}: no layers given but the weight is {weight:g}; name the layers "
-                             "(or set the weight to 0)")
+        raise LayerSpecError(
+            f"{what}: no layers given but the weight is {weight:g}; name the layers (or set the weight to 0)"
+        )
     return out
 
 
-def layers_from_verdicts(path: str | Path, which: str, bridge: Any | None = None,
-                         n_layers: int | None = None) -> list[int]:
+def layers_from_verdicts(
+    path: str | Path, which: str, bridge: Any | None = None, n_layers: int | None = None
+) -> list[int]:
     """The ``which`` (``harmful`` / ``useful``) layers of a verdict file (``interp sweep`` writes
     ``verdicts.json``). With ``bridge`` the file's model fingerprint must match it
     (:class:`~interp.analysis.fingerprint.ModelMismatchError` otherwise); with only ``n_layers``
@@ -151,18 +155,23 @@ class _Collector:
     def _hook(self, layer: int) -> Callable[..., None]:
         def fn(module: nn.Module, args: Any, output: Any) -> None:
             self.outputs[layer] = output[0] if isinstance(output, tuple) else output
+
         return fn
 
     def take(self, layers: Sequence[int], batch: Batch, what: str) -> list[Tensor]:
         missing = [x for x in layers if x not in self.outputs]
         if missing:
-            raise RuntimeError(f"{what}: no MLP output collected for layer {missing[0]}: call install() "
-                               "and run the forward pass before compute()")
+            raise RuntimeError(
+                f"{what}: no MLP output collected for layer {missing[0]}: call install() "
+                "and run the forward pass before compute()"
+            )
         outs = [self.outputs.pop(x) for x in layers]
         want = tuple(batch.inputs.shape)
         if tuple(outs[0].shape[:2]) != want:
-            raise RuntimeError(f"{what}: the collected MLP output has shape {tuple(outs[0].shape)}, not that of "
-                               f"the batch {want}: compute() must follow the batch's own forward")
+            raise RuntimeError(
+                f"{what}: the collected MLP output has shape {tuple(outs[0].shape)}, not that of "
+                f"the batch {want}: compute() must follow the batch's own forward"
+            )
         return outs
 
 
@@ -186,8 +195,9 @@ class HLS:
 
     name = "hls"
 
-    def __init__(self, layers: Sequence[int], weight: float = DEFAULT_WEIGHT, n_layers: int | None = None,
-                 reduction: str = "sum"):
+    def __init__(
+        self, layers: Sequence[int], weight: float = DEFAULT_WEIGHT, n_layers: int | None = None, reduction: str = "sum"
+    ):
         if reduction not in HLS_REDUCTIONS:
             raise ValueError(f"HLS reduction must be one of {HLS_REDUCTIONS}, got {reduction!r}")
         self.reduction = reduction
@@ -241,8 +251,15 @@ class ULAHeads(nn.Module):
     :meth:`load`); no pickles.
     """
 
-    def __init__(self, layers: Sequence[int], d_model: int, classes: Sequence[str], hidden: int = 128,
-                 seed: int = 0, task: str = ""):
+    def __init__(
+        self,
+        layers: Sequence[int],
+        d_model: int,
+        classes: Sequence[str],
+        hidden: int = 128,
+        seed: int = 0,
+        task: str = "",
+    ):
         super().__init__()
         if len(classes) < 2:
             raise ValueError(f"ULA needs at least 2 classes, got {list(classes)}")
@@ -256,7 +273,8 @@ class ULAHeads(nn.Module):
         try:
             self.heads = nn.ModuleList(
                 nn.Sequential(nn.Linear(self.d_model, hidden), nn.GELU(), nn.Linear(hidden, len(self.classes)))
-                for _ in self.layers)
+                for _ in self.layers
+            )
         finally:
             torch.random.set_rng_state(gen_state)
 
@@ -264,10 +282,17 @@ class ULAHeads(nn.Module):
         return [head(x) for head, x in zip(self.heads, pooled)]
 
     def config(self) -> dict[str, Any]:
-        return {"format": HEADS_FORMAT, "layers": self.layers, "d_model": self.d_model, "hidden": self.hidden,
-                "classes": self.classes, "seed": self.seed, "task": self.task,
-                "architecture": "per layer: Linear(d_model, hidden) → GELU → Linear(hidden, n_classes), "
-                                "on the MLP output at each row's last position"}
+        return {
+            "format": HEADS_FORMAT,
+            "layers": self.layers,
+            "d_model": self.d_model,
+            "hidden": self.hidden,
+            "classes": self.classes,
+            "seed": self.seed,
+            "task": self.task,
+            "architecture": "per layer: Linear(d_model, hidden) → GELU → Linear(hidden, n_classes), "
+            "on the MLP output at each row's last position",
+        }
 
     def save(self, folder: str | Path) -> Path:
         from safetensors.torch import save_model
@@ -289,8 +314,9 @@ class ULAHeads(nn.Module):
         meta = json.loads(meta_path.read_text())
         if meta.get("format") != HEADS_FORMAT:
             raise ValueError(f"{meta_path}: format {meta.get('format')!r}, expected {HEADS_FORMAT!r}")
-        heads = cls(meta["layers"], meta["d_model"], meta["classes"], meta["hidden"], meta.get("seed", 0),
-                    meta.get("task", ""))
+        heads = cls(
+            meta["layers"], meta["d_model"], meta["classes"], meta["hidden"], meta.get("seed", 0), meta.get("task", "")
+        )
         load_model(heads, str(folder / HEADS_TENSORS))
         return heads
 
@@ -337,8 +363,10 @@ class ULA(nn.Module):
             return torch.zeros((), device=labels.device), count
         outs = self._collector.take(self.layers, batch, "ULA")
         logits = self.heads(self._pool(outs, last))
-        total = sum(F.cross_entropy(lg, labels.to(lg.device), ignore_index=-100, reduction="sum").to(labels.device)
-                    for lg in logits)
+        total = sum(
+            F.cross_entropy(lg, labels.to(lg.device), ignore_index=-100, reduction="sum").to(labels.device)
+            for lg in logits
+        )
         return total / len(logits), count
 
     def _pool(self, outs: Sequence[Tensor], last: Tensor) -> list[Tensor]:
@@ -412,8 +440,10 @@ def ula_labels(world: Any, sequences: Sequence[Sequence[str]]) -> tuple[list[Any
     if isinstance(world, DialogueWorld):
         from interp.worlds.dialogue.grammar import ANSWERS
 
-        return ([s[-1] if len(s) >= 2 and s[-2] == "?" and s[-1] in ANSWERS else None for s in sequences],
-                "yes/no gold answer")
+        return (
+            [s[-1] if len(s) >= 2 and s[-2] == "?" and s[-1] in ANSWERS else None for s in sequences],
+            "yes/no gold answer",
+        )
     return last_state_labels(world, sequences), "current-state label"
 
 
@@ -427,7 +457,22 @@ def describe_terms(terms: Sequence[Any], model: nn.Module) -> list[str]:
     return lines
 
 
-__all__ = ["DEFAULT_WEIGHT", "HLS", "HLS_REDUCTIONS", "LabelCoding", "LabelledBatch", "LayerSpecError", "ULA",
-           "ULAHeads", "check_layers", "describe_terms", "last_positions", "last_state_labels",
-           "layers_from_verdicts", "mlp_module_names", "mlp_modules", "n_layers_of",
-           "ula_labels"]
+__all__ = [
+    "DEFAULT_WEIGHT",
+    "HLS",
+    "HLS_REDUCTIONS",
+    "LabelCoding",
+    "LabelledBatch",
+    "LayerSpecError",
+    "ULA",
+    "ULAHeads",
+    "check_layers",
+    "describe_terms",
+    "last_positions",
+    "last_state_labels",
+    "layers_from_verdicts",
+    "mlp_module_names",
+    "mlp_modules",
+    "n_layers_of",
+    "ula_labels",
+]

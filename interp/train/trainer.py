@@ -93,8 +93,9 @@ def next_token_loss(logits: Float[Tensor, "batch pos vocab"], targets: Int[Tenso
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
-def expected_scored_tokens(train_ids: Int[Tensor, "n pos"], pad_id: int, batch_size: int,
-                           loss_from: Int[Tensor, " n"] | None = None) -> float:
+def expected_scored_tokens(
+    train_ids: Int[Tensor, "n pos"], pad_id: int, batch_size: int, loss_from: Int[Tensor, " n"] | None = None
+) -> float:
     """Scored next-token targets in an average batch: rows per step × the mean per training row.
 
     The ``token`` loss weighting (:attr:`TrainConfig.loss_weighting`) divides each step's summed
@@ -118,8 +119,7 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
     params = list({id(p): p for p in model.parameters() if p.requires_grad}.values())
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     devices = {p.device.type for p in params}
     fused = len(devices) == 1 and devices <= {"cpu", "cuda"} and all(p.is_floating_point() for p in params)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused or None)
@@ -177,17 +177,22 @@ class Objective(nn.Module):
         self.terms = list(terms)
         self.term_modules = nn.ModuleList([t for t in self.terms if isinstance(t, nn.Module)])
 
-    def forward(self, inputs: Int[Tensor, "batch pos"], targets: Int[Tensor, "batch pos"],
-                labels: Int[Tensor, " batch"], loss_targets: Int[Tensor, "batch pos"] | None = None
-                ) -> tuple[Tensor, ...]:
+    def forward(
+        self,
+        inputs: Int[Tensor, "batch pos"],
+        targets: Int[Tensor, "batch pos"],
+        labels: Int[Tensor, " batch"],
+        loss_targets: Int[Tensor, "batch pos"] | None = None,
+    ) -> tuple[Tensor, ...]:
         """``loss_targets``: the targets the next-token loss counts (e.g. the answer only), when
         they differ from ``targets`` (every real token: what the terms see)."""
         from interp.train.regularisers import LabelledBatch
 
         logits = logits_of(self.model, inputs)
         scored = targets if loss_targets is None else loss_targets
-        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), scored.reshape(-1),
-                             ignore_index=-100, reduction="sum")
+        ce = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(), scored.reshape(-1), ignore_index=-100, reduction="sum"
+        )
         batch = LabelledBatch(inputs=inputs, targets=targets, labels=labels)
         parts: list[Tensor] = [ce, (scored != -100).sum().to(torch.float32)]
         for term in self.terms:
@@ -211,8 +216,15 @@ def _has_term_params(objective: Objective) -> bool:
     return any(True for _ in objective.term_modules.parameters())
 
 
-def _save_state(path: Path, objective: Objective, opt: torch.optim.Optimizer, step: int, meta: dict[str, Any],
-                rank: int, device: torch.device) -> None:
+def _save_state(
+    path: Path,
+    objective: Objective,
+    opt: torch.optim.Optimizer,
+    step: int,
+    meta: dict[str, Any],
+    rank: int,
+    device: torch.device,
+) -> None:
     """Every process writes its RNG state; the main one also the weights, the moments and the log."""
     path.mkdir(parents=True, exist_ok=True)
     rng = {"rng": torch.get_rng_state()}
@@ -232,8 +244,9 @@ def _save_state(path: Path, objective: Objective, opt: torch.optim.Optimizer, st
     (path / _STATE_JSON).write_text(json.dumps({**meta, "step": step}, indent=1))
 
 
-def _load_state(path: Path, objective: Objective, opt: torch.optim.Optimizer, rank: int,
-                device: torch.device) -> dict[str, Any]:
+def _load_state(
+    path: Path, objective: Objective, opt: torch.optim.Optimizer, rank: int, device: torch.device
+) -> dict[str, Any]:
     meta = json.loads((path / _STATE_JSON).read_text())
     load_model(objective.model, str(path / _MODEL_TENSORS))
     if _has_term_params(objective):
@@ -264,6 +277,7 @@ def saved_run_info(out_dir: str | Path) -> dict[str, Any] | None:
 
 
 # ---- the loop -----------------------------------------------------------------------------------
+
 
 def train(
     model: torch.nn.Module,
@@ -324,7 +338,8 @@ def train(
         if saved != cfg_dict:  # checked before any weight is overwritten
             raise ValueError(
                 f"{last} was written by a run with another training config; use a new out_dir "
-                f"or resume=False (saved: {saved}, now: {cfg_dict})")
+                f"or resume=False (saved: {saved}, now: {cfg_dict})"
+            )
         meta = _load_state(last, objective, raw_opt, rank, device)
         start, best_loss, best_step = meta["step"], meta["best_eval_loss"], meta["best_step"]
         history = meta["history"]
@@ -336,8 +351,14 @@ def train(
     def checkpoint(step: int) -> None:
         if last is None:
             return
-        meta = {"config": cfg_dict, "best_eval_loss": best_loss, "best_step": best_step,
-                "history": history, "run_info": run_info or {}, "processes": size}
+        meta = {
+            "config": cfg_dict,
+            "best_eval_loss": best_loss,
+            "best_step": best_step,
+            "history": history,
+            "run_info": run_info or {},
+            "processes": size,
+        }
         _save_state(last, objective, raw_opt, step, meta, rank, device)
         if save_model_fn is not None and main:
             save_model_fn(model, last)
@@ -354,15 +375,19 @@ def train(
     if cfg.length_bucketing:
         rows_at = LengthBucketedBatches((train_ids != pad_id).sum(dim=1).cpu(), cfg.batch_size, cfg.seed)
     else:
+
         def rows_at(step: int) -> Tensor:
             return batch_indices(len(train_ids), cfg.batch_size, cfg.seed, step)
 
-    norm = None if cfg.loss_weighting == "batch" else expected_scored_tokens(train_ids, pad_id, cfg.batch_size, loss_from)
+    norm = (
+        None if cfg.loss_weighting == "batch" else expected_scored_tokens(train_ids, pad_id, cfg.batch_size, loss_from)
+    )
     params = [p for p in objective.parameters() if p.requires_grad]
     weights = [float(t.weight) for t in terms]
     completed, loss_value, tokens_seen, t0 = start, float("nan"), 0, time.perf_counter()
-    bar = tqdm(total=cfg.steps, initial=start, disable=not (progress and main), desc="train", unit="step",
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=cfg.steps, initial=start, disable=not (progress and main), desc="train", unit="step", dynamic_ncols=True
+    )
     with contextlib.ExitStack() as stack:
         for term in terms:
             stack.enter_context(term.install(model))
@@ -385,8 +410,7 @@ def train(
                 for g in opt.param_groups:
                     g["lr"] = lr
                 parts = wrapped(batch.inputs.to(device), batch.targets.to(device), labels[rows].to(device), scored)
-                counts = all_sum(torch.stack([parts[1]] + [parts[3 + 2 * i] for i in range(len(terms))]),
-                                 accelerator)
+                counts = all_sum(torch.stack([parts[1]] + [parts[3 + 2 * i] for i in range(len(terms))]), accelerator)
                 ce_mean = parts[0] / counts[0].clamp(min=1)  # the batch's mean, what the log shows
                 ce = ce_mean if norm is None else parts[0] / norm  # what the gradient follows
                 loss, values = ce, []
@@ -406,16 +430,24 @@ def train(
                 completed = done = step + 1
                 tokens_seen += int(counts[0])
                 eval_now = eval_sub is not None and (
-                    (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps)
+                    (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps
+                )
                 if done % 10 == 0 or done == end or eval_now:
                     # each process holds its share of the global means (normalised by global counts)
                     shown = ce_mean.detach() + sum(w * v.detach() for w, v in zip(weights, values))
-                    reduced = all_sum(torch.stack([shown, ce_mean.detach()] + [v.detach() for v in values]),
-                                      accelerator)
+                    reduced = all_sum(
+                        torch.stack([shown, ce_mean.detach()] + [v.detach() for v in values]), accelerator
+                    )
                     loss_value = float(reduced[0])
                     elapsed = time.perf_counter() - t0
-                    row = {"step": done, "loss": loss_value, "next_token_loss": float(reduced[1]), "lr": lr,
-                           "elapsed_s": elapsed, "tokens_per_s": tokens_seen / max(elapsed, 1e-9)}
+                    row = {
+                        "step": done,
+                        "loss": loss_value,
+                        "next_token_loss": float(reduced[1]),
+                        "lr": lr,
+                        "elapsed_s": elapsed,
+                        "tokens_per_s": tokens_seen / max(elapsed, 1e-9),
+                    }
                     row.update({t.name: float(v) for t, v in zip(terms, reduced[2:])})
                     if eval_now:
                         row["eval_loss"] = run_eval(done)
@@ -428,13 +460,20 @@ def train(
             checkpoint(completed)
             bar.close()
             raise TrainingInterrupted(
-                f"interrupted after step {completed}; state saved in {last}, "
-                "run the same command to resume") from None
+                f"interrupted after step {completed}; state saved in {last}, run the same command to resume"
+            ) from None
     bar.close()
     checkpoint(end)
     elapsed = time.perf_counter() - t0
     hist = pd.DataFrame(history)
     if out is not None and main:
         hist.to_csv(out / "train_log.csv", index=False)
-    return TrainResult(out_dir=out, steps=end, final_train_loss=loss_value, best_eval_loss=best_loss,
-                       best_step=best_step, tokens_per_second=tokens_seen / max(elapsed, 1e-9), history=hist)
+    return TrainResult(
+        out_dir=out,
+        steps=end,
+        final_train_loss=loss_value,
+        best_eval_loss=best_loss,
+        best_step=best_step,
+        tokens_per_second=tokens_seen / max(elapsed, 1e-9),
+        history=hist,
+    )

@@ -28,8 +28,10 @@ def _sites(data: Any, exact: Any | None) -> pd.DataFrame:
     elif exact is not None:
         frame = site_table(data, exact)
     else:
-        raise TypeError("draw_attribution_scatter needs (attribution result, exact result) or a table with "
-                        f"attribution and exact columns, got {type(data).__name__} alone")
+        raise TypeError(
+            "draw_attribution_scatter needs (attribution result, exact result) or a table with "
+            f"attribution and exact columns, got {type(data).__name__} alone"
+        )
     missing = [c for c in ("attribution", "exact") if c not in frame.columns]
     if missing:
         raise ValueError(f"the site table has no column(s) {missing}; columns: {list(frame.columns)}")
@@ -45,8 +47,9 @@ def _label(row: pd.Series) -> str:
     return f"L{int(row['layer'])}"
 
 
-def draw_attribution_scatter(data: Any, path: str | Path | None, exact: Any | None = None, title: str | None = None,
-                             ax: Any | None = None) -> Path | Any:
+def draw_attribution_scatter(
+    data: Any, path: str | Path | None, exact: Any | None = None, title: str | None = None, ax: Any | None = None
+) -> Path | Any:
     """PNG of attribution (x) vs exact (y) mean effect per site, with y = x and the Spearman rank
     correlation; sites are labelled (``L3`` a layer, ``3.5`` layer 3 position/head 5) when there are
     at most 30. With ``ax`` (a matplotlib Axes) it draws there and returns the Axes instead."""

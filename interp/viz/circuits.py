@@ -43,7 +43,9 @@ from typing import Any, Iterable, Sequence
 #: how ``local_src`` looks in CircuitsVis 1.43: container, module script = bundle + render call
 _LOCAL_SRC = re.compile(
     r'^\s*<div id="(?P<id>[^"]+)"(?P<attrs>[^>]*?)\s*/?>\s*(?:</div>)?\s*'
-    r'<script[^>]*>(?P<body>.*)</script>\s*$', re.S)
+    r"<script[^>]*>(?P<body>.*)</script>\s*$",
+    re.S,
+)
 _CALL = re.compile(r'CircuitsVis\.render\(\s*"[^"]+",\s*CircuitsVis\.(?P<name>\w+),', re.S)
 _SOURCE_MAP = re.compile(r"^//# sourceMappingURL=.*$", re.M)
 
@@ -100,9 +102,9 @@ class Component:
         if call is None:  # unknown layout: keep CircuitsVis's own script, close the container
             raw = re.sub(r"^(\s*<div\b[^>]*?)\s*/>", r"\1></div>", src.replace(old_id, id), count=1)
             return cls(id, "unknown", title, None, "", raw, caption)
-        props = body[call.end():].strip()
+        props = body[call.end() :].strip()
         if not props.endswith(")"):
-            raise ValueError("unexpected CircuitsVis render call: " + body[at:at + 200])
+            raise ValueError("unexpected CircuitsVis render call: " + body[at : at + 200])
         # props are JSON: '<' can only occur inside strings, where \u003c is the same character
         # and can never close the script (a token "</script>" would otherwise end it)
         props = props[:-1].strip().replace("<", "\\u003c")
@@ -114,8 +116,10 @@ class Component:
         """The closed container ``<div>`` and the render call (the bundle must already be loaded)."""
         if self.call is None:
             return str(self.raw)
-        return (f'<div id="{self.id}" class="circuitsvis" data-component="{html.escape(self.name)}" '
-                f'style="margin: 15px 0;"></div>\n<script>{self.call};</script>')
+        return (
+            f'<div id="{self.id}" class="circuitsvis" data-component="{html.escape(self.name)}" '
+            f'style="margin: 15px 0;"></div>\n<script>{self.call};</script>'
+        )
 
 
 def bundle_script(components: Iterable[Component]) -> str:
@@ -143,9 +147,11 @@ def fragment(components: Sequence[Component], heading_level: int = 3) -> str:
 def page(components: Sequence[Component], title: str = "CircuitsVis") -> str:
     """A standalone HTML document holding ``components`` (the bundle inlined once): opens from
     disk with no network."""
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
-            f"{bundle_script(components)}\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n"
-            f"{fragment(components, 2)}\n</body>\n</html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
+        f"{bundle_script(components)}\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n"
+        f"{fragment(components, 2)}\n</body>\n</html>\n"
+    )
 
 
 def write_standalone(component: Component | Sequence[Component], path: str | Path, title: str | None = None) -> Path:
@@ -216,10 +222,14 @@ def attention_views(
         for layer in lays:
             pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0].float().cpu().numpy()  # [heads, dest, src]
             rendered = attention_patterns(labels, np.round(pattern, decimals))
-            out.append(Component.from_rendered(
-                rendered, f"interp-cv-{_slug(id_prefix)}-{i}-l{layer}",
-                title=f"sequence {i + 1}, layer {layer}",
-                caption=f"{len(labels)} tokens: {''.join(labels).strip()}"))
+            out.append(
+                Component.from_rendered(
+                    rendered,
+                    f"interp-cv-{_slug(id_prefix)}-{i}-l{layer}",
+                    title=f"sequence {i + 1}, layer {layer}",
+                    caption=f"{len(labels)} tokens: {''.join(labels).strip()}",
+                )
+            )
         del cache
     return out
 
@@ -227,8 +237,9 @@ def attention_views(
 # ---------------------------------------------------------------- activation patching
 
 
-def patching_view(pmap: Any, column: str = "restored", *, id: str | None = None, title: str | None = None,
-                  decimals: int = 3) -> Component:
+def patching_view(
+    pmap: Any, column: str = "restored", *, id: str | None = None, title: str | None = None, decimals: int = 3
+) -> Component:
     """A :class:`~interp.analysis.activation_patching.PatchingMap` as CircuitsVis
     ``colored_tokens_multi``: the positions (or heads) as tokens, one button per layer colouring
     them by ``column``: ``restored`` (default; :meth:`PatchingMap.restored`, the share of the mean
@@ -249,12 +260,16 @@ def patching_view(pmap: Any, column: str = "restored", *, id: str | None = None,
     rendered = colored_tokens_multi(tokens, values, layer_names)
     comp = pmap.meta.get("component", axis)
     return Component.from_rendered(
-        rendered, id or f"interp-cv-patching-{_slug(str(comp))}",
+        rendered,
+        id or f"interp-cv-patching-{_slug(str(comp))}",
         title=title or f"activation patching: {comp}, {column} by layer × {'head' if axis == 'head' else 'position'}",
-        caption=(f"metric {pmap.meta.get('metric', '?')}: clean {pmap.meta.get('clean_mean', float('nan')):.4g}, "
-                 f"corrupted {pmap.meta.get('corrupted_mean', float('nan')):.4g}, "
-                 f"{pmap.meta.get('n_examples', '?')} examples; choose a layer to colour the "
-                 f"{'heads' if axis == 'head' else 'positions'} by their mean {column}"))
+        caption=(
+            f"metric {pmap.meta.get('metric', '?')}: clean {pmap.meta.get('clean_mean', float('nan')):.4g}, "
+            f"corrupted {pmap.meta.get('corrupted_mean', float('nan')):.4g}, "
+            f"{pmap.meta.get('n_examples', '?')} examples; choose a layer to colour the "
+            f"{'heads' if axis == 'head' else 'positions'} by their mean {column}"
+        ),
+    )
 
 
 def load_patching_map(folder: str | Path, stem: str) -> Any:
@@ -269,5 +284,14 @@ def load_patching_map(folder: str | Path, stem: str) -> Any:
     return PatchingMap(pd.read_csv(folder / f"{stem}.csv"), meta)
 
 
-__all__ = ["Component", "attention_views", "bundle_script", "display_token", "fragment", "load_patching_map",
-           "page", "patching_view", "write_standalone"]
+__all__ = [
+    "Component",
+    "attention_views",
+    "bundle_script",
+    "display_token",
+    "fragment",
+    "load_patching_map",
+    "page",
+    "patching_view",
+    "write_standalone",
+]

@@ -10,13 +10,22 @@ import pandas as pd
 
 def _error_bars(frame: pd.DataFrame, model: str, values: np.ndarray) -> np.ndarray:
     """``[2, n]`` distances from each value to its interval ends (``<model>_lo`` / ``_hi``), 0 where unknown."""
-    err = np.vstack([np.clip(values - frame[f"{model}_lo"].to_numpy(dtype=float), 0, None),
-                     np.clip(frame[f"{model}_hi"].to_numpy(dtype=float) - values, 0, None)])
+    err = np.vstack(
+        [
+            np.clip(values - frame[f"{model}_lo"].to_numpy(dtype=float), 0, None),
+            np.clip(frame[f"{model}_hi"].to_numpy(dtype=float) - values, 0, None),
+        ]
+    )
     return np.nan_to_num(err)
 
 
-def draw_finetune(table: pd.DataFrame, objectives: list[str], path: Path, focus: dict[int, str] | None = None,
-                  title: str | None = None) -> Path:
+def draw_finetune(
+    table: pd.DataFrame,
+    objectives: list[str],
+    path: Path,
+    focus: dict[int, str] | None = None,
+    title: str | None = None,
+) -> Path:
     """Three panels, before vs after per objective (mean over seeds, 95 % intervals): the layer
     sweep's per-layer effect, the mean squared MLP output per layer, and the scalar metrics.
     ``focus`` tags layers on the axis (``H``: suppressed by HLS, ``U``: amplified by ULA)."""
@@ -45,8 +54,15 @@ def draw_finetune(table: pd.DataFrame, objectives: list[str], path: Path, focus:
             if m not in sub:
                 continue
             v = sub[m].to_numpy(dtype=float)
-            ax.bar(x + (j - (len(models) - 1) / 2) * width, v, width, yerr=_error_bars(sub, m, v), capsize=2,
-                   color=colours.get(m, None), label=m)
+            ax.bar(
+                x + (j - (len(models) - 1) / 2) * width,
+                v,
+                width,
+                yerr=_error_bars(sub, m, v),
+                capsize=2,
+                color=colours.get(m, None),
+                label=m,
+            )
         ax.set_xticks(x)
         ax.set_xticklabels([f"{int(v)}{' ' + focus[int(v)] if int(v) in focus else ''}" for v in sub.layer])
         ax.set_xlabel("layer (H: HLS-suppressed, U: ULA-amplified)" if focus else "layer")
@@ -67,8 +83,15 @@ def draw_finetune(table: pd.DataFrame, objectives: list[str], path: Path, focus:
             if m not in scalars:
                 continue
             v = scalars[m].to_numpy(dtype=float)
-            ax.barh(x + (j - (len(models) - 1) / 2) * width, v, width, xerr=_error_bars(scalars, m, v), capsize=2,
-                    color=colours.get(m, None), label=m)
+            ax.barh(
+                x + (j - (len(models) - 1) / 2) * width,
+                v,
+                width,
+                xerr=_error_bars(scalars, m, v),
+                capsize=2,
+                color=colours.get(m, None),
+                label=m,
+            )
         ax.set_yticks(x)
         ax.set_yticklabels([str(s) for s in scalars.metric], fontsize=7)
         ax.invert_yaxis()

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+
 def save_png(fig: Any, path: str | Path) -> Path:
     """Write a matplotlib figure as a tight PNG, creating the folder."""
     path = Path(path)
@@ -47,8 +48,9 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     elif isinstance(verdicts_or_sweep, LayerVerdicts):
         verdicts = verdicts_or_sweep
     else:
-        raise TypeError(f"draw_layer_effects needs LayerVerdicts or a SweepResult, "
-                        f"got {type(verdicts_or_sweep).__name__}")
+        raise TypeError(
+            f"draw_layer_effects needs LayerVerdicts or a SweepResult, got {type(verdicts_or_sweep).__name__}"
+        )
     f = verdicts.frame
     if f.empty:
         raise ValueError("no layers to draw")
@@ -75,8 +77,15 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     if not verdicts.meta.get("per_layer", True) and "marginal_low" in f:
         ax.errorbar(x, mean, yerr=err(mlo, mhi), fmt="none", ecolor="0.55", elinewidth=0.8, capsize=2, zorder=4)
     for j in np.flatnonzero(~(np.isfinite(lo) & np.isfinite(hi))):
-        ax.annotate("∞" if np.isinf(lo[j]) or np.isinf(hi[j]) else "no CI", (x[j], mean[j]), fontsize=8,
-                    ha="center", va="bottom", xytext=(0, 3), textcoords="offset points")
+        ax.annotate(
+            "∞" if np.isinf(lo[j]) or np.isinf(hi[j]) else "no CI",
+            (x[j], mean[j]),
+            fontsize=8,
+            ha="center",
+            va="bottom",
+            xytext=(0, 3),
+            textcoords="offset points",
+        )
     ax.axhline(0.0, color="0.3", linewidth=0.8)
     ax.set_xticks(x)
     ax.set_xticklabels([str(v) for v in layers])
@@ -89,15 +98,23 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     if delta > 0:
         handles.append(Patch(color="0.88", label=f"±{delta:g} margin"))
     family = "per layer" if verdicts.meta.get("per_layer", True) else "simultaneous\n(thin: per layer)"
-    ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              title=f"{int(round(conf * 100))}% CI, {family}" if conf else None, title_fontsize=8)
+    ax.legend(
+        handles=handles,
+        fontsize=8,
+        frameon=False,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        title=f"{int(round(conf * 100))}% CI, {family}" if conf else None,
+        title_fontsize=8,
+    )
     if title:
         ax.set_title(title, fontsize=10)
     return save_png(fig, path)
 
 
-def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "restored",
-                          title: str | None = None, cells: Any = None) -> Path:
+def draw_patching_heatmap(
+    patching: Any, path: str | Path, column: str = "restored", title: str | None = None, cells: Any = None
+) -> Path:
     """PNG heatmap of a :class:`~interp.analysis.activation_patching.PatchingMap`: layers as rows,
     positions (or heads) as columns; ``restored`` (default): mean effect / mean clean − corrupted
     gap, the share of the gap one patched activation restores; else the mean of a frame column
@@ -123,18 +140,24 @@ def draw_patching_heatmap(patching: Any, path: str | Path, column: str = "restor
     axis = patching.axis
     labels = patching.meta.get("labels") if axis == "pos" else None
     ax.set_xticks(np.arange(values.shape[1]))
-    ax.set_xticklabels(labels if labels and len(labels) == values.shape[1] else [str(c) for c in grid.columns],
-                       rotation=90 if labels else 0, fontsize=7)
+    ax.set_xticklabels(
+        labels if labels and len(labels) == values.shape[1] else [str(c) for c in grid.columns],
+        rotation=90 if labels else 0,
+        fontsize=7,
+    )
     ax.set_yticks(np.arange(values.shape[0]))
     ax.set_yticklabels([str(r) for r in grid.index])
     marks = ""
     if cells is not None:
         rows, cols = {v: i for i, v in enumerate(grid.index)}, {v: j for j, v in enumerate(grid.columns)}
-        marked = [(rows[a], cols[b]) for which in ("above", "below") for a, b in cells.cells(which)
-                  if a in rows and b in cols]
+        marked = [
+            (rows[a], cols[b]) for which in ("above", "below") for a, b in cells.cells(which) if a in rows and b in cols
+        ]
         ax.scatter([c for _, c in marked], [r for r, _ in marked], s=8, c="k", marker="o")
-        marks = (f"; •: effect beyond ±{cells.meta['min_effect']:g} "
-                 f"({int(round(100 * cells.meta['confidence']))}% {cells.meta['family'].split(' (')[0]})")
+        marks = (
+            f"; •: effect beyond ±{cells.meta['min_effect']:g} "
+            f"({int(round(100 * cells.meta['confidence']))}% {cells.meta['family'].split(' (')[0]})"
+        )
     ax.set_xlabel(("position" if axis == "pos" else "head") + marks, fontsize=8 if marks else None)
     ax.set_ylabel(f"layer ({patching.meta.get('component', '')})")
     n = patching.meta.get("n_examples")
@@ -197,8 +220,7 @@ def draw_layer_accuracy(verdicts: Any, path: str | Path, title: str | None = Non
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     x = np.arange(len(layers))
-    ax.bar(x, acc, color=[VERDICT_COLOURS.get(str(v), "#9a9a9a") for v in f["verdict"]], edgecolor="0.3",
-           linewidth=0.4)
+    ax.bar(x, acc, color=[VERDICT_COLOURS.get(str(v), "#9a9a9a") for v in f["verdict"]], edgecolor="0.3", linewidth=0.4)
     ax.axhline(a0, color="0.2", linestyle="--", linewidth=1.0, label=f"no layer zeroed: {a0:.1f}")
     ax.set_xticks(x)
     ax.set_xticklabels([str(v) for v in layers], fontsize=7)
@@ -207,15 +229,23 @@ def draw_layer_accuracy(verdicts: Any, path: str | Path, title: str | None = Non
     lo = max(0.0, min(acc.min(), a0) - 5)
     ax.set_ylim(lo, min(100.0, max(acc.max(), a0) + 5))
     handles = [Patch(color=c, label=v) for v, c in VERDICT_COLOURS.items()] + ax.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              title="verdict (bootstrap)", title_fontsize=7)
+    ax.legend(
+        handles=handles,
+        fontsize=7,
+        frameon=False,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        title="verdict (bootstrap)",
+        title_fontsize=7,
+    )
     if title:
         ax.set_title(title, fontsize=9)
     return save_png(fig, path)
 
 
-def draw_category_effects(by_category: Any, path: str | Path, title: str | None = None,
-                          label: str = "mean effect on P(gold)") -> Path:
+def draw_category_effects(
+    by_category: Any, path: str | Path, title: str | None = None, label: str = "mean effect on P(gold)"
+) -> Path:
     """PNG heatmap of the mean effect per layer × alteration category (``LayerVerdicts.by_category``):
     which alterations each layer's removal helps (red) or hurts (blue) — PragWorld §6.2 reads it to
     name the alteration most affected by harmful layers."""

@@ -37,8 +37,9 @@ def node_positions(graph: StreetGraph, seed: int = 0) -> dict[str, tuple[float, 
     return {v: (float(pos[v][0]), float(pos[v][1])) for v in graph.nodes}
 
 
-def bezier_toward(start: Sequence[float], end: Sequence[float], direction: str, bend: float,
-                  num: int = 32) -> Float[np.ndarray, "num 2"]:
+def bezier_toward(
+    start: Sequence[float], end: Sequence[float], direction: str, bend: float, num: int = 32
+) -> Float[np.ndarray, "num 2"]:
     """Points of a quadratic Bézier from ``start`` to ``end`` whose control point is
     ``start + bend * unit(direction)``: the curve leaves ``start`` heading roughly ``direction``."""
     if direction not in DIRECTION_VECTORS:
@@ -90,9 +91,14 @@ def _save(fig: Any, path: str | Path) -> Path:
     return path
 
 
-def draw_map(graph: StreetGraph, path: str | Path,
-             added: Iterable[tuple[str, str, str]] = (), title: str | None = None,
-             bend: float = 0.5, seed: int = 0) -> Path:
+def draw_map(
+    graph: StreetGraph,
+    path: str | Path,
+    added: Iterable[tuple[str, str, str]] = (),
+    title: str | None = None,
+    bend: float = 0.5,
+    seed: int = 0,
+) -> Path:
     """PNG of ``graph`` (grey, straight) plus ``added`` ``(node, direction, neighbor)`` streets (red
     curves bent toward their direction by ``bend`` × the street's length, at least a quarter of a
     typical street, so a short added street still shows its direction)."""
@@ -118,18 +124,21 @@ def draw_map(graph: StreetGraph, path: str | Path,
     return _save(fig, path)
 
 
-def draw_reconstruction(result: "MapReconstruction", path: str | Path, title: str | None = None,
-                        bend: float = 0.5, seed: int = 0) -> Path:
+def draw_reconstruction(
+    result: "MapReconstruction", path: str | Path, title: str | None = None, bend: float = 0.5, seed: int = 0
+) -> Path:
     """The reconstructed map of :func:`interp.metrics.navigation.reconstruct_map`, titled with its
     counts (added edges, failed / total sequences)."""
     if title is None:
-        title = (f"{result.num_added} added street(s) (red); {result.failed} / {result.sequences} "
-                 f"sequence(s) failed" + (f"; {result.skipped} malformed skipped" if result.skipped else ""))
+        title = f"{result.num_added} added street(s) (red); {result.failed} / {result.sequences} sequence(s) failed" + (
+            f"; {result.skipped} malformed skipped" if result.skipped else ""
+        )
     return draw_map(result.graph, path, result.edges(), title=title, bend=bend, seed=seed)
 
 
-def draw_route(graph: StreetGraph, route: Sequence[str], path: str | Path, title: str | None = None,
-               seed: int = 0) -> Path:
+def draw_route(
+    graph: StreetGraph, route: Sequence[str], path: str | Path, title: str | None = None, seed: int = 0
+) -> Path:
     """PNG of one route ``o d t1 .. [end]`` on ``graph``: legal steps as blue arrows, the first
     illegal turn as a red stub in its direction (and the route stops there), origin green,
     destination a gold star."""
@@ -150,12 +159,18 @@ def draw_route(graph: StreetGraph, route: Sequence[str], path: str | Path, title
             ok = False
             if t in DIRECTION_VECTORS:
                 dx, dy = (0.5 * typical * c for c in DIRECTION_VECTORS[t])
-                ax.annotate("", xy=(pos[node][0] + dx, pos[node][1] + dy), xytext=pos[node],
-                            arrowprops={"arrowstyle": "->", "color": "tab:red", "lw": 2}, zorder=5)
+                ax.annotate(
+                    "",
+                    xy=(pos[node][0] + dx, pos[node][1] + dy),
+                    xytext=pos[node],
+                    arrowprops={"arrowstyle": "->", "color": "tab:red", "lw": 2},
+                    zorder=5,
+                )
             ax.scatter([pos[node][0]], [pos[node][1]], s=80, c="tab:red", marker="x", zorder=6)
             break
-        ax.annotate("", xy=pos[nxt], xytext=pos[node],
-                    arrowprops={"arrowstyle": "->", "color": "tab:blue", "lw": 1.8}, zorder=4)
+        ax.annotate(
+            "", xy=pos[nxt], xytext=pos[node], arrowprops={"arrowstyle": "->", "color": "tab:blue", "lw": 1.8}, zorder=4
+        )
         node = nxt
     else:
         ok = False  # no `end`

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 
 
-def draw_table1(table: pd.DataFrame, path: str | Path,
-                title: str = "World-model metrics (cf. Vafa et al. 2024, Table 1)") -> Path:
+def draw_table1(
+    table: pd.DataFrame, path: str | Path, title: str = "World-model metrics (cf. Vafa et al. 2024, Table 1)"
+) -> Path:
     """PNG of a :func:`~interp.metrics.table.results_table` frame; missing cells draw as empty."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -22,18 +22,32 @@ from interp.worlds.base import (
 
 #: kind → (module, class, one-line description). The CLI's `interp worlds` prints this table.
 WORLD_KINDS: dict[str, tuple[str, str, str]] = {
-    "dfa": ("interp.worlds.dfa", "DFAWorld",
-            "any DFA from a JSON file (alphabet, start, accept, transitions): dfa:PATH"),
-    "connect4": ("interp.worlds.connect4", "Connect4World",
-                 "cumulative Connect-4: 7 columns, at most n disks each, state = column heights"),
-    "streets": ("interp.worlds.streets", "StreetsWorld",
-                "turn-by-turn navigation on a street map (synthetic city or graph CSV): "
-                "streets[:CONFIG.toml|EDGES.csv]"),
-    "othello": ("interp.worlds.othello", "OthelloWorld",
-                "8x8 Othello, 60 move tokens, passes implicit, state = board and side to move"),
-    "dialogue": ("interp.worlds.dialogue", "DialogueWorld",
-                 "PragWorld-style conversations (objects placed at locations) with exact yes/no "
-                 "probes: dialogue[:objects=3,locations=3,max_utts=8,...]"),
+    "dfa": (
+        "interp.worlds.dfa",
+        "DFAWorld",
+        "any DFA from a JSON file (alphabet, start, accept, transitions): dfa:PATH",
+    ),
+    "connect4": (
+        "interp.worlds.connect4",
+        "Connect4World",
+        "cumulative Connect-4: 7 columns, at most n disks each, state = column heights",
+    ),
+    "streets": (
+        "interp.worlds.streets",
+        "StreetsWorld",
+        "turn-by-turn navigation on a street map (synthetic city or graph CSV): streets[:CONFIG.toml|EDGES.csv]",
+    ),
+    "othello": (
+        "interp.worlds.othello",
+        "OthelloWorld",
+        "8x8 Othello, 60 move tokens, passes implicit, state = board and side to move",
+    ),
+    "dialogue": (
+        "interp.worlds.dialogue",
+        "DialogueWorld",
+        "PragWorld-style conversations (objects placed at locations) with exact yes/no "
+        "probes: dialogue[:objects=3,locations=3,max_utts=8,...]",
+    ),
 }
 
 
@@ -59,6 +73,15 @@ def world_from_spec(spec: dict[str, Any]) -> World:
 
 
 __all__ = [
-    "BOS", "PAD", "IllegalTokenError", "State", "Vocab", "World", "WorldError",
-    "WORLD_KINDS", "parse_world", "world_from_spec", "world_class",
+    "BOS",
+    "PAD",
+    "IllegalTokenError",
+    "State",
+    "Vocab",
+    "World",
+    "WorldError",
+    "WORLD_KINDS",
+    "parse_world",
+    "world_from_spec",
+    "world_class",
 ]

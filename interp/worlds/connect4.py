@@ -37,10 +37,13 @@ class Connect4World(World):
         """``generate`` draws game lengths ``~ U{min_len..max_len}`` (default ``1..7n``)."""
         self.n = check_int(n, "n", self.kind, 1)
         self.min_len, self.max_len = check_length_range(
-            min_len, COLUMNS * self.n if max_len is None else max_len, self.kind)
+            min_len, COLUMNS * self.n if max_len is None else max_len, self.kind
+        )
         if self.max_len > COLUMNS * self.n:
-            raise WorldError(f"connect4: max_len ({self.max_len}) exceeds the {COLUMNS * self.n} "
-                             f"moves that fill the board (n={self.n})")
+            raise WorldError(
+                f"connect4: max_len ({self.max_len}) exceeds the {COLUMNS * self.n} "
+                f"moves that fill the board (n={self.n})"
+            )
         self._tokens = tuple(str(c) for c in range(COLUMNS))
 
     # ---- constructors ----------------------------------------------------------------------
@@ -69,11 +72,12 @@ class Connect4World(World):
 
     def _check_state(self, state: State) -> Heights:
         """The state as a tuple of 7 ints in ``0..n``; anything else raises :class:`WorldError`."""
-        if (not isinstance(state, (tuple, list)) or len(state) != COLUMNS
-                or not all(isinstance(h, Integral) and not isinstance(h, bool) and 0 <= h <= self.n
-                           for h in state)):
-            raise WorldError(f"connect4: a state is {COLUMNS} integer heights in 0..{self.n}, "
-                             f"got {state!r:.80}")
+        if (
+            not isinstance(state, (tuple, list))
+            or len(state) != COLUMNS
+            or not all(isinstance(h, Integral) and not isinstance(h, bool) and 0 <= h <= self.n for h in state)
+        ):
+            raise WorldError(f"connect4: a state is {COLUMNS} integer heights in 0..{self.n}, got {state!r:.80}")
         return tuple(int(h) for h in state)
 
     def legal(self, state: State) -> tuple[str, ...]:
@@ -85,7 +89,7 @@ class Connect4World(World):
         col = self._tokens.index(token) if token in self._tokens else -1
         if col < 0 or heights[col] >= self.n:
             raise IllegalTokenError(heights, token)
-        return heights[:col] + (heights[col] + 1,) + heights[col + 1:]
+        return heights[:col] + (heights[col] + 1,) + heights[col + 1 :]
 
     def state_label(self, state: State) -> Heights:
         """The probe target: the column heights (the whole state)."""
@@ -119,5 +123,7 @@ class Connect4World(World):
         return games
 
     def describe(self) -> str:
-        return (f"connect4: cumulative, {COLUMNS} columns of at most {self.n} disks, "
-                f"{(self.n + 1) ** COLUMNS} states, games of {self.min_len}..{self.max_len} moves")
+        return (
+            f"connect4: cumulative, {COLUMNS} columns of at most {self.n} disks, "
+            f"{(self.n + 1) ** COLUMNS} states, games of {self.min_len}..{self.max_len} moves"
+        )

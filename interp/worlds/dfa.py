@@ -95,24 +95,24 @@ def _check_alphabet(value: Any, source: str) -> tuple[str, ...]:
 
 def _check_transitions(value: Any, alphabet: tuple[str, ...], source: str) -> dict[str, dict[str, str]]:
     if not isinstance(value, Mapping):
-        raise DFAFormatError(source, "transitions",
-                             f"must be an object state -> {{token: state}}, got {value!r:.80}")
+        raise DFAFormatError(source, "transitions", f"must be an object state -> {{token: state}}, got {value!r:.80}")
     known = set(alphabet)
     out: dict[str, dict[str, str]] = {}
     for state, arcs in value.items():
         if not isinstance(state, str):
             raise DFAFormatError(source, _key("transitions", str(state)), "a state must be a string")
         if not isinstance(arcs, Mapping):
-            raise DFAFormatError(source, _key("transitions", state),
-                                 f"must be an object token -> state, got {arcs!r:.80}")
+            raise DFAFormatError(
+                source, _key("transitions", state), f"must be an object token -> state, got {arcs!r:.80}"
+            )
         out[state] = {}
         for tok, target in arcs.items():
             if tok not in known:
-                raise DFAFormatError(source, _key("transitions", state, tok),
-                                     f"token {tok!r} is not in the alphabet")
+                raise DFAFormatError(source, _key("transitions", state, tok), f"token {tok!r} is not in the alphabet")
             if not isinstance(target, str):
-                raise DFAFormatError(source, _key("transitions", state, tok),
-                                     f"target state must be a string, got {target!r:.80}")
+                raise DFAFormatError(
+                    source, _key("transitions", state, tok), f"target state must be a string, got {target!r:.80}"
+                )
             out[state][tok] = target
     return out
 
@@ -161,8 +161,9 @@ def _parse(d: Any, source: str) -> _Definition:
         raise DFAFormatError(source, "(top level)", f"must be a JSON object, got {type(d).__name__}")
     unknown = [k for k in d if k not in _REQUIRED_KEYS + _OPTIONAL_KEYS]
     if unknown:
-        raise DFAFormatError(source, str(unknown[0]),
-                             f"unknown key (allowed: {', '.join(_REQUIRED_KEYS + _OPTIONAL_KEYS)})")
+        raise DFAFormatError(
+            source, str(unknown[0]), f"unknown key (allowed: {', '.join(_REQUIRED_KEYS + _OPTIONAL_KEYS)})"
+        )
     for key in _REQUIRED_KEYS:
         if key not in d:
             raise DFAFormatError(source, key, "required key is missing")
@@ -185,8 +186,18 @@ def _parse(d: Any, source: str) -> _Definition:
     end = d.get("end")
     if end is not None and end not in alphabet:
         raise DFAFormatError(source, "end", f"must be a token of the alphabet, got {end!r:.80}")
-    return _Definition(alphabet, d["start"], transitions, accept, min_len, max_len, prefix_steps,
-                       end, text["name"], text["description"])
+    return _Definition(
+        alphabet,
+        d["start"],
+        transitions,
+        accept,
+        min_len,
+        max_len,
+        prefix_steps,
+        end,
+        text["name"],
+        text["description"],
+    )
 
 
 # ---- the world ----------------------------------------------------------------------------------
@@ -226,8 +237,7 @@ class DFAWorld(World):
         self._accept = frozenset(self._states if d.accept is None else d.accept)
         rank = {t: i for i, t in enumerate(d.alphabet)}
         self._arcs: dict[str, tuple[tuple[str, str], ...]] = {
-            q: tuple(sorted(d.transitions.get(q, {}).items(), key=lambda arc: rank[arc[0]]))
-            for q in self._states
+            q: tuple(sorted(d.transitions.get(q, {}).items(), key=lambda arc: rank[arc[0]])) for q in self._states
         }
         self._legal = {q: tuple(tok for tok, _ in arcs) for q, arcs in self._arcs.items()}
         self._reachable, self._parent = self._bfs_tree()
@@ -261,8 +271,9 @@ class DFAWorld(World):
         try:
             d = json.loads(text)
         except json.JSONDecodeError as e:
-            raise DFAFormatError(source, "(file)",
-                                 f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+            raise DFAFormatError(
+                source, "(file)", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+            ) from None
         return cls(d, source)
 
     @classmethod
@@ -287,9 +298,15 @@ class DFAWorld(World):
             "start": d.start,
             "transitions": {q: dict(arcs) for q, arcs in d.transitions.items()},
         }
-        optional = {"accept": None if d.accept is None else list(d.accept), "min_len": d.min_len,
-                    "max_len": d.max_len, "prefix_steps": d.prefix_steps, "end": d.end,
-                    "name": d.name, "description": d.description}
+        optional = {
+            "accept": None if d.accept is None else list(d.accept),
+            "min_len": d.min_len,
+            "max_len": d.max_len,
+            "prefix_steps": d.prefix_steps,
+            "end": d.end,
+            "name": d.name,
+            "description": d.description,
+        }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
 
@@ -393,8 +410,9 @@ class DFAWorld(World):
         """
         q = self._check_state(state)
         if q not in self._reachable:
-            raise WorldError(f"{self.source}: state {q!r} is unreachable from start "
-                             f"{self.start()!r}; no prefix leads to it")
+            raise WorldError(
+                f"{self.source}: state {q!r} is unreachable from start {self.start()!r}; no prefix leads to it"
+            )
         back: list[str] = []
         for _ in range(int(rng.integers(0, self.prefix_steps + 1))):
             preds = self._reachable_preds[q]
@@ -424,8 +442,9 @@ class DFAWorld(World):
         emitted shorter. Both are counted in :attr:`last_generation` and logged.
         """
         if self._defn.start not in self._live:
-            raise WorldError(f"{self.source}: the language is empty (no accepting state is "
-                             f"reachable from start {self.start()!r})")
+            raise WorldError(
+                f"{self.source}: the language is empty (no accepting state is reachable from start {self.start()!r})"
+            )
         out: list[list[str]] = []
         rejected = truncated = 0
         max_rejected = 1000 + 100 * n
@@ -438,20 +457,28 @@ class DFAWorld(World):
                     raise WorldError(
                         f"{self.source}: gave up after {rejected} rejected walks ({len(out)}/{n} "
                         f"accepted); few walks of length {self.min_len}..{self.max_len} end in an "
-                        f"accepting state: adjust min_len/max_len")
+                        f"accepting state: adjust min_len/max_len"
+                    )
                 continue
             truncated += len(walk) < length
             out.append(walk)
         self.last_generation = GenerationStats(len(out), rejected, truncated)
         if rejected or truncated:
-            log.info("%s: generated %d walks (%d rejected and redrawn, %d truncated at dead ends)",
-                     self.source, len(out), rejected, truncated)
+            log.info(
+                "%s: generated %d walks (%d rejected and redrawn, %d truncated at dead ends)",
+                self.source,
+                len(out),
+                rejected,
+                truncated,
+            )
         return out
 
     def describe(self) -> str:
         n_arcs = sum(len(a) for a in self._arcs.values())
         closed = ", prefix-closed" if self.prefix_closed else ""
         named = f" {self.name!r}" if self.name else ""
-        return (f"dfa{named}: {len(self._states)} states ({len(self._reachable)} reachable, "
-                f"{len(self._accept)} accepting{closed}), {len(self.tokens)} tokens, "
-                f"{n_arcs} transitions, from {self.source}")
+        return (
+            f"dfa{named}: {len(self._states)} states ({len(self._reachable)} reachable, "
+            f"{len(self._accept)} accepting{closed}), {len(self.tokens)} tokens, "
+            f"{n_arcs} transitions, from {self.source}"
+        )

@@ -32,15 +32,17 @@ def encode_sequences(
         i = max(range(len(rows)), key=lambda j: len(rows[j]))
         raise ValueError(
             f"sequence {i} has {len(rows[i])} tokens with <bos>, more than the model context "
-            f"n_ctx={n_ctx}; raise model.n_ctx or lower the world's maximum length")
+            f"n_ctx={n_ctx}; raise model.n_ctx or lower the world's maximum length"
+        )
     out = torch.full((len(rows), width), vocab.pad_id, dtype=torch.long)
     for i, r in enumerate(rows):
         out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
     return out
 
 
-def pad_right(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu"
-              ) -> tuple[Int[Tensor, "n pos"], Int[Tensor, "n pos"], Int[Tensor, " n"]]:
+def pad_right(
+    seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu"
+) -> tuple[Int[Tensor, "n pos"], Int[Tensor, "n pos"], Int[Tensor, " n"]]:
     """``(ids, attention_mask, lengths)``: real tokens first, then ``pad_id``."""
     if not seqs:
         raise ValueError("no sequences to pad")

@@ -67,10 +67,10 @@ def _ray(sq: int, dr: int, dc: int) -> tuple[int, ...]:
 
 #: the 8 rays from each square, in ``_DELTAS`` order (direction d and d + 4 are opposite)
 _RAYS8: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
-    tuple(_ray(sq, dr, dc) for dr, dc in _DELTAS) for sq in range(64))
+    tuple(_ray(sq, dr, dc) for dr, dc in _DELTAS) for sq in range(64)
+)
 #: the rays along which a placed disk can flip something (at least 2 squares long)
-_RAYS: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
-    tuple(ray for ray in rays if len(ray) >= 2) for rays in _RAYS8)
+_RAYS: tuple[tuple[tuple[int, ...], ...], ...] = tuple(tuple(ray for ray in rays if len(ray) >= 2) for rays in _RAYS8)
 
 
 def _moves(own: int, opp: int) -> int:
@@ -234,8 +234,7 @@ class OthelloWorld(World):
         black, white, side = self._bits(state)
         rows = ["  a b c d e f g h"]
         for r in range(8):
-            cells = ("X" if black >> (8 * r + c) & 1 else "O" if white >> (8 * r + c) & 1 else "."
-                     for c in range(8))
+            cells = ("X" if black >> (8 * r + c) & 1 else "O" if white >> (8 * r + c) & 1 else "." for c in range(8))
             rows.append(f"{r + 1} " + " ".join(cells))
         who = {BLACK: "black (X) to move", WHITE: "white (O) to move", GAME_OVER: "game over"}[side]
         rows.append(f"{who}; black {black.bit_count()}, white {white.bit_count()}")
@@ -280,12 +279,10 @@ class OthelloWorld(World):
         tb, tw, side = self._bits(state)
         centre = sum(1 << i for i in CENTRE)
         if (tb | tw) & centre != centre:
-            raise WorldError("othello: the four centre squares are always occupied; "
-                             "this state is unreachable")
+            raise WorldError("othello: the four centre squares are always occupied; this state is unreachable")
         return self._search((INITIAL_BLACK, INITIAL_WHITE, BLACK), (tb, tw, side), rng, state)
 
-    def resample_prefix(self, prefix: Sequence[str], rng: np.random.Generator,
-                        max_tail: int = 8) -> list[str]:
+    def resample_prefix(self, prefix: Sequence[str], rng: np.random.Generator, max_tail: int = 8) -> list[str]:
         """Another move order reaching the same state as the legal ``prefix``, by reordering a tail.
 
         Keeps the first ``len(prefix) - m`` moves, ``m ~ U{1..min(max_tail, len(prefix))}``, and
@@ -302,19 +299,23 @@ class OthelloWorld(World):
         tail = self._search(self._bits(self.run(head)), self._bits(state), rng, state)
         return head + tail
 
-    def _search(self, origin: tuple[int, int, int], target: tuple[int, int, int],
-                rng: np.random.Generator, state: State) -> list[str]:
+    def _search(
+        self, origin: tuple[int, int, int], target: tuple[int, int, int], rng: np.random.Generator, state: State
+    ) -> list[str]:
         """Moves leading from ``origin`` to ``target`` (bitboards and side), or a WorldError."""
         search = _PrefixSearch(target, rng, self.max_nodes)
         try:
             found = search.run(*origin)
         except _BudgetExhausted:
-            raise WorldError(f"othello: no move sequence reaching this state found within "
-                             f"max_nodes={self.max_nodes} search nodes (it may be unreachable, "
-                             f"or just hard: raise max_nodes)\n{self.render(state)}") from None
+            raise WorldError(
+                f"othello: no move sequence reaching this state found within "
+                f"max_nodes={self.max_nodes} search nodes (it may be unreachable, "
+                f"or just hard: raise max_nodes)\n{self.render(state)}"
+            ) from None
         if not found:
-            raise WorldError(f"othello: this state is unreachable (exhaustive search over move "
-                             f"orders)\n{self.render(state)}")
+            raise WorldError(
+                f"othello: this state is unreachable (exhaustive search over move orders)\n{self.render(state)}"
+            )
         return [SQUARE_NAMES[sq] for sq in search.path]
 
     def describe(self) -> str:

@@ -31,7 +31,23 @@ from interp.benchmarks.pragworld.data import (
 from interp.benchmarks.pragworld.parse import normalise_prediction, parse_yes_no
 from interp.benchmarks.pragworld.prompts import PROMPTS, benchmark_prompt, build_prompt, label_prompt
 
-__all__ = ["CATEGORIES", "GROUPINGS", "LENGTH_BUCKETS", "PROMPTS", "Dropped", "PragWorldData",
-           "PragWorldFormatError", "benchmark_prompt", "build_prompt", "count_utterances", "first_groups", "label_prompt",
-           "length_bucket", "load_pragworld", "normalise_category", "normalise_prediction", "parse_yes_no",
-           "write_pragworld_csv"]
+__all__ = [
+    "CATEGORIES",
+    "GROUPINGS",
+    "LENGTH_BUCKETS",
+    "PROMPTS",
+    "Dropped",
+    "PragWorldData",
+    "PragWorldFormatError",
+    "benchmark_prompt",
+    "build_prompt",
+    "count_utterances",
+    "first_groups",
+    "label_prompt",
+    "length_bucket",
+    "load_pragworld",
+    "normalise_category",
+    "normalise_prediction",
+    "parse_yes_no",
+    "write_pragworld_csv",
+]

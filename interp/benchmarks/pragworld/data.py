@@ -73,13 +73,29 @@ GROUPINGS = ("clean", "reference")
 LENGTH_BUCKETS = ("short", "medium", "long")
 
 #: the manual split's columns (the synthetic split adds :data:`SYNTHETIC_EXTRA`)
-MANUAL_COLUMNS = ("Local Context", "Question", "Answer", "Perturbation?", "Perturbation Target",
-                  "Perturbation Category", "Perturbation Effect")
+MANUAL_COLUMNS = (
+    "Local Context",
+    "Question",
+    "Answer",
+    "Perturbation?",
+    "Perturbation Target",
+    "Perturbation Category",
+    "Perturbation Effect",
+)
 SYNTHETIC_EXTRA = ("Seed Index", "Utterance Index", "Old Word", "New Word")
-_FIELD = {"Local Context": "context", "Question": "question", "Answer": "answer",
-          "Perturbation?": "flag", "Perturbation Target": "target", "Perturbation Category": "category",
-          "Perturbation Effect": "effect", "Seed Index": "seed_index", "Utterance Index": "utterance_index",
-          "Old Word": "old_word", "New Word": "new_word"}
+_FIELD = {
+    "Local Context": "context",
+    "Question": "question",
+    "Answer": "answer",
+    "Perturbation?": "flag",
+    "Perturbation Target": "target",
+    "Perturbation Category": "category",
+    "Perturbation Effect": "effect",
+    "Seed Index": "seed_index",
+    "Utterance Index": "utterance_index",
+    "Old Word": "old_word",
+    "New Word": "new_word",
+}
 
 _CATEGORY_ALIASES = {
     "negation": "negation",
@@ -93,11 +109,15 @@ _CATEGORY_ALIASES = {
     "inconsistent data": "inconsistent_data",
 }
 #: misspellings found in the published files (the published evaluation fixes the same four)
-_TYPOS = {"variablle": "variable", "substituion": "substitution", "quanity": "quantity",
-          "quanifier": "quantifier"}
+_TYPOS = {"variablle": "variable", "substituion": "substitution", "quanity": "quantity", "quanifier": "quantifier"}
 _NONE_CELLS = {"", "-", "none", "not applicable", "n/a", "na"}
-_ANSWERS = {"yes": ("yes", 1), "no": ("no", 0), "cannot answer": ("cannot answer", 0),
-            "notsure": ("cannot answer", 0), "not sure": ("cannot answer", 0)}
+_ANSWERS = {
+    "yes": ("yes", 1),
+    "no": ("no", 0),
+    "cannot answer": ("cannot answer", 0),
+    "notsure": ("cannot answer", 0),
+    "not sure": ("cannot answer", 0),
+}
 _TRUE, _FALSE = {"true", "1"}, {"false", "0"}
 _SPEAKER = re.compile(r"""^\s*["'“]?\s*(?:\d+\s*[:.)]\s*)?[A-Za-z][\w .'’-]{0,24}:""")
 
@@ -126,8 +146,12 @@ class Dropped:
         return self.to_dict()[key]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "reason": self.reason, "lines": list(self.lines),
-                "values": [list(v) for v in self.values]}
+        return {
+            "count": self.count,
+            "reason": self.reason,
+            "lines": list(self.lines),
+            "values": [list(v) for v in self.values],
+        }
 
     def __str__(self) -> str:
         return f"dropped {self.count}: {self.reason}" if self.count else "dropped nothing"
@@ -168,24 +192,36 @@ class PragWorldData:
 
     def with_grouping(self, grouping: str) -> "PragWorldData":
         """The same rows under another grouping (see the module docstring)."""
-        return PragWorldData(_apply_grouping(self.rows.copy(), grouping, self.path), self.dropped,
-                             self.path, grouping, self.layout)
+        return PragWorldData(
+            _apply_grouping(self.rows.copy(), grouping, self.path), self.dropped, self.path, grouping, self.layout
+        )
 
     def summary(self) -> dict[str, Any]:
         r = self.rows
-        return {"path": str(self.path) if self.path else None, "layout": self.layout, "grouping": self.grouping,
-                "rows": len(r), "groups": self.n_groups, "altered": int(r["altered"].sum()),
-                "yes": int(r["gold"].sum()), "no": int((r["gold"] == 0).sum()),
-                "cannot_answer": int((r["answer"] == "cannot answer").sum()),
-                "flag_differences": len(self.flag_differences), "dropped": self.dropped.to_dict()}
+        return {
+            "path": str(self.path) if self.path else None,
+            "layout": self.layout,
+            "grouping": self.grouping,
+            "rows": len(r),
+            "groups": self.n_groups,
+            "altered": int(r["altered"].sum()),
+            "yes": int(r["gold"].sum()),
+            "no": int((r["gold"] == 0).sum()),
+            "cannot_answer": int((r["answer"] == "cannot answer").sum()),
+            "flag_differences": len(self.flag_differences),
+            "dropped": self.dropped.to_dict(),
+        }
 
     def describe(self) -> str:
         s = self.summary()
-        return (f"{s['path'] or 'PragWorld data'} ({self.layout} split, grouping {self.grouping}): "
-                f"{s['rows']} rows in {s['groups']} groups, {s['altered']} alterations; {self.dropped}")
+        return (
+            f"{s['path'] or 'PragWorld data'} ({self.layout} split, grouping {self.grouping}): "
+            f"{s['rows']} rows in {s['groups']} groups, {s['altered']} alterations; {self.dropped}"
+        )
 
 
 # ---- cell readers ----------------------------------------------------------------------------------
+
 
 def _squash(text: str) -> str:
     """Lower case, line breaks and runs of whitespace folded into single spaces."""
@@ -211,13 +247,15 @@ def normalise_category(cell: str) -> tuple[str | None, str | None]:
         return _CATEGORY_ALIASES[head], sub or None
     for alias in sorted(_CATEGORY_ALIASES, key=len, reverse=True):  # "quantity change add for"
         if head.startswith(alias + " "):
-            rest = head[len(alias):].strip()
+            rest = head[len(alias) :].strip()
             return _CATEGORY_ALIASES[alias], (f"{rest}: {sub}" if sub else rest) or None
     close = difflib.get_close_matches(head, list(_CATEGORY_ALIASES), n=2, cutoff=0.85)
     if len(close) == 1 or (len(close) == 2 and _CATEGORY_ALIASES[close[0]] == _CATEGORY_ALIASES[close[1]]):
         return _CATEGORY_ALIASES[close[0]], sub or None
-    raise ValueError(f"unknown alteration category {cell!r} (expected one of: "
-                     f"{', '.join(CATEGORIES.values())}, or '-' for an original)")
+    raise ValueError(
+        f"unknown alteration category {cell!r} (expected one of: "
+        f"{', '.join(CATEGORIES.values())}, or '-' for an original)"
+    )
 
 
 def _effect(cell: str) -> str | None:
@@ -229,8 +267,7 @@ def _effect(cell: str) -> str | None:
         return text
     if text == "invariant" or difflib.get_close_matches(text, ["invariant"], n=1, cutoff=0.8):
         return "invariant"  # "Invarianat" [sic] in the manual file
-    raise ValueError(f"unknown alteration effect {cell!r} (expected Flip, Invariant, Possible, "
-                     f"Not Possible, or '-')")
+    raise ValueError(f"unknown alteration effect {cell!r} (expected Flip, Invariant, Possible, Not Possible, or '-')")
 
 
 def _target(cell: str) -> str:
@@ -279,6 +316,7 @@ def length_bucket(n_utterances: int) -> str:
 
 # ---- the file --------------------------------------------------------------------------------------
 
+
 def _is_summary_record(cells: list[str], index: dict[str, int]) -> bool:
     text = [cells[index[c]].strip() for c in ("Local Context", "Question", "Answer")]
     if any(text):
@@ -321,12 +359,14 @@ def _layout(header: list[str], path: Path) -> tuple[str, dict[str, int]]:
             index[col] = hits[0]
     missing = [c for c in MANUAL_COLUMNS if c not in index]
     if missing:
-        raise PragWorldFormatError(f"{path}: missing column(s) {missing} (header: {names}); a PragWorld "
-                                   f"file has {list(MANUAL_COLUMNS)}")
+        raise PragWorldFormatError(
+            f"{path}: missing column(s) {missing} (header: {names}); a PragWorld file has {list(MANUAL_COLUMNS)}"
+        )
     extra = [c for c in SYNTHETIC_EXTRA if c in index]
     if extra and len(extra) != len(SYNTHETIC_EXTRA):
-        raise PragWorldFormatError(f"{path}: synthetic-split columns {extra} without "
-                                   f"{[c for c in SYNTHETIC_EXTRA if c not in index]}")
+        raise PragWorldFormatError(
+            f"{path}: synthetic-split columns {extra} without {[c for c in SYNTHETIC_EXTRA if c not in index]}"
+        )
     return ("synthetic" if extra else "manual"), index
 
 
@@ -350,16 +390,19 @@ def load_pragworld(path: str | os.PathLike, grouping: str = "clean") -> PragWorl
 
     # trailing non-data records: summary rows (e.g. ",,,77,,,") and blank lines
     end = len(records)
-    while end > 0 and (not records[end - 1][1] or (len(records[end - 1][1]) == width
-                                                    and _is_summary_record(records[end - 1][1], index))):
+    while end > 0 and (
+        not records[end - 1][1]
+        or (len(records[end - 1][1]) == width and _is_summary_record(records[end - 1][1], index))
+    ):
         end -= 1
     tail = records[end:]
     dropped = Dropped()
     if tail:
         vals = tuple(tuple(c.strip() for c in cells if c.strip()) for _, cells in tail)
         shown = ", ".join("/".join(v) or "blank" for v in vals)
-        dropped = Dropped(len(tail), f"trailing summary or blank records, not data ({shown})",
-                          tuple(line for line, _ in tail), vals)
+        dropped = Dropped(
+            len(tail), f"trailing summary or blank records, not data ({shown})", tuple(line for line, _ in tail), vals
+        )
 
     out: list[dict[str, Any]] = []
     for line, cells in records[:end]:
@@ -370,14 +413,20 @@ def load_pragworld(path: str | os.PathLike, grouping: str = "clean") -> PragWorl
         if len(cells) != width:
             raise PragWorldFormatError(f"{where}: {len(cells)} fields, the header has {width}")
         if _is_summary_record(cells, index):
-            raise PragWorldFormatError(f"{where}: a summary/empty record before the end of the data "
-                                       f"(cells {[c for c in cells if c.strip()]})")
+            raise PragWorldFormatError(
+                f"{where}: a summary/empty record before the end of the data (cells {[c for c in cells if c.strip()]})"
+            )
         rec: dict[str, Any] = {"row": i, "line": line}
         for col in ("Local Context", "Question"):
             if not cells[index[col]].strip():
                 raise PragWorldFormatError(f"{where}, column {col!r}: empty")
-        readers = {"Answer": _answer, "Perturbation?": _flag_clean, "Perturbation Target": _target,
-                   "Perturbation Category": normalise_category, "Perturbation Effect": _effect}
+        readers = {
+            "Answer": _answer,
+            "Perturbation?": _flag_clean,
+            "Perturbation Target": _target,
+            "Perturbation Category": normalise_category,
+            "Perturbation Effect": _effect,
+        }
         parsed = {}
         for col, fn in readers.items():
             try:
@@ -387,29 +436,45 @@ def load_pragworld(path: str | os.PathLike, grouping: str = "clean") -> PragWorl
         altered = parsed["Perturbation?"]
         category, sub = parsed["Perturbation Category"]
         effect, target = parsed["Perturbation Effect"], parsed["Perturbation Target"]
-        for col, bad in (("Perturbation Category", altered and category is None),
-                         ("Perturbation Effect", altered and effect is None),
-                         ("Perturbation Target", altered and target == "none")):
+        for col, bad in (
+            ("Perturbation Category", altered and category is None),
+            ("Perturbation Effect", altered and effect is None),
+            ("Perturbation Target", altered and target == "none"),
+        ):
             if bad:
-                raise PragWorldFormatError(f"{where}, column {col!r}: an altered row (Perturbation? "
-                                           f"{cells[index['Perturbation?']]!r}) needs a value, got "
-                                           f"{cells[index[col]]!r}")
-        for col, bad in (("Perturbation Category", not altered and category is not None),
-                         ("Perturbation Effect", not altered and effect is not None),
-                         ("Perturbation Target", not altered and target != "none")):
+                raise PragWorldFormatError(
+                    f"{where}, column {col!r}: an altered row (Perturbation? "
+                    f"{cells[index['Perturbation?']]!r}) needs a value, got "
+                    f"{cells[index[col]]!r}"
+                )
+        for col, bad in (
+            ("Perturbation Category", not altered and category is not None),
+            ("Perturbation Effect", not altered and effect is not None),
+            ("Perturbation Target", not altered and target != "none"),
+        ):
             if bad:
-                raise PragWorldFormatError(f"{where}, column {col!r}: an unaltered row (Perturbation? "
-                                           f"{cells[index['Perturbation?']]!r}) has {cells[index[col]]!r}")
+                raise PragWorldFormatError(
+                    f"{where}, column {col!r}: an unaltered row (Perturbation? "
+                    f"{cells[index['Perturbation?']]!r}) has {cells[index[col]]!r}"
+                )
         context = cells[index["Local Context"]]
         n_utt = count_utterances(context)
-        rec.update(context=context, question=cells[index["Question"]], answer=parsed["Answer"][0],
-                   gold=parsed["Answer"][1], flag_raw=cells[index["Perturbation?"]], target=target,
-                   category=category, subcategory=sub, effect=effect,
-                   effect_source=None if effect is None else ("derived" if effect in ("possible", "not possible")
-                                                              else "file"),
-                   n_utterances=n_utt, length_bucket=length_bucket(n_utt),
-                   category_raw=cells[index["Perturbation Category"]],
-                   effect_raw=cells[index["Perturbation Effect"]])
+        rec.update(
+            context=context,
+            question=cells[index["Question"]],
+            answer=parsed["Answer"][0],
+            gold=parsed["Answer"][1],
+            flag_raw=cells[index["Perturbation?"]],
+            target=target,
+            category=category,
+            subcategory=sub,
+            effect=effect,
+            effect_source=None if effect is None else ("derived" if effect in ("possible", "not possible") else "file"),
+            n_utterances=n_utt,
+            length_bucket=length_bucket(n_utt),
+            category_raw=cells[index["Perturbation Category"]],
+            effect_raw=cells[index["Perturbation Effect"]],
+        )
         if layout == "synthetic":
             for col in SYNTHETIC_EXTRA:
                 v = cells[index[col]].strip()
@@ -426,12 +491,15 @@ def load_pragworld(path: str | os.PathLike, grouping: str = "clean") -> PragWorl
     # the synthetic split's Possible / Not Possible: flip when the scored gold changes
     clean_group = rows["flag_raw"].map(lambda c: not _flag_clean(c)).cumsum() - 1
     if (clean_group < 0).any():
-        raise PragWorldFormatError(f"{path}: row 0 (CSV line {out[0]['line']}), column 'Perturbation?': "
-                                   f"the first data row is an alteration with no original before it")
+        raise PragWorldFormatError(
+            f"{path}: row 0 (CSV line {out[0]['line']}), column 'Perturbation?': "
+            f"the first data row is an alteration with no original before it"
+        )
     original_gold = rows["gold"].groupby(clean_group).transform("first")
     derived = rows["effect"].isin(["possible", "not possible"])
-    rows.loc[derived, "effect"] = [("flip" if g != o else "invariant")
-                                   for g, o in zip(rows.loc[derived, "gold"], original_gold[derived])]
+    rows.loc[derived, "effect"] = [
+        ("flip" if g != o else "invariant") for g, o in zip(rows.loc[derived, "gold"], original_gold[derived])
+    ]
     rows = _apply_grouping(rows, grouping, path)
     return PragWorldData(rows, dropped, path, grouping, layout)
 
@@ -444,12 +512,25 @@ def _apply_grouping(rows: pd.DataFrame, grouping: str, path: Path | None) -> pd.
     altered = rows["flag_raw"].map(read).astype(bool)
     group = (~altered).cumsum() - 1
     if len(group) and group.iloc[0] < 0:
-        raise PragWorldFormatError(f"{path}: row 0, column 'Perturbation?': the first data row is an "
-                                   f"alteration with no original before it")
+        raise PragWorldFormatError(
+            f"{path}: row 0, column 'Perturbation?': the first data row is an alteration with no original before it"
+        )
     rows["altered"] = altered.to_numpy()
     rows["group"] = group.astype(int).to_numpy()
-    front = ["row", "group", "context", "question", "gold", "answer", "altered", "target", "category",
-             "effect", "n_utterances", "length_bucket"]
+    front = [
+        "row",
+        "group",
+        "context",
+        "question",
+        "gold",
+        "answer",
+        "altered",
+        "target",
+        "category",
+        "effect",
+        "n_utterances",
+        "length_bucket",
+    ]
     return rows[front + [c for c in rows.columns if c not in front]]
 
 
@@ -485,18 +566,24 @@ def write_pragworld_csv(rows: pd.DataFrame, path: str | os.PathLike) -> Path:
         raise ValueError("write_pragworld_csv: the first row is an alteration; each group starts with its original")
     if "group" in rows.columns:
         starts = (~rows["altered"].astype(bool)).cumsum()
-        if not (rows["group"].astype(int).groupby(starts.to_numpy()).nunique() == 1).all() or \
-                rows["group"].astype(int).diff().fillna(1).lt(0).any():
-            raise ValueError("write_pragworld_csv: the group column does not match the row order "
-                             "(each group must be its original followed by its alterations)")
+        if (
+            not (rows["group"].astype(int).groupby(starts.to_numpy()).nunique() == 1).all()
+            or rows["group"].astype(int).diff().fillna(1).lt(0).any()
+        ):
+            raise ValueError(
+                "write_pragworld_csv: the group column does not match the row order "
+                "(each group must be its original followed by its alterations)"
+            )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)  # CRLF row endings, as the published manual file
         w.writerow(MANUAL_COLUMNS)
         for i, r in enumerate(rows.to_dict("records")):
+
             def bad(col: str, msg: str):
                 return ValueError(f"write_pragworld_csv: row {i}, column {col!r}: {msg}")
+
             altered = bool(r["altered"])
             if "answer" in r and isinstance(r["answer"], str) and _squash(r["answer"]) in _ANSWERS:
                 label = _ANSWERS[_squash(r["answer"])][0]
@@ -519,8 +606,15 @@ def write_pragworld_csv(rows: pd.DataFrame, path: str | os.PathLike) -> Path:
                 raise bad("category", "an altered row needs a category, an effect and a target")
             if not altered and (category is not None or effect is not None or target != "none"):
                 raise bad("category", "an original row has no category, effect or target")
-            w.writerow([r["context"], r["question"], label if label == "cannot answer" else label.title(),
-                        "TRUE" if altered else "FALSE", target.title(),
-                        CATEGORIES[category] if category else "-",
-                        effect.title() if effect else "-"])
+            w.writerow(
+                [
+                    r["context"],
+                    r["question"],
+                    label if label == "cannot answer" else label.title(),
+                    "TRUE" if altered else "FALSE",
+                    target.title(),
+                    CATEGORIES[category] if category else "-",
+                    effect.title() if effect else "-",
+                ]
+            )
     return path

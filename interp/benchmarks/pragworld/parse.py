@@ -53,6 +53,7 @@ def normalise_prediction(value: Any) -> str | None:
 
 # ---- response and prediction files ---------------------------------------------------------------
 
+
 def read_responses(path: Any, n_rows: int, gold: Any = None) -> list[Any]:
     """The ``response`` field of each record of a JSONL file (the released outputs' format: one
     JSON object per data row, in data-row order). Blank lines are ignored; a line that is not a
@@ -90,13 +91,17 @@ def read_responses(path: Any, n_rows: int, gold: Any = None) -> list[Any]:
                 except ValueError:
                     g = None
                 if g is not None and g != int(gold[i]):
-                    raise ValueError(f"{path}, line {lineno}: expected_response {exp!r} but data row {i} has gold "
-                                     f"{'yes' if gold[i] else 'no'}: are these responses for this data file, "
-                                     f"in this order?")
+                    raise ValueError(
+                        f"{path}, line {lineno}: expected_response {exp!r} but data row {i} has gold "
+                        f"{'yes' if gold[i] else 'no'}: are these responses for this data file, "
+                        f"in this order?"
+                    )
             records.append(rec["response"])
     if len(records) != n_rows:
-        raise ValueError(f"{path} has {len(records)} response records but the data has {n_rows} rows: "
-                         f"the file needs one record per data row, in order")
+        raise ValueError(
+            f"{path} has {len(records)} response records but the data has {n_rows} rows: "
+            f"the file needs one record per data row, in order"
+        )
     return records
 
 
@@ -116,6 +121,8 @@ def read_predictions(path: Any, n_rows: int) -> list[str | None]:
         key = reader.fieldnames[fields.index("prediction")]
         values = [row[key] for row in reader]
     if len(values) != n_rows:
-        raise ValueError(f"{path} has {len(values)} predictions but the data has {n_rows} rows: "
-                         f"one prediction per data row, in order")
+        raise ValueError(
+            f"{path} has {len(values)} predictions but the data has {n_rows} rows: "
+            f"one prediction per data row, in order"
+        )
     return [normalise_prediction(v) for v in values]

@@ -67,8 +67,21 @@ from interp.metrics.navigation.routes import (
 )
 
 __all__ = [
-    "DETOUR_KINDS", "DEFAULT_DETOUR_PROBS", "HALF_MILE_M", "DetourResult", "MapReconstruction",
-    "RouteResult", "ShortestPathLM", "choose_tokens", "decode_routes", "detour_test", "end_at_destination",
+    "DETOUR_KINDS",
+    "DEFAULT_DETOUR_PROBS",
+    "HALF_MILE_M",
+    "DetourResult",
+    "MapReconstruction",
+    "RouteResult",
+    "ShortestPathLM",
+    "choose_tokens",
+    "decode_routes",
+    "detour_test",
+    "end_at_destination",
     "greedy_routes",
-    "pairs_from_sequences", "parse_traversal", "reconstruct_map", "sample_pairs", "sample_routes",
+    "pairs_from_sequences",
+    "parse_traversal",
+    "reconstruct_map",
+    "sample_pairs",
+    "sample_routes",
 ]

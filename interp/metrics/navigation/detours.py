@@ -59,8 +59,7 @@ class DetourResult:
             cells = []
             for p in probs:
                 r = self.table[(self.table["kind"] == k) & (self.table["p"] == p)]
-                cells.append(f"{r['valid'].iloc[0]:.3f} ± {r['se'].iloc[0]:.3f}".rjust(16)
-                             if len(r) else " " * 16)
+                cells.append(f"{r['valid'].iloc[0]:.3f} ± {r['se'].iloc[0]:.3f}".rjust(16) if len(r) else " " * 16)
             lines.append(f"{k:<12}" + "".join(cells))
         n = int(self.table["n"].max()) if len(self.table) else 0
         lines.append(f"fraction of valid routes (± s.e.), {n} routes per cell, seed {self.seed}")
@@ -81,9 +80,16 @@ class DetourResult:
         return save_result(folder, stem, self.summary(), **{"": self.table})
 
 
-def detour_test(lm: LM, world: World, pairs: Sequence[tuple[str, str]],
-                kinds: Sequence[str] = DETOUR_KINDS, probs: Sequence[float] = DEFAULT_DETOUR_PROBS,
-                seed: int = 0, batch_size: int = 256, progress: bool = False) -> DetourResult:
+def detour_test(
+    lm: LM,
+    world: World,
+    pairs: Sequence[tuple[str, str]],
+    kinds: Sequence[str] = DETOUR_KINDS,
+    probs: Sequence[float] = DEFAULT_DETOUR_PROBS,
+    seed: int = 0,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> DetourResult:
     """Greedy routes with detours for every (kind, p) (Table 2); seeded per (kind, p)."""
     from tqdm.auto import tqdm
 
@@ -106,21 +112,43 @@ def detour_test(lm: LM, world: World, pairs: Sequence[tuple[str, str]],
         else:
             events: list[dict[str, Any]] = []
             rng = np.random.default_rng([seed, i, j])
-            rows, cap = _decode(lm, w, pairs, sample=False, temperature=1.0,
-                                detour=k if p > 0 else None, p=p, rng=rng,
-                                batch_size=batch_size, events=events)
-            res = _route_result(w, rows, cap, "greedy", k if p > 0 else None, p, events, 1e-6,
-                                shortest)
+            rows, cap = _decode(
+                lm,
+                w,
+                pairs,
+                sample=False,
+                temperature=1.0,
+                detour=k if p > 0 else None,
+                p=p,
+                rng=rng,
+                batch_size=batch_size,
+                events=events,
+            )
+            res = _route_result(w, rows, cap, "greedy", k if p > 0 else None, p, events, 1e-6, shortest)
             if p == 0.0:
                 plain = res
         runs[(k, p)] = res
         pr = res.per_route
-        recs.append({"kind": k, "p": p, "valid": res.valid.mean, "se": res.valid.se, "n": res.valid.n,
-                     "detours": int(pr["detours"].sum()), "blocked": int(pr["blocked"].sum()),
-                     "routes_detoured": int((pr["detours"] > 0).sum()),
-                     "shortest": res.shortest.mean})
-    return DetourResult(pd.DataFrame(recs, columns=["kind", "p", "valid", "se", "n", "detours", "blocked",
-                                                    "routes_detoured", "shortest"]), runs, seed)
+        recs.append(
+            {
+                "kind": k,
+                "p": p,
+                "valid": res.valid.mean,
+                "se": res.valid.se,
+                "n": res.valid.n,
+                "detours": int(pr["detours"].sum()),
+                "blocked": int(pr["blocked"].sum()),
+                "routes_detoured": int((pr["detours"] > 0).sum()),
+                "shortest": res.shortest.mean,
+            }
+        )
+    return DetourResult(
+        pd.DataFrame(
+            recs, columns=["kind", "p", "valid", "se", "n", "detours", "blocked", "routes_detoured", "shortest"]
+        ),
+        runs,
+        seed,
+    )
 
 
 __all__ = ["DEFAULT_DETOUR_PROBS", "DETOUR_KINDS", "DetourResult", "detour_test"]

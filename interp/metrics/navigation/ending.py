@@ -22,8 +22,9 @@ from interp.worlds.streets.graph import END
 from interp.worlds.streets.world import StreetsWorld
 
 
-def end_at_destination(lm: LM, world: StreetsWorld, sequences: Sequence[Sequence[str]],
-                       batch_size: int = 256) -> dict[str, Any]:
+def end_at_destination(
+    lm: LM, world: StreetsWorld, sequences: Sequence[Sequence[str]], batch_size: int = 256
+) -> dict[str, Any]:
     """``P(end)`` and ``argmax = end`` at every destination visit of ``sequences`` (world tokens).
 
     Returns ``p_end``, ``p_end_se``, ``argmax_end``, ``argmax_end_se`` (means over visits, SE
@@ -42,16 +43,22 @@ def end_at_destination(lm: LM, world: StreetsWorld, sequences: Sequence[Sequence
     p_end = np.empty(len(prefixes))
     top = np.empty(len(prefixes))
     for lo in range(0, len(prefixes), batch_size):
-        lp = lm.logprobs(prefixes[lo:lo + batch_size])
-        p_end[lo:lo + len(lp)] = lp[:, end_id].exp().numpy()
-        top[lo:lo + len(lp)] = (lp.argmax(dim=-1) == end_id).numpy()
+        lp = lm.logprobs(prefixes[lo : lo + batch_size])
+        p_end[lo : lo + len(lp)] = lp[:, end_id].exp().numpy()
+        top[lo : lo + len(lp)] = (lp.argmax(dim=-1) == end_id).numpy()
     own = np.asarray(owner)
     seqs, inverse = np.unique(own, return_inverse=True)
     n = np.bincount(inverse).astype(float)
     pe = ratio_se(np.bincount(inverse, weights=p_end), n)
     am = ratio_se(np.bincount(inverse, weights=top), n)
-    return {"p_end": pe.mean, "p_end_se": pe.se, "argmax_end": am.mean, "argmax_end_se": am.se,
-            "visits": len(prefixes), "sequences": int(len(seqs))}
+    return {
+        "p_end": pe.mean,
+        "p_end_se": pe.se,
+        "argmax_end": am.mean,
+        "argmax_end_se": am.se,
+        "visits": len(prefixes),
+        "sequences": int(len(seqs)),
+    }
 
 
 __all__ = ["end_at_destination"]

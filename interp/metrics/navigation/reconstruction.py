@@ -88,8 +88,9 @@ class MapReconstruction:
 
     def edges(self) -> list[tuple[str, str, str]]:
         """The added edges as ``(node, direction, neighbor)``."""
-        return [tuple(r) for r in self.added_edges[["node", "direction", "neighbor"]].itertuples(
-            index=False, name=None)]
+        return [
+            tuple(r) for r in self.added_edges[["node", "direction", "neighbor"]].itertuples(index=False, name=None)
+        ]
 
     def reasons(self) -> dict[str, int]:
         r = self.per_sequence["reason"]
@@ -105,20 +106,35 @@ class MapReconstruction:
             lengths = {(u, d): float(x) for (u, d, _), x in zip(g.edges, g.edge_lengths.tolist())}
             for (u, d, v), dist in zip(self.edges(), self.added_edges["distance"].tolist()):
                 lengths[(u, d)] = float(dist) if math.isfinite(dist) and dist > 0 else 1.0
-        return StreetGraph(edges, nodes=g.nodes, coords=g.coords, lengths=lengths,
-                           name=f"{g.name} + {self.num_added} reconstructed edge(s)")
+        return StreetGraph(
+            edges,
+            nodes=g.nodes,
+            coords=g.coords,
+            lengths=lengths,
+            name=f"{g.name} + {self.num_added} reconstructed edge(s)",
+        )
 
     def summary(self) -> dict[str, Any]:
-        return {"added_edges": self.num_added, "failed": self.failed, "sequences": self.sequences,
-                "valid_sequences": self.valid, "skipped_malformed": self.skipped,
-                "used_true_edges": self.used_true_edges, "true_edges": self.graph.num_edges,
-                "max_degree": self.max_degree, "count_unused": self.count_unused, "bound": self.bound,
-                "reasons": self.reasons()}
+        return {
+            "added_edges": self.num_added,
+            "failed": self.failed,
+            "sequences": self.sequences,
+            "valid_sequences": self.valid,
+            "skipped_malformed": self.skipped,
+            "used_true_edges": self.used_true_edges,
+            "true_edges": self.graph.num_edges,
+            "max_degree": self.max_degree,
+            "count_unused": self.count_unused,
+            "bound": self.bound,
+            "reasons": self.reasons(),
+        }
 
     def __str__(self) -> str:
-        s = (f"map reconstruction: {self.num_added} added edge(s); {self.failed} / {self.sequences} "
-             f"sequence(s) failed, {self.valid} valid on the true map ({self.bound}, "
-             f"out-degree <= {self.max_degree})")
+        s = (
+            f"map reconstruction: {self.num_added} added edge(s); {self.failed} / {self.sequences} "
+            f"sequence(s) failed, {self.valid} valid on the true map ({self.bound}, "
+            f"out-degree <= {self.max_degree})"
+        )
         if self.skipped:
             s += f"; {self.skipped} malformed sequence(s) skipped"
         return s
@@ -143,8 +159,9 @@ class _Reconstructor:
     whole sequence is explained.
     """
 
-    def __init__(self, graph: StreetGraph, max_degree: int, max_distance: float | None,
-                 max_hops: int, count_unused: bool):
+    def __init__(
+        self, graph: StreetGraph, max_degree: int, max_distance: float | None, max_hops: int, count_unused: bool
+    ):
         self.graph, self.max_degree, self.max_hops = graph, max_degree, max_hops
         self.count_unused = count_unused
         self.true_out: dict[str, dict[str, str]] = {v: graph.out_edges(v) for v in graph.nodes}
@@ -208,8 +225,7 @@ class _Reconstructor:
     def degree(self, node: str, ov: _Overlay) -> int:
         """Out-degree of ``node`` in the map so far: counted streets (see ``count_unused``) + added."""
         added, used = ov
-        return (self.deg[node] + sum(1 for (u, _) in added if u == node)
-                + sum(1 for (u, _) in used if u == node))
+        return self.deg[node] + sum(1 for (u, _) in added if u == node) + sum(1 for (u, _) in used if u == node)
 
     def follow(self, node: str, dirs: Sequence[str], ov: _Overlay) -> tuple[str, int, str]:
         """Walk ``dirs`` from ``node`` while streets exist, recording first uses of true streets in
@@ -245,7 +261,7 @@ class _Reconstructor:
                 return ("valid" if not ov[0] else "explained"), "", ov
             if why == "full" or self.degree(node, ov) >= self.max_degree:
                 return "failed", "degree", ov
-            rest = dirs[k + 1:]
+            rest = dirs[k + 1 :]
             best: tuple[bool, int] | None = None
             best_v = None
             for v in self.candidates(node):
@@ -305,9 +321,14 @@ def parse_traversal(tokens: Sequence[str], graph: StreetGraph) -> tuple[str, str
     return str(tokens[0]), str(tokens[1]), dirs
 
 
-def reconstruct_map(graph: StreetGraph, sequences: Sequence[Sequence[str]], max_degree: int = 4,
-                    max_distance: float | None = HALF_MILE_M, max_hops: int = 3,
-                    count_unused: bool = True) -> MapReconstruction:
+def reconstruct_map(
+    graph: StreetGraph,
+    sequences: Sequence[Sequence[str]],
+    max_degree: int = 4,
+    max_distance: float | None = HALF_MILE_M,
+    max_hops: int = 3,
+    count_unused: bool = True,
+) -> MapReconstruction:
     """Reconstruct the map implied by traversals ``o d d1 .. dk end`` (App. B), greedily, in order.
 
     Starting from ``graph`` (the true map), each sequence is walked along existing streets. At a
@@ -348,32 +369,61 @@ def reconstruct_map(graph: StreetGraph, sequences: Sequence[Sequence[str]], max_
     for i, seq in enumerate(sequences):
         parsed = parse_traversal(seq, graph)
         if isinstance(parsed, str):
-            rows.append({"sequence": i, "origin": seq[0] if seq else "", "destination": seq[1] if len(seq) > 1 else "",
-                         "directions": max(0, len(seq) - 3), "status": "skipped", "reason": parsed,
-                         "new_edges": 0})
+            rows.append(
+                {
+                    "sequence": i,
+                    "origin": seq[0] if seq else "",
+                    "destination": seq[1] if len(seq) > 1 else "",
+                    "directions": max(0, len(seq) - 3),
+                    "status": "skipped",
+                    "reason": parsed,
+                    "new_edges": 0,
+                }
+            )
             continue
         o, d, dirs = parsed
         status, reason, overlay = rec.explain(o, d, dirs)
         if status != "failed":
             rec.commit(i, o, dirs, overlay)
-        rows.append({"sequence": i, "origin": o, "destination": d, "directions": len(dirs),
-                     "status": status, "reason": reason,
-                     "new_edges": len(overlay) if status != "failed" else 0})
+        rows.append(
+            {
+                "sequence": i,
+                "origin": o,
+                "destination": d,
+                "directions": len(dirs),
+                "status": status,
+                "reason": reason,
+                "new_edges": len(overlay) if status != "failed" else 0,
+            }
+        )
     edge_rows = []
     for (u, t), v in rec.added.items():
         h = rec.hops(u).get(graph.index(v), -1)
-        edge_rows.append({"node": u, "direction": t, "neighbor": v, "distance": rec.distance(u, v),
-                          "hops": h, "first_sequence": rec.first[(u, t)], "uses": rec.uses.get((u, t), 0)})
-    bound = (f"straight-line distance <= {max_distance:g}" if rec.use_distance
-             else f"true-map hops <= {max_hops}")
+        edge_rows.append(
+            {
+                "node": u,
+                "direction": t,
+                "neighbor": v,
+                "distance": rec.distance(u, v),
+                "hops": h,
+                "first_sequence": rec.first[(u, t)],
+                "uses": rec.uses.get((u, t), 0),
+            }
+        )
+    bound = f"straight-line distance <= {max_distance:g}" if rec.use_distance else f"true-map hops <= {max_hops}"
     return MapReconstruction(
         graph=graph,
-        added_edges=pd.DataFrame(edge_rows, columns=["node", "direction", "neighbor", "distance", "hops",
-                                                     "first_sequence", "uses"]),
-        per_sequence=pd.DataFrame(rows, columns=["sequence", "origin", "destination", "directions",
-                                                 "status", "reason", "new_edges"]),
-        max_degree=max_degree, bound=bound, count_unused=count_unused,
-        used_true=sorted(rec.used_true, key=lambda e: (graph.index(e[0]), DIRECTIONS.index(e[1]))))
+        added_edges=pd.DataFrame(
+            edge_rows, columns=["node", "direction", "neighbor", "distance", "hops", "first_sequence", "uses"]
+        ),
+        per_sequence=pd.DataFrame(
+            rows, columns=["sequence", "origin", "destination", "directions", "status", "reason", "new_edges"]
+        ),
+        max_degree=max_degree,
+        bound=bound,
+        count_unused=count_unused,
+        used_true=sorted(rec.used_true, key=lambda e: (graph.index(e[0]), DIRECTIONS.index(e[1]))),
+    )
 
 
 __all__ = ["HALF_MILE_M", "MapReconstruction", "parse_traversal", "reconstruct_map"]

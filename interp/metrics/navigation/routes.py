@@ -42,8 +42,8 @@ def _streets_world(world: World) -> StreetsWorld:
 
 # ---- (origin, destination) pairs ---------------------------------------------------------------
 
-def sample_pairs(world: World, n: int, rng: np.random.Generator,
-                 max_tries: int | None = None) -> list[tuple[str, str]]:
+
+def sample_pairs(world: World, n: int, rng: np.random.Generator, max_tries: int | None = None) -> list[tuple[str, str]]:
     """``n`` uniform (origin, destination) pairs, distinct nodes, destination reachable within
     ``max_directions`` streets (so a valid route exists). Pairs may repeat."""
     w = _streets_world(world)
@@ -64,11 +64,16 @@ def sample_pairs(world: World, n: int, rng: np.random.Generator,
         else:
             rejected += 1
     if rejected:
-        log.info("sample_pairs: %d draw(s) rejected (destination not reachable within %d streets)",
-                 rejected, w.max_directions)
+        log.info(
+            "sample_pairs: %d draw(s) rejected (destination not reachable within %d streets)",
+            rejected,
+            w.max_directions,
+        )
     if len(out) < n:
-        raise WorldError(f"only {len(out)} of {n} reachable (origin, destination) pairs in "
-                         f"{tries} draws (max_directions={w.max_directions})")
+        raise WorldError(
+            f"only {len(out)} of {n} reachable (origin, destination) pairs in "
+            f"{tries} draws (max_directions={w.max_directions})"
+        )
     return out
 
 
@@ -90,9 +95,13 @@ def pairs_from_sequences(sequences: Iterable[Sequence[str]], unique: bool = True
 
 # ---- decoding ----------------------------------------------------------------------------------
 
-def choose_tokens(logprobs: Float[Tensor, "batch vocab"], sample: bool = False,
-                  temperature: float = 1.0,
-                  rng: np.random.Generator | None = None) -> Int[Tensor, " batch"]:
+
+def choose_tokens(
+    logprobs: Float[Tensor, "batch vocab"],
+    sample: bool = False,
+    temperature: float = 1.0,
+    rng: np.random.Generator | None = None,
+) -> Int[Tensor, " batch"]:
     """Argmax (greedy) or a temperature sample of each row's next token over the full vocabulary.
 
     A row with no finite log-probability (an LM that accepts nothing there) gets its argmax,
@@ -135,8 +144,17 @@ def _step_row(world: StreetsWorld, row: _Row, token: str) -> None:
         row.first_illegal = len(row.tokens) - 1
 
 
-def _detour(world: StreetsWorld, row: _Row, token: str, logprobs: Tensor, kind: str,
-            rng: np.random.Generator, events: list[dict[str, Any]], route: int, max_dirs: int) -> str:
+def _detour(
+    world: StreetsWorld,
+    row: _Row,
+    token: str,
+    logprobs: Tensor,
+    kind: str,
+    rng: np.random.Generator,
+    events: list[dict[str, Any]],
+    route: int,
+    max_dirs: int,
+) -> str:
     """Apply one detour draw that came up (see the :mod:`interp.metrics.navigation` docstring);
     returns the token to emit."""
     state = row.state
@@ -145,8 +163,11 @@ def _detour(world: StreetsWorld, row: _Row, token: str, logprobs: Tensor, kind: 
     node, dest = state[1], state[2]
     budget = max_dirs - (len(row.tokens) + 1)  # directions left after this one
     graph, vocab = world.graph, world.vocab
-    options = [t for t in world.legal(state) if t != END and t != token
-               and world.can_reach_within(graph.neighbor(node, t), dest, budget)]
+    options = [
+        t
+        for t in world.legal(state)
+        if t != END and t != token and world.can_reach_within(graph.neighbor(node, t), dest, budget)
+    ]
     if not options:
         row.blocked += 1
         return token
@@ -158,15 +179,34 @@ def _detour(world: StreetsWorld, row: _Row, token: str, logprobs: Tensor, kind: 
         turn = options[pick]  # ties: the first in vocabulary order
     row.detours += 1
     after = graph.neighbor(node, turn)
-    events.append({"route": route, "step": len(row.tokens), "node": node, "destination": dest,
-                   "model_token": token, "turn": turn, "budget": budget,
-                   "distance_after": world.shortest_distance_steps(after, dest)})
+    events.append(
+        {
+            "route": route,
+            "step": len(row.tokens),
+            "node": node,
+            "destination": dest,
+            "model_token": token,
+            "turn": turn,
+            "budget": budget,
+            "distance_after": world.shortest_distance_steps(after, dest),
+        }
+    )
     return turn
 
 
-def _decode(lm: LM, world: StreetsWorld, pairs: Sequence[tuple[str, str]], *, sample: bool,
-            temperature: float, detour: str | None, p: float, rng: np.random.Generator,
-            batch_size: int, events: list[dict[str, Any]]) -> tuple[list[_Row], int]:
+def _decode(
+    lm: LM,
+    world: StreetsWorld,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    sample: bool,
+    temperature: float,
+    detour: str | None,
+    p: float,
+    rng: np.random.Generator,
+    batch_size: int,
+    events: list[dict[str, Any]],
+) -> tuple[list[_Row], int]:
     """Decode every pair; returns the rows and the per-route step cap used."""
     step_cap = world.max_directions + 1  # up to max_directions turns, then `end`
     n_ctx = int(getattr(lm, "n_ctx", 0) or 0)
@@ -177,7 +217,7 @@ def _decode(lm: LM, world: StreetsWorld, pairs: Sequence[tuple[str, str]], *, sa
     vocab = world.vocab
     rows: list[_Row] = []
     for lo in range(0, len(pairs), batch_size):
-        chunk = pairs[lo:lo + batch_size]
+        chunk = pairs[lo : lo + batch_size]
         chunk_rows = [_Row(o, d, ("at", o, d)) for o, d in chunk]
         rows.extend(chunk_rows)
         cursor = lm.start([[o, d] for o, d in chunk])
@@ -265,10 +305,15 @@ class RouteResult:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "strategy": self.strategy, "detour": self.detour, "p": self.p,
-            "routes": self.valid.n, "step_cap": self.step_cap,
-            "valid": self.valid.mean, "valid_se": self.valid.se,
-            "shortest": self.shortest.mean, "shortest_se": self.shortest.se,
+            "strategy": self.strategy,
+            "detour": self.detour,
+            "p": self.p,
+            "routes": self.valid.n,
+            "step_cap": self.step_cap,
+            "valid": self.valid.mean,
+            "valid_se": self.valid.se,
+            "shortest": self.shortest.mean,
+            "shortest_se": self.shortest.se,
             "shortest_given_valid": self.shortest_given_valid.mean,
             "shortest_given_valid_se": self.shortest_given_valid.se,
             "detours": int(self.per_route["detours"].sum()),
@@ -278,9 +323,11 @@ class RouteResult:
 
     def __str__(self) -> str:
         what = self.strategy + (f", {self.detour} detours p={self.p:g}" if self.detour else "")
-        s = (f"routes ({what}): valid {self.valid}; shortest {self.shortest.mean:.3f} ± "
-             f"{self.shortest.se:.3f} of all, {self.shortest_given_valid.mean:.3f} ± "
-             f"{self.shortest_given_valid.se:.3f} of valid")
+        s = (
+            f"routes ({what}): valid {self.valid}; shortest {self.shortest.mean:.3f} ± "
+            f"{self.shortest.se:.3f} of all, {self.shortest_given_valid.mean:.3f} ± "
+            f"{self.shortest_given_valid.se:.3f} of valid"
+        )
         fails = self.failures()
         if fails:
             s += "; invalid: " + ", ".join(f"{k} {v}" for k, v in fails.items())
@@ -295,9 +342,17 @@ class RouteResult:
         return save_result(folder, stem, self.summary(), **{"": self.per_route})
 
 
-def _route_result(world: StreetsWorld, rows: list[_Row], step_cap: int, strategy: str,
-                  detour: str | None, p: float, events: list[dict[str, Any]],
-                  rtol: float, shortest: _ShortestLengths | None = None) -> RouteResult:
+def _route_result(
+    world: StreetsWorld,
+    rows: list[_Row],
+    step_cap: int,
+    strategy: str,
+    detour: str | None,
+    p: float,
+    events: list[dict[str, Any]],
+    rtol: float,
+    shortest: _ShortestLengths | None = None,
+) -> RouteResult:
     shortest = shortest or _ShortestLengths(world.graph)
     graph = world.graph
     recs = []
@@ -314,28 +369,71 @@ def _route_result(world: StreetsWorld, rows: list[_Row], step_cap: int, strategy
                 node = graph.neighbor(node, t)
             best = shortest(row.origin, row.destination)
             is_short = math.isclose(length, best, rel_tol=rtol, abs_tol=1e-9)
-        recs.append({
-            "route": i, "origin": row.origin, "destination": row.destination,
-            "tokens": " ".join(row.tokens), "directions": len(dirs), "valid": valid,
-            "failure": failure, "first_illegal": -1 if row.first_illegal is None else row.first_illegal,
-            "length": length, "shortest_length": best, "shortest": is_short,
-            "detours": row.detours, "blocked": row.blocked,
-        })
-    df = pd.DataFrame(recs, columns=["route", "origin", "destination", "tokens", "directions", "valid",
-                                     "failure", "first_illegal", "length", "shortest_length",
-                                     "shortest", "detours", "blocked"])
-    ev = pd.DataFrame(events, columns=["route", "step", "node", "destination", "model_token", "turn",
-                                       "budget", "distance_after"])
+        recs.append(
+            {
+                "route": i,
+                "origin": row.origin,
+                "destination": row.destination,
+                "tokens": " ".join(row.tokens),
+                "directions": len(dirs),
+                "valid": valid,
+                "failure": failure,
+                "first_illegal": -1 if row.first_illegal is None else row.first_illegal,
+                "length": length,
+                "shortest_length": best,
+                "shortest": is_short,
+                "detours": row.detours,
+                "blocked": row.blocked,
+            }
+        )
+    df = pd.DataFrame(
+        recs,
+        columns=[
+            "route",
+            "origin",
+            "destination",
+            "tokens",
+            "directions",
+            "valid",
+            "failure",
+            "first_illegal",
+            "length",
+            "shortest_length",
+            "shortest",
+            "detours",
+            "blocked",
+        ],
+    )
+    ev = pd.DataFrame(
+        events, columns=["route", "step", "node", "destination", "model_token", "turn", "budget", "distance_after"]
+    )
     return RouteResult(
-        routes=[[r.origin, r.destination, *r.tokens] for r in rows], per_route=df,
-        valid=mean_se(df["valid"].to_numpy(float)), shortest=mean_se(df["shortest"].to_numpy(float)),
+        routes=[[r.origin, r.destination, *r.tokens] for r in rows],
+        per_route=df,
+        valid=mean_se(df["valid"].to_numpy(float)),
+        shortest=mean_se(df["shortest"].to_numpy(float)),
         shortest_given_valid=mean_se(df.loc[df["valid"], "shortest"].to_numpy(float)),
-        step_cap=step_cap, strategy=strategy, detour=detour, p=p, detour_events=ev)
+        step_cap=step_cap,
+        strategy=strategy,
+        detour=detour,
+        p=p,
+        detour_events=ev,
+    )
 
 
-def decode_routes(lm: LM, world: World, pairs: Sequence[tuple[str, str]], *, sample: bool = False,
-                  temperature: float = 1.0, detour: str | None = None, p: float = 0.0, seed: int = 0,
-                  batch_size: int = 256, rtol: float = 1e-6) -> RouteResult:
+def decode_routes(
+    lm: LM,
+    world: World,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    sample: bool = False,
+    temperature: float = 1.0,
+    detour: str | None = None,
+    p: float = 0.0,
+    seed: int = 0,
+    batch_size: int = 256,
+    rtol: float = 1e-6,
+) -> RouteResult:
     """Decode one route per (origin, destination) pair and score it (§3.1).
 
     Greedy (argmax over the full vocabulary) by default; ``sample=True`` draws at ``temperature``
@@ -354,8 +452,18 @@ def decode_routes(lm: LM, world: World, pairs: Sequence[tuple[str, str]], *, sam
         raise ValueError(f"detour probability must be in [0, 1], got {p}")
     _check_pairs(w, pairs)
     events: list[dict[str, Any]] = []
-    rows, cap = _decode(lm, w, pairs, sample=sample, temperature=temperature, detour=detour, p=p,
-                        rng=np.random.default_rng(seed), batch_size=batch_size, events=events)
+    rows, cap = _decode(
+        lm,
+        w,
+        pairs,
+        sample=sample,
+        temperature=temperature,
+        detour=detour,
+        p=p,
+        rng=np.random.default_rng(seed),
+        batch_size=batch_size,
+        events=events,
+    )
     return _route_result(w, rows, cap, "sample" if sample else "greedy", detour, p, events, rtol)
 
 
@@ -364,8 +472,9 @@ def greedy_routes(lm: LM, world: World, pairs: Sequence[tuple[str, str]], **kw: 
     return decode_routes(lm, world, pairs, **kw)
 
 
-def sample_routes(lm: LM, world: World, pairs: Sequence[tuple[str, str]], temperature: float = 1.0,
-                  seed: int = 0, **kw: Any) -> RouteResult:
+def sample_routes(
+    lm: LM, world: World, pairs: Sequence[tuple[str, str]], temperature: float = 1.0, seed: int = 0, **kw: Any
+) -> RouteResult:
     """Sampled routes (App. B's traversals for map reconstruction); see :func:`decode_routes`."""
     return decode_routes(lm, world, pairs, sample=True, temperature=temperature, seed=seed, **kw)
 
@@ -380,6 +489,12 @@ def _check_pairs(world: StreetsWorld, pairs: Sequence[tuple[str, str]]) -> None:
 
 
 __all__ = [
-    "DETOUR_KINDS", "RouteResult", "choose_tokens", "decode_routes", "greedy_routes",
-    "pairs_from_sequences", "sample_pairs", "sample_routes",
+    "DETOUR_KINDS",
+    "RouteResult",
+    "choose_tokens",
+    "decode_routes",
+    "greedy_routes",
+    "pairs_from_sequences",
+    "sample_pairs",
+    "sample_routes",
 ]

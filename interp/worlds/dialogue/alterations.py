@@ -93,7 +93,7 @@ def _rebuild(item: Item, index: int | None, tokens: list[str]) -> Item | None:
         return None
     if len(parsed) != 1 or isinstance(parsed[0], Probe):
         return None
-    return Item(item.context[:index] + (parsed[0],) + item.context[index + 1:], item.question)
+    return Item(item.context[:index] + (parsed[0],) + item.context[index + 1 :], item.question)
 
 
 def _question_objects(item: Item) -> set[str]:
@@ -122,31 +122,31 @@ def _single_edits(world, item: Item, category: str) -> Iterator[_Edit]:
             if "did" in toks:
                 k = toks.index("did")
                 verb = {"put": "put", "move": "moved"}[toks[k + 2]]
-                variants.append(toks[:k] + [verb] + toks[k + 3:])
+                variants.append(toks[:k] + [verb] + toks[k + 3 :])
             else:
                 for k, t in enumerate(toks):
                     if t in ("put", "moved"):
                         verb = {"put": "put", "moved": "move"}[t]
-                        variants.append(toks[:k] + ["did", "not", verb] + toks[k + 1:])
+                        variants.append(toks[:k] + ["did", "not", verb] + toks[k + 1 :])
         elif category == SUBSTITUTION:
             for k, t in enumerate(toks):
                 for pool in classes.values():
                     if t in pool:
-                        variants += [toks[:k] + [other] + toks[k + 1:] for other in pool if other != t]
+                        variants += [toks[:k] + [other] + toks[k + 1 :] for other in pool if other != t]
         elif category == QUANTITY:
             for k, t in enumerate(toks):
                 if t in lex.numbers:
-                    variants += [toks[:k] + [w] + toks[k + 1:] for w in lex.numbers if w != t]
+                    variants += [toks[:k] + [w] + toks[k + 1 :] for w in lex.numbers if w != t]
         elif category == QUANTIFIER:
             swap = {"all": "some", "some": "all"}
             for k, t in enumerate(toks):
                 if t in swap:
-                    variants.append(toks[:k] + [swap[t]] + toks[k + 1:])
+                    variants.append(toks[:k] + [swap[t]] + toks[k + 1 :])
         elif category == CONNECTIVE:
             swap = {"and": "or", "or": "and"}
             for k, t in enumerate(toks):
                 if t in swap:
-                    variants.append(toks[:k] + [swap[t]] + toks[k + 1:])
+                    variants.append(toks[:k] + [swap[t]] + toks[k + 1 :])
         for v in variants:
             new = _rebuild(item, index, v)
             if new is not None:
@@ -191,8 +191,7 @@ def _inject_edits(world, item: Item) -> Iterator[_Edit]:
         for o in lex.objects:
             for loc in lex.locations:
                 u = Absurd(speaker, o, loc)
-                yield _Edit(CONTEXT, Item(item.context[:pos] + (u,) + item.context[pos:], item.question),
-                            o in asked)
+                yield _Edit(CONTEXT, Item(item.context[:pos] + (u,) + item.context[pos:], item.question), o in asked)
 
 
 def candidates(world, item: Item, category: str) -> list[tuple[_Edit, bool]]:
@@ -218,8 +217,9 @@ def candidates(world, item: Item, category: str) -> list[tuple[_Edit, bool]]:
     return out
 
 
-def alter(world, item: Item, category: str, rng: np.random.Generator,
-          original_gold: bool | None = None, balance: bool = True) -> Alteration | None:
+def alter(
+    world, item: Item, category: str, rng: np.random.Generator, original_gold: bool | None = None, balance: bool = True
+) -> Alteration | None:
     """One alteration of ``category`` drawn among :func:`candidates`; ``None`` when the item admits
     none (e.g. no connective to change).
 
@@ -242,8 +242,9 @@ def alter(world, item: Item, category: str, rng: np.random.Generator,
     return Alteration(category, edit.target, edit.item, gold, original_gold)
 
 
-def alter_all(world, item: Item, rng: np.random.Generator,
-              categories: tuple[str, ...] = CATEGORIES, balance: bool = True) -> list[Alteration]:
+def alter_all(
+    world, item: Item, rng: np.random.Generator, categories: tuple[str, ...] = CATEGORIES, balance: bool = True
+) -> list[Alteration]:
     """One alteration per category (those the item admits), in :data:`CATEGORIES` order."""
     gold = world.gold(item)
     out = []

@@ -26,24 +26,37 @@ from interp.worlds.dialogue.sampling import sample_item
 
 #: our category names → the loader's category keys
 CATEGORY_KEYS = {
-    "Negation": "negation", "Variable Substitution": "variable_substitution",
-    "Quantity Change": "quantity_change", "Variable Swap": "variable_swap",
-    "Quantifier Change": "quantifier_change", "Logical Connective Change": "connective_change",
+    "Negation": "negation",
+    "Variable Substitution": "variable_substitution",
+    "Quantity Change": "quantity_change",
+    "Variable Swap": "variable_swap",
+    "Quantifier Change": "quantifier_change",
+    "Logical Connective Change": "connective_change",
     "Injecting Inconsistent Data": "inconsistent_data",
 }
 
 
-def _row(group: int, item: Item, gold: bool, category: str | None = None, target: str | None = None,
-         effect: str | None = None) -> dict:
-    return {"group": group, "context": item.context_text(), "question": item.question.text(),
-            "gold": int(gold), "altered": category is not None,
-            "target": target.lower() if target else "none",
-            "category": CATEGORY_KEYS[category] if category else None,
-            "effect": effect.lower() if effect else None}
+def _row(
+    group: int,
+    item: Item,
+    gold: bool,
+    category: str | None = None,
+    target: str | None = None,
+    effect: str | None = None,
+) -> dict:
+    return {
+        "group": group,
+        "context": item.context_text(),
+        "question": item.question.text(),
+        "gold": int(gold),
+        "altered": category is not None,
+        "target": target.lower() if target else "none",
+        "category": CATEGORY_KEYS[category] if category else None,
+        "effect": effect.lower() if effect else None,
+    }
 
 
-def benchmark_rows(world, n_groups: int, seed: int = 0,
-                   categories: tuple[str, ...] = CATEGORIES) -> pd.DataFrame:
+def benchmark_rows(world, n_groups: int, seed: int = 0, categories: tuple[str, ...] = CATEGORIES) -> pd.DataFrame:
     """``n_groups`` groups (original + alterations), seeded; columns as described above."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -80,8 +93,10 @@ def item_from_text(context: str, question: str) -> Item:
 
 def item_sequences(world, rows: pd.DataFrame) -> list[list[str]]:
     """Each row as a training sequence: its prompt followed by its gold answer (legal in ``world``)."""
-    return [prompt_tokens(c, q) + [ANSWERS[0] if int(g) == 1 else ANSWERS[1]]
-            for c, q, g in zip(rows["context"], rows["question"], rows["gold"])]
+    return [
+        prompt_tokens(c, q) + [ANSWERS[0] if int(g) == 1 else ANSWERS[1]]
+        for c, q, g in zip(rows["context"], rows["question"], rows["gold"])
+    ]
 
 
 def write_item_sequences(world, rows: pd.DataFrame, path: str | os.PathLike) -> Path:

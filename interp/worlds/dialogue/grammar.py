@@ -49,19 +49,32 @@ class Lexicon:
 
     @classmethod
     def of_size(cls, agents: int, objects: int, locations: int, max_count: int) -> "Lexicon":
-        for name, n, pool in (("agents", agents, AGENT_NAMES), ("objects", objects, OBJECT_NAMES),
-                              ("locations", locations, LOCATION_NAMES), ("max_count", max_count, NUMBER_WORDS)):
+        for name, n, pool in (
+            ("agents", agents, AGENT_NAMES),
+            ("objects", objects, OBJECT_NAMES),
+            ("locations", locations, LOCATION_NAMES),
+            ("max_count", max_count, NUMBER_WORDS),
+        ):
             if not 1 <= n <= len(pool):
                 raise WorldError(f"dialogue: {name} must be in 1..{len(pool)}, got {n}")
         if agents < 2:
             raise WorldError("dialogue: agents must be >= 2 (subjects like 'ann and bob')")
-        return cls(AGENT_NAMES[:agents], OBJECT_NAMES[:objects], LOCATION_NAMES[:locations],
-                   NUMBER_WORDS[:max_count])
+        return cls(AGENT_NAMES[:agents], OBJECT_NAMES[:objects], LOCATION_NAMES[:locations], NUMBER_WORDS[:max_count])
 
     @property
     def tokens(self) -> tuple[str, ...]:
-        return (*SPEAKERS, PROBE, *self.agents, *self.objects, *self.locations, *self.numbers,
-                *QUANTIFIERS, *CONNECTIVES, *FUNCTION_WORDS, *ANSWERS)
+        return (
+            *SPEAKERS,
+            PROBE,
+            *self.agents,
+            *self.objects,
+            *self.locations,
+            *self.numbers,
+            *QUANTIFIERS,
+            *CONNECTIVES,
+            *FUNCTION_WORDS,
+            *ANSWERS,
+        )
 
     def count(self, word: str) -> int:
         """``"two"`` → 2."""
@@ -69,6 +82,7 @@ class Lexicon:
 
 
 # ---- structured utterances ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Clause:
@@ -200,6 +214,7 @@ def with_speaker(u: Utterance, speaker: str) -> Utterance:
 
 # ---- parsing tokens back into structure -----------------------------------------------------------
 
+
 def parse(tokens: list[str] | tuple[str, ...]) -> list[Utterance | Probe]:
     """Split a token sequence into utterances and probes (the inverse of ``tokens()``).
 
@@ -222,8 +237,9 @@ class _Reader:
     def need(self, cond: bool, what: str) -> None:
         if not cond:
             got = self.peek()
-            raise WorldError(f"dialogue: expected {what} at position {self.i}, "
-                             f"got {'end of input' if got is None else repr(got)}")
+            raise WorldError(
+                f"dialogue: expected {what} at position {self.i}, got {'end of input' if got is None else repr(got)}"
+            )
 
     def take(self) -> str:
         self.need(self.i < len(self.tokens), "a token")

@@ -52,15 +52,15 @@ def random_clause(lex: Lexicon, rng: np.random.Generator) -> Clause:
         quant = lex.numbers[int(rng.integers(len(lex.numbers)))]
     else:
         quant = {S.UNIVERSAL: "all", S.EXISTENTIAL: "some", S.LOCATION: "any"}[kind]
-    return Clause(quant, lex.objects[int(rng.integers(len(lex.objects)))],
-                  lex.locations[int(rng.integers(len(lex.locations)))])
+    return Clause(
+        quant, lex.objects[int(rng.integers(len(lex.objects)))], lex.locations[int(rng.integers(len(lex.locations)))]
+    )
 
 
 def random_question(lex: Lexicon, rng: np.random.Generator, p_two: float = 0.25) -> Question:
     """One clause, or (with probability ``p_two``) two joined by a uniform connective."""
     if rng.random() < p_two:
-        return Question((random_clause(lex, rng), random_clause(lex, rng)),
-                        ("and", "or")[int(rng.integers(2))])
+        return Question((random_clause(lex, rng), random_clause(lex, rng)), ("and", "or")[int(rng.integers(2))])
     return Question((random_clause(lex, rng),))
 
 
@@ -90,8 +90,9 @@ class QuestionTable:
         return S.clause_values(facts, self.keys)
 
 
-def sample_question(table: QuestionTable, facts: S.Facts, rng: np.random.Generator, *,
-                    p_two: float = 0.25) -> tuple[Question, bool]:
+def sample_question(
+    table: QuestionTable, facts: S.Facts, rng: np.random.Generator, *, p_two: float = 0.25
+) -> tuple[Question, bool]:
     """A random question whose answer is yes or no with probability 1/2 *within each type*, and
     its answer.
 
@@ -105,8 +106,7 @@ def sample_question(table: QuestionTable, facts: S.Facts, rng: np.random.Generat
     clause is false and the answer is no.
     """
     truth = table.truth(facts)
-    types = [t for t in S.QUESTION_TYPES
-             if len({truth[i] for i in table.by_type[t]}) == 2]
+    types = [t for t in S.QUESTION_TYPES if len({truth[i] for i in table.by_type[t]}) == 2]
     if not types:  # nothing placed: all false
         kind = S.QUESTION_TYPES[int(rng.integers(len(S.QUESTION_TYPES)))]
         idx = table.by_type[kind]
@@ -118,13 +118,13 @@ def sample_question(table: QuestionTable, facts: S.Facts, rng: np.random.Generat
         conn = ("and", "or")[int(rng.integers(2))]
         ways = [(a, b) for a in (True, False) for b in (True, False) if S.combine(a, conn, b) == want]
         v1, v2 = ways[int(rng.integers(len(ways)))]
-        return Question((_clause(table, truth, types, v1, rng), _clause(table, truth, types, v2, rng)),
-                        conn), want
+        return Question((_clause(table, truth, types, v1, rng), _clause(table, truth, types, v2, rng)), conn), want
     return Question((_clause(table, truth, types, want, rng),)), want
 
 
-def _clause(table: QuestionTable, truth: tuple[bool, ...], types: list[str], value: bool,
-            rng: np.random.Generator) -> Clause:
+def _clause(
+    table: QuestionTable, truth: tuple[bool, ...], types: list[str], value: bool, rng: np.random.Generator
+) -> Clause:
     """A type uniform among ``types``, then a clause of it with truth ``value``, uniformly."""
     kind = types[int(rng.integers(len(types)))]
     idx = [i for i in table.by_type[kind] if truth[i] == value]

@@ -47,8 +47,9 @@ def random_subject(world, rng: np.random.Generator) -> Subject:
     return Subject((_pick(rng, agents),))
 
 
-def sample_utterance(world, facts: S.Facts, speaker: str, rng: np.random.Generator,
-                     mix: dict[str, float] | None = None) -> Utterance:
+def sample_utterance(
+    world, facts: S.Facts, speaker: str, rng: np.random.Generator, mix: dict[str, float] | None = None
+) -> Utterance:
     """One utterance legal after ``facts``, its kind drawn from ``mix`` (default :data:`UTTERANCE_MIX`)."""
     lex, cap = world.lexicon, world.max_count
     totals = [sum(r) for r in facts]
@@ -122,6 +123,7 @@ def _probe(world, state, rng: np.random.Generator) -> Probe:
 
 # ---- backwards: a conversation that reaches given facts ---------------------------------------------
 
+
 def _composition(c: int, rng: np.random.Generator, p_cut: float = 0.3) -> list[int]:
     """``c`` split into positive parts in order (each of the c-1 gaps cut with probability p_cut)."""
     parts, cur = [], 1
@@ -170,8 +172,9 @@ def conversation_reaching(world, facts: S.Facts, rng: np.random.Generator, max_n
         speaker = SPEAKERS[i % 2]
         if action[0] == "put":
             _, o, l, n = action
-            u: Utterance | Probe = Put(speaker, random_subject(world, rng), False, lex.numbers[n - 1],
-                                       lex.objects[o], lex.locations[l])
+            u: Utterance | Probe = Put(
+                speaker, random_subject(world, rng), False, lex.numbers[n - 1], lex.objects[o], lex.locations[l]
+            )
         elif action[0] == "move":
             _, o, l = action
             u = Move(speaker, random_subject(world, rng), False, lex.objects[o], lex.locations[l])

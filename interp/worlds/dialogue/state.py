@@ -64,14 +64,14 @@ def put(facts: Facts, o: int, l: int, n: int) -> Facts:
     """``c[o][l] += n`` (the caller checks the cap)."""
     row = list(facts[o])
     row[l] += n
-    return facts[:o] + (tuple(row),) + facts[o + 1:]
+    return facts[:o] + (tuple(row),) + facts[o + 1 :]
 
 
 def move_all(facts: Facts, o: int, l: int) -> Facts:
     """Every item of ``o`` ends up at ``l``."""
     row = [0] * len(facts[o])
     row[l] = total(facts, o)
-    return facts[:o] + (tuple(row),) + facts[o + 1:]
+    return facts[:o] + (tuple(row),) + facts[o + 1 :]
 
 
 def clause_value(facts: Facts, kind: str, n: int | None, o: int, l: int) -> bool:

@@ -63,12 +63,22 @@ class DialogueWorld(World):
 
     kind = "dialogue"
 
-    def __init__(self, agents: int = 3, objects: int = 3, locations: int = 3, max_count: int = 3,
-                 min_utts: int = 1, max_utts: int = 8, probes: int = 3):
-        self.lexicon = Lexicon.of_size(check_int(agents, "agents", self.kind, 2),
-                                       check_int(objects, "objects", self.kind, 1),
-                                       check_int(locations, "locations", self.kind, 1),
-                                       check_int(max_count, "max_count", self.kind, 1))
+    def __init__(
+        self,
+        agents: int = 3,
+        objects: int = 3,
+        locations: int = 3,
+        max_count: int = 3,
+        min_utts: int = 1,
+        max_utts: int = 8,
+        probes: int = 3,
+    ):
+        self.lexicon = Lexicon.of_size(
+            check_int(agents, "agents", self.kind, 2),
+            check_int(objects, "objects", self.kind, 1),
+            check_int(locations, "locations", self.kind, 1),
+            check_int(max_count, "max_count", self.kind, 1),
+        )
         self.max_count = max_count
         self.min_utts, self.max_utts = check_length_range(min_utts, max_utts, self.kind)
         self.probes = check_int(probes, "probes", self.kind, 1)
@@ -98,18 +108,27 @@ class DialogueWorld(World):
 
     def spec(self) -> dict[str, Any]:
         lex = self.lexicon
-        return {"kind": self.kind, "agents": len(lex.agents), "objects": len(lex.objects),
-                "locations": len(lex.locations), "max_count": self.max_count,
-                "min_utts": self.min_utts, "max_utts": self.max_utts, "probes": self.probes}
+        return {
+            "kind": self.kind,
+            "agents": len(lex.agents),
+            "objects": len(lex.objects),
+            "locations": len(lex.locations),
+            "max_count": self.max_count,
+            "min_utts": self.min_utts,
+            "max_utts": self.max_utts,
+            "probes": self.probes,
+        }
 
     def describe(self) -> str:
         lex = self.lexicon
         # each object's items (0..max_count) spread over the locations: C(max_count + L, L) ways
         n_facts = math.comb(self.max_count + len(lex.locations), len(lex.locations)) ** len(lex.objects)
-        return (f"dialogue: {len(lex.agents)} agents, {len(lex.objects)} objects, {len(lex.locations)} "
-                f"locations, at most {self.max_count} of each object ({n_facts:,} fact states), "
-                f"{self.min_utts}..{self.max_utts} utterances, <= {self.probes} probes, "
-                f"{len(self._tokens)} tokens")
+        return (
+            f"dialogue: {len(lex.agents)} agents, {len(lex.objects)} objects, {len(lex.locations)} "
+            f"locations, at most {self.max_count} of each object ({n_facts:,} fact states), "
+            f"{self.min_utts}..{self.max_utts} utterances, <= {self.probes} probes, "
+            f"{len(self._tokens)} tokens"
+        )
 
     @property
     def max_length(self) -> int:
@@ -168,11 +187,20 @@ class DialogueWorld(World):
 
     def _check(self, state: State) -> tuple[str, S.Facts]:
         lex = self.lexicon
-        ok = (isinstance(state, tuple) and len(state) >= 2 and isinstance(state[0], str)
-              and isinstance(state[1], tuple) and len(state[1]) == len(lex.objects)
-              and all(isinstance(r, tuple) and len(r) == len(lex.locations)
-                      and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in r)
-                      and sum(r) <= self.max_count for r in state[1]))
+        ok = (
+            isinstance(state, tuple)
+            and len(state) >= 2
+            and isinstance(state[0], str)
+            and isinstance(state[1], tuple)
+            and len(state[1]) == len(lex.objects)
+            and all(
+                isinstance(r, tuple)
+                and len(r) == len(lex.locations)
+                and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in r)
+                and sum(r) <= self.max_count
+                for r in state[1]
+            )
+        )
         if not ok:
             raise WorldError(f"dialogue: not a state: {state!r:.120}")
         return state[0], state[1]
@@ -205,12 +233,18 @@ class DialogueWorld(World):
                 out = {"put": ("put", F, True), "move": ("moved", F, True)}
             elif tag == "put":
                 (neg,) = rest
-                out = {w: ("num", F, neg, n) for w, n in self._num.items()
-                       if neg or any(S.has_room(F, o, n, self.max_count) for o in range(len(F)))}
+                out = {
+                    w: ("num", F, neg, n)
+                    for w, n in self._num.items()
+                    if neg or any(S.has_room(F, o, n, self.max_count) for o in range(len(F)))
+                }
             elif tag == "num":
                 neg, n = rest
-                out = {o: ("pobj", F, neg, n, i) for o, i in self._obj.items()
-                       if neg or S.has_room(F, i, n, self.max_count)}
+                out = {
+                    o: ("pobj", F, neg, n, i)
+                    for o, i in self._obj.items()
+                    if neg or S.has_room(F, i, n, self.max_count)
+                }
             elif tag == "pobj":
                 out = {"in": ("pin", F, *rest)}
             elif tag == "pin":
@@ -257,8 +291,9 @@ class DialogueWorld(World):
             out["moved"] = ("moved", F, False)
         return out
 
-    def _question_step(self, F: S.Facts, probe: bool, k: int, stage: str, quant: Any, o: Any,
-                       value: Any, conn: Any) -> dict[str, State]:
+    def _question_step(
+        self, F: S.Facts, probe: bool, k: int, stage: str, quant: Any, o: Any, value: Any, conn: Any
+    ) -> dict[str, State]:
         """Reading ``are Q O in L [and|or Q O in L] ?``; a probe tracks the truth of what it read.
 
         ``value`` is the first clause's truth after it (then the combined truth after the second);
@@ -270,8 +305,9 @@ class DialogueWorld(World):
         if stage == "quant":
             return {w: ("q", F, probe, k, "obj", w if probe else None, None, value, conn) for w in self._quant}
         if stage == "obj":
-            return {ob: ("q", F, probe, k, "in", quant, i if probe else None, value, conn)
-                    for ob, i in self._obj.items()}
+            return {
+                ob: ("q", F, probe, k, "in", quant, i if probe else None, value, conn) for ob, i in self._obj.items()
+            }
         if stage == "in":
             return {"in": ("q", F, probe, k, "loc", quant, o, value, conn)}
         if stage == "loc":
@@ -287,8 +323,9 @@ class DialogueWorld(World):
             end: State = ("ans", F, ANSWERS[0] if value else ANSWERS[1]) if probe else (_TURN, F)
             out = {"?": end}
             if k == 0:
-                out.update({c: ("q", F, probe, 1, "quant", None, None, value, c if probe else None)
-                            for c in CONNECTIVES})
+                out.update(
+                    {c: ("q", F, probe, 1, "quant", None, None, value, c if probe else None) for c in CONNECTIVES}
+                )
             return out
         raise ValueError
 

@@ -23,8 +23,21 @@ from interp.worlds.streets.traversals import (
 from interp.worlds.streets.world import END_STATE, START, StreetsWorld
 
 __all__ = [
-    "DIRECTIONS", "END", "OPPOSITE", "StreetGraph", "SyntheticCityConfig", "build_synthetic_city",
-    "TRAVERSAL_KINDS", "TraversalBatch", "TraversalConfig", "generate_traversals",
-    "noisy_shortest_paths", "random_walks", "sample_noisy_weights", "shortest_paths",
-    "START", "END_STATE", "StreetsWorld",
+    "DIRECTIONS",
+    "END",
+    "OPPOSITE",
+    "StreetGraph",
+    "SyntheticCityConfig",
+    "build_synthetic_city",
+    "TRAVERSAL_KINDS",
+    "TraversalBatch",
+    "TraversalConfig",
+    "generate_traversals",
+    "noisy_shortest_paths",
+    "random_walks",
+    "sample_noisy_weights",
+    "shortest_paths",
+    "START",
+    "END_STATE",
+    "StreetsWorld",
 ]

@@ -38,6 +38,7 @@ PRESETS: dict[str, SyntheticCityConfig] = {
     "tiny": SyntheticCityConfig.tiny(),
 }
 
+
 def dataclass_from_table(cls: type[T], table: Any, where: str) -> T:
     """Build the frozen dataclass ``cls`` from a TOML/JSON table, checking keys and types
     (:func:`interp.config.from_dict`), with errors as :class:`WorldError` naming ``where``."""
@@ -71,9 +72,8 @@ def load_toml(path: Path) -> StreetsSource:
         if key not in ("city", "graph", "traversal"):
             raise WorldError(f"{path}: unknown key {key!r} (known: city, graph, traversal)")
     if ("city" in data) == ("graph" in data):
-        raise WorldError(f"{path}: give exactly one of a [city] table or graph = \"file.csv\"")
-    traversal = dataclass_from_table(TraversalConfig, data.get("traversal", {}),
-                                     f"{path} [traversal]")
+        raise WorldError(f'{path}: give exactly one of a [city] table or graph = "file.csv"')
+    traversal = dataclass_from_table(TraversalConfig, data.get("traversal", {}), f"{path} [traversal]")
     if "city" in data:
         city = dataclass_from_table(SyntheticCityConfig, data["city"], f"{path} [city]")
         return StreetsSource(build_synthetic_city(city), traversal, city)
@@ -98,5 +98,7 @@ def resolve_arg(arg: str) -> StreetsSource:
         return StreetsSource(StreetGraph.from_csv(path), TraversalConfig())
     if suffix == ".toml":
         return load_toml(path)
-    raise WorldError(f"streets: cannot use {arg!r}; give nothing (default city), "
-                     f"{' or '.join(PRESETS)}, a graph file EDGES.csv, or a config CONFIG.toml")
+    raise WorldError(
+        f"streets: cannot use {arg!r}; give nothing (default city), "
+        f"{' or '.join(PRESETS)}, a graph file EDGES.csv, or a config CONFIG.toml"
+    )

@@ -53,13 +53,25 @@ DIRECTIONS: tuple[str, ...] = ("N", "S", "E", "W", "NE", "NW", "SE", "SW")
 END = "end"
 #: Unit vector (dx, dy) of each direction (x east, y north), for drawing and synthetic maps.
 DIRECTION_VECTORS: dict[str, tuple[float, float]] = {
-    "N": (0.0, 1.0), "S": (0.0, -1.0), "E": (1.0, 0.0), "W": (-1.0, 0.0),
-    "NE": (math.sqrt(0.5), math.sqrt(0.5)), "NW": (-math.sqrt(0.5), math.sqrt(0.5)),
-    "SE": (math.sqrt(0.5), -math.sqrt(0.5)), "SW": (-math.sqrt(0.5), -math.sqrt(0.5)),
+    "N": (0.0, 1.0),
+    "S": (0.0, -1.0),
+    "E": (1.0, 0.0),
+    "W": (-1.0, 0.0),
+    "NE": (math.sqrt(0.5), math.sqrt(0.5)),
+    "NW": (-math.sqrt(0.5), math.sqrt(0.5)),
+    "SE": (math.sqrt(0.5), -math.sqrt(0.5)),
+    "SW": (-math.sqrt(0.5), -math.sqrt(0.5)),
 }
 #: The label of the same street walked the other way.
 OPPOSITE: dict[str, str] = {
-    "N": "S", "S": "N", "E": "W", "W": "E", "NE": "SW", "SW": "NE", "NW": "SE", "SE": "NW",
+    "N": "S",
+    "S": "N",
+    "E": "W",
+    "W": "E",
+    "NE": "SW",
+    "SW": "NE",
+    "NW": "SE",
+    "SE": "NW",
 }
 _DIRECTION_INDEX = {d: i for i, d in enumerate(DIRECTIONS)}
 _RESERVED = frozenset(DIRECTIONS) | {END} | set(SPECIAL_TOKENS)
@@ -77,8 +89,7 @@ def check_node_id(node: Any, where: str = "") -> str:
     if any(c.isspace() for c in node):
         raise WorldError(f"{loc}node id {node!r} contains whitespace (node ids become tokens)")
     if node in _RESERVED:
-        raise WorldError(f"{loc}node id {node!r} clashes with a reserved token "
-                         f"({' '.join(sorted(_RESERVED))})")
+        raise WorldError(f"{loc}node id {node!r} clashes with a reserved token ({' '.join(sorted(_RESERVED))})")
     return node
 
 
@@ -124,8 +135,7 @@ class StreetGraph:
             check_node_id(u)
             check_node_id(v)
             if d not in _DIRECTION_INDEX:
-                raise WorldError(f"edge {triple!r}: unknown direction {d!r} "
-                                 f"(known: {' '.join(DIRECTIONS)})")
+                raise WorldError(f"edge {triple!r}: unknown direction {d!r} (known: {' '.join(DIRECTIONS)})")
             order.setdefault(u, None)
             order.setdefault(v, None)
             prev = out.setdefault(u, {}).get(d)
@@ -141,9 +151,7 @@ class StreetGraph:
         self._edges: tuple[tuple[str, str, str], ...] = tuple(
             (u, d, v) for u in self._nodes for d, v in self._out[u].items()
         )
-        self._edge_id: dict[tuple[str, str], int] = {
-            (u, d): i for i, (u, d, _) in enumerate(self._edges)
-        }
+        self._edge_id: dict[tuple[str, str], int] = {(u, d): i for i, (u, d, _) in enumerate(self._edges)}
         inc: dict[str, list[tuple[str, str]]] = {v: [] for v in self._nodes}
         for u, d, v in self._edges:
             inc[v].append((u, d))
@@ -154,8 +162,7 @@ class StreetGraph:
         if coords is not None:
             missing = [v for v in self._nodes if v not in coords]
             if missing:
-                raise WorldError(f"coordinates missing for {len(missing)} node(s), e.g. "
-                                 f"{missing[:5]}")
+                raise WorldError(f"coordinates missing for {len(missing)} node(s), e.g. {missing[:5]}")
             extra = [v for v in coords if v not in self._index]
             if extra:
                 raise WorldError(f"coordinates given for unknown node(s) {extra[:5]}")
@@ -170,8 +177,7 @@ class StreetGraph:
         if lengths is not None:
             missing_e = [k for k in self._edge_id if k not in lengths]
             if missing_e:
-                raise WorldError(f"lengths missing for {len(missing_e)} edge(s), e.g. "
-                                 f"{missing_e[:5]}")
+                raise WorldError(f"lengths missing for {len(missing_e)} edge(s), e.g. {missing_e[:5]}")
             extra_e = [k for k in lengths if k not in self._edge_id]
             if extra_e:
                 raise WorldError(f"lengths given for unknown edge(s) {extra_e[:5]}")
@@ -189,12 +195,10 @@ class StreetGraph:
         self._lengths.setflags(write=False)
 
         self._adj: tuple[tuple[tuple[int, int], ...], ...] = tuple(
-            tuple((self._index[v], self._edge_id[(u, d)]) for d, v in self._out[u].items())
-            for u in self._nodes
+            tuple((self._index[v], self._edge_id[(u, d)]) for d, v in self._out[u].items()) for u in self._nodes
         )
         self._radj: tuple[tuple[tuple[int, int], ...], ...] = tuple(
-            tuple((self._index[u], self._edge_id[(u, d)]) for u, d in self._in[v])
-            for v in self._nodes
+            tuple((self._index[u], self._edge_id[(u, d)]) for u, d in self._in[v]) for v in self._nodes
         )
 
     # ---- basic views -------------------------------------------------------------------------
@@ -250,9 +254,12 @@ class StreetGraph:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, StreetGraph):
             return NotImplemented
-        return (self._nodes == other._nodes and self._edges == other._edges
-                and self._coords == other._coords
-                and np.array_equal(self._lengths, other._lengths))
+        return (
+            self._nodes == other._nodes
+            and self._edges == other._edges
+            and self._coords == other._coords
+            and np.array_equal(self._lengths, other._lengths)
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -355,8 +362,7 @@ class StreetGraph:
             "name": self.name,
             "nodes": list(self._nodes),
             "edges": [list(e) for e in self._edges],
-            "coords": None if self._coords is None
-            else [list(self._coords[v]) for v in self._nodes],
+            "coords": None if self._coords is None else [list(self._coords[v]) for v in self._nodes],
             "lengths": self._lengths.tolist() if self._explicit_lengths else None,
         }
 
@@ -364,8 +370,7 @@ class StreetGraph:
     def from_dict(cls, data: Mapping[str, Any]) -> "StreetGraph":
         """Inverse of :meth:`to_dict`."""
         if not isinstance(data, Mapping):
-            raise WorldError(f"a street graph dict must be a JSON object, "
-                             f"got {type(data).__name__}")
+            raise WorldError(f"a street graph dict must be a JSON object, got {type(data).__name__}")
         unknown = set(data) - {"name", "nodes", "edges", "coords", "lengths"}
         if unknown:
             raise WorldError(f"unknown key(s) in street graph dict: {sorted(unknown)}")
@@ -384,8 +389,13 @@ class StreetGraph:
             if len(data["lengths"]) != len(edges):
                 raise WorldError("street graph dict: 'lengths' must have one value per edge")
             lengths = {(e[0], e[1]): float(x) for e, x in zip(edges, data["lengths"])}
-        return cls(edges, nodes=nodes, coords=coords, lengths=lengths,  # type: ignore[arg-type]
-                   name=str(data.get("name", "")))
+        return cls(
+            edges,
+            nodes=nodes,
+            coords=coords,
+            lengths=lengths,  # type: ignore[arg-type]
+            name=str(data.get("name", "")),
+        )
 
     @classmethod
     def from_csv(cls, path: str | Path, name: str | None = None) -> "StreetGraph":
@@ -399,17 +409,19 @@ class StreetGraph:
             reader = csv.reader(fh)
             header = next(reader, None)
             if header is None:
-                raise WorldError(f"{path}: empty file (expected header "
-                                 f"{','.join(_REQUIRED_COLUMNS)})")
+                raise WorldError(f"{path}: empty file (expected header {','.join(_REQUIRED_COLUMNS)})")
             header = [h.strip() for h in header]
             missing = [c for c in _REQUIRED_COLUMNS if c not in header]
             if missing:
-                raise WorldError(f"{path}:1: missing column(s) {missing}; the header must "
-                                 f"contain {','.join(_REQUIRED_COLUMNS)} (got {header})")
+                raise WorldError(
+                    f"{path}:1: missing column(s) {missing}; the header must "
+                    f"contain {','.join(_REQUIRED_COLUMNS)} (got {header})"
+                )
             unknown = [c for c in header if c not in _REQUIRED_COLUMNS + _OPTIONAL_COLUMNS]
             if unknown:
-                raise WorldError(f"{path}:1: unknown column(s) {unknown}; optional columns "
-                                 f"are {','.join(_OPTIONAL_COLUMNS)}")
+                raise WorldError(
+                    f"{path}:1: unknown column(s) {unknown}; optional columns are {','.join(_OPTIONAL_COLUMNS)}"
+                )
             dups = sorted({c for c in header if header.count(c) > 1})
             if dups:
                 raise WorldError(f"{path}:1: repeated column(s) {dups}")
@@ -431,8 +443,7 @@ class StreetGraph:
                 try:
                     x = float(raw)
                 except ValueError:
-                    raise WorldError(f"{path}:{line}: column {c}: {raw!r} is not a number") \
-                        from None
+                    raise WorldError(f"{path}:{line}: column {c}: {raw!r} is not a number") from None
                 if not math.isfinite(x):
                     raise WorldError(f"{path}:{line}: column {c}: {raw!r} is not finite")
                 return x
@@ -442,25 +453,25 @@ class StreetGraph:
                 old = coords.get(node)
                 if old is None:
                     coords[node], coord_line[node] = xy, line
-                elif not all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-                             for a, b in zip(old, xy)):
-                    raise WorldError(f"{path}:{line}: node {node!r} placed at {xy}, but line "
-                                     f"{coord_line[node]} placed it at {old}")
+                elif not all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) for a, b in zip(old, xy)):
+                    raise WorldError(
+                        f"{path}:{line}: node {node!r} placed at {xy}, but line {coord_line[node]} placed it at {old}"
+                    )
 
             for row in reader:
                 line = reader.line_num
                 if not row or all(not c.strip() for c in row):
                     continue
                 if len(row) != len(header):
-                    raise WorldError(f"{path}:{line}: expected {len(header)} fields "
-                                     f"({','.join(header)}), got {len(row)}")
+                    raise WorldError(
+                        f"{path}:{line}: expected {len(header)} fields ({','.join(header)}), got {len(row)}"
+                    )
                 u, d, v = (row[col[c]].strip() for c in _REQUIRED_COLUMNS)
                 where = f"{path}:{line}"
                 check_node_id(u, where)
                 check_node_id(v, where)
                 if d not in _DIRECTION_INDEX:
-                    raise WorldError(f"{where}: unknown direction {d!r} "
-                                     f"(known: {' '.join(DIRECTIONS)})")
+                    raise WorldError(f"{where}: unknown direction {d!r} (known: {' '.join(DIRECTIONS)})")
                 length = number(row, "length", line) if has_len else None
                 if length is not None and not length > 0:
                     raise WorldError(f"{where}: length must be > 0, got {length}")
@@ -473,7 +484,8 @@ class StreetGraph:
                             + (f", length {prev[1]}" if has_len else "")
                             + f"); here it goes to {v!r}"
                             + (f", length {length}" if has_len else "")
-                            + ": at most one street per direction")
+                            + ": at most one street per direction"
+                        )
                 else:
                     seen[(u, d)] = (v, length, line)
                     edges.append((u, d, v))
@@ -491,9 +503,11 @@ class StreetGraph:
         nodes = dict.fromkeys(n for e in edges for n in (e[0], e[2]))
         unplaced = [n for n in nodes if n not in coords]
         if unplaced:
-            raise WorldError(f"{path}: {len(unplaced)} node(s) have no coordinates, e.g. "
-                             f"{unplaced[:5]} (add x_neighbor,y_neighbor columns to place nodes "
-                             f"that never appear in the node column)")
+            raise WorldError(
+                f"{path}: {len(unplaced)} node(s) have no coordinates, e.g. "
+                f"{unplaced[:5]} (add x_neighbor,y_neighbor columns to place nodes "
+                f"that never appear in the node column)"
+            )
         return cls(edges, coords=coords, lengths=lengths if has_len else None, name=graph_name)
 
     def to_csv(self, path: str | Path) -> None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
+
 import numpy as np
 
 from interp.worlds.base import IllegalTokenError, World, WorldError
@@ -98,7 +99,7 @@ class RandomWalkProcess(TraversalProcess):
         self.lo, self.hi = world.traversal.walk_range
         n = self.graph.num_nodes
         self.p_len = np.zeros(self.hi + 2)
-        self.p_len[self.lo:self.hi + 1] = 1.0 / (self.hi - self.lo + 1)
+        self.p_len[self.lo : self.hi + 1] = 1.0 / (self.hi - self.lo + 1)
         adj = self.graph.index_adjacency
         self.deg = np.array([len(a) for a in adj], dtype=np.float64)
         self.dead = self.deg == 0

@@ -46,17 +46,19 @@ class SyntheticCityConfig:
     jitter_m: float = 8.0
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.rows, int) and isinstance(self.cols, int)
-                and self.rows >= 2 and self.cols >= 2):
-            raise WorldError(f"a synthetic city needs rows >= 2 and cols >= 2 (two avenues, one "
-                             f"each way, keep it strongly connected); got {self.rows}x{self.cols}")
+        if not (isinstance(self.rows, int) and isinstance(self.cols, int) and self.rows >= 2 and self.cols >= 2):
+            raise WorldError(
+                f"a synthetic city needs rows >= 2 and cols >= 2 (two avenues, one "
+                f"each way, keep it strongly connected); got {self.rows}x{self.cols}"
+            )
         if not 0.0 <= self.closure_prob < 1.0:
             raise WorldError(f"closure_prob must be in [0, 1), got {self.closure_prob}")
         if not (self.street_block_m > 0 and self.avenue_block_m > 0):
             raise WorldError("block lengths must be > 0")
         if not 0.0 <= self.jitter_m < min(self.street_block_m, self.avenue_block_m) / 4:
-            raise WorldError(f"jitter_m must be in [0, min block / 4) so that the grid keeps its "
-                             f"shape, got {self.jitter_m}")
+            raise WorldError(
+                f"jitter_m must be in [0, min block / 4) so that the grid keeps its shape, got {self.jitter_m}"
+            )
 
     @classmethod
     def tiny(cls, seed: int = 0) -> "SyntheticCityConfig":
@@ -132,17 +134,17 @@ def build_synthetic_city(cfg: SyntheticCityConfig) -> StreetGraph:
             for u, _, v in seg:
                 out[u].add(v)
 
-    jitter = rng.uniform(-cfg.jitter_m, cfg.jitter_m, size=(n, 2)) if cfg.jitter_m > 0 \
-        else np.zeros((n, 2))
+    jitter = rng.uniform(-cfg.jitter_m, cfg.jitter_m, size=(n, 2)) if cfg.jitter_m > 0 else np.zeros((n, 2))
     coords = {
-        str(nid(r, c)): (c * cfg.avenue_block_m + float(jitter[nid(r, c), 0]),
-                         r * cfg.street_block_m + float(jitter[nid(r, c), 1]))
-        for r in range(rows) for c in range(cols)
+        str(nid(r, c)): (
+            c * cfg.avenue_block_m + float(jitter[nid(r, c), 0]),
+            r * cfg.street_block_m + float(jitter[nid(r, c), 1]),
+        )
+        for r in range(rows)
+        for c in range(cols)
     }
-    edges = [(str(u), d, str(v))
-             for s, seg in enumerate(segments) if not closed[s] for u, d, v in seg]
-    name = (f"synthetic {rows}x{cols} city, seed {cfg.seed}, "
-            f"{sum(closed)} closed segment(s)")
+    edges = [(str(u), d, str(v)) for s, seg in enumerate(segments) if not closed[s] for u, d, v in seg]
+    name = f"synthetic {rows}x{cols} city, seed {cfg.seed}, {sum(closed)} closed segment(s)"
     graph = StreetGraph(edges, nodes=[str(i) for i in range(n)], coords=coords, name=name)
     if not graph.is_strongly_connected():  # guaranteed by construction; a cheap final check
         raise AssertionError(f"internal error: {name} is not strongly connected")

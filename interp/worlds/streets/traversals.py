@@ -61,19 +61,18 @@ class TraversalConfig:
 
     def __post_init__(self) -> None:
         if self.kind not in TRAVERSAL_KINDS:
-            raise WorldError(f"unknown traversal kind {self.kind!r}; "
-                             f"known: {', '.join(TRAVERSAL_KINDS)}")
+            raise WorldError(f"unknown traversal kind {self.kind!r}; known: {', '.join(TRAVERSAL_KINDS)}")
         if not (isinstance(self.max_directions, int) and self.max_directions >= 1):
             raise WorldError(f"max_directions must be an int >= 1, got {self.max_directions!r}")
         hi = self.walk_range[1]
         if not (isinstance(self.min_walk, int) and 0 <= self.min_walk <= hi):
             raise WorldError(f"need 0 <= min_walk <= max_walk, got {self.min_walk}..{hi}")
         if hi > self.max_directions:
-            raise WorldError(f"max_walk {hi} exceeds max_directions {self.max_directions}: "
-                             "longer walks could never be emitted")
+            raise WorldError(
+                f"max_walk {hi} exceeds max_directions {self.max_directions}: longer walks could never be emitted"
+            )
         if not (isinstance(self.num_noisy_graphs, int) and self.num_noisy_graphs >= 1):
-            raise WorldError(f"num_noisy_graphs must be an int >= 1, got "
-                             f"{self.num_noisy_graphs!r}")
+            raise WorldError(f"num_noisy_graphs must be an int >= 1, got {self.num_noisy_graphs!r}")
 
     @property
     def walk_range(self) -> tuple[int, int]:
@@ -102,9 +101,11 @@ class TraversalBatch:
         return self.skipped_too_long + self.skipped_unreachable
 
     def summary(self) -> str:
-        s = (f"{len(self.sequences)} {self.kind} sequence(s) from {self.attempts} draw(s): "
-             f"skipped {self.skipped_too_long} over {self.max_directions} directions, "
-             f"{self.skipped_unreachable} with no route")
+        s = (
+            f"{len(self.sequences)} {self.kind} sequence(s) from {self.attempts} draw(s): "
+            f"skipped {self.skipped_too_long} over {self.max_directions} directions, "
+            f"{self.skipped_unreachable} with no route"
+        )
         if self.stopped_at_dead_end:
             s += f"; {self.stopped_at_dead_end} walk(s) stopped at a dead end"
         return s
@@ -121,12 +122,12 @@ def _max_attempts(n: int) -> int:
     return 20 * n + 1000
 
 
-def _give_up(kind: str, n: int, attempts: int, too_long: int, unreachable: int,
-             max_directions: int) -> WorldError:
+def _give_up(kind: str, n: int, attempts: int, too_long: int, unreachable: int, max_directions: int) -> WorldError:
     return WorldError(
         f"{kind}: only {n} of the requested sequences after {attempts} draws ({too_long} over "
         f"max_directions={max_directions}, {unreachable} with no route); raise max_directions "
-        "or use a better connected graph")
+        "or use a better connected graph"
+    )
 
 
 def _sequence(graph: StreetGraph, origin: int, dest: int, edge_ids: Sequence[int]) -> list[str]:
@@ -188,8 +189,14 @@ class _ShortestPathTrees:
         return path
 
 
-def _routes(kind: str, graph: StreetGraph, n: int, rng: np.random.Generator,
-            trees: list[_ShortestPathTrees], max_directions: int) -> TraversalBatch:
+def _routes(
+    kind: str,
+    graph: StreetGraph,
+    n: int,
+    rng: np.random.Generator,
+    trees: list[_ShortestPathTrees],
+    max_directions: int,
+) -> TraversalBatch:
     _check_request(n, max_directions)
     num = graph.num_nodes
     if num < 2:
@@ -217,23 +224,27 @@ def _routes(kind: str, graph: StreetGraph, n: int, rng: np.random.Generator,
     return batch
 
 
-def shortest_paths(graph: StreetGraph, n: int, rng: np.random.Generator,
-                   max_directions: int = DEFAULT_MAX_DIRECTIONS) -> TraversalBatch:
+def shortest_paths(
+    graph: StreetGraph, n: int, rng: np.random.Generator, max_directions: int = DEFAULT_MAX_DIRECTIONS
+) -> TraversalBatch:
     """``n`` shortest routes (by length) between uniform distinct origin/destination pairs."""
-    return _routes("shortest_paths", graph, n, rng,
-                   [_ShortestPathTrees(graph, graph.edge_lengths)], max_directions)
+    return _routes("shortest_paths", graph, n, rng, [_ShortestPathTrees(graph, graph.edge_lengths)], max_directions)
 
 
-def sample_noisy_weights(graph: StreetGraph, num_graphs: int,
-                         rng: np.random.Generator) -> np.ndarray:
+def sample_noisy_weights(graph: StreetGraph, num_graphs: int, rng: np.random.Generator) -> np.ndarray:
     """``(num_graphs, num_edges)`` weights ``length + Gamma(shape=length, scale=1)`` (App. F)."""
     lengths = graph.edge_lengths
     return lengths + rng.gamma(shape=lengths, scale=1.0, size=(num_graphs, lengths.size))
 
 
-def noisy_shortest_paths(graph: StreetGraph, n: int, rng: np.random.Generator,
-                         num_graphs: int = 50, weights: np.ndarray | None = None,
-                         max_directions: int = DEFAULT_MAX_DIRECTIONS) -> TraversalBatch:
+def noisy_shortest_paths(
+    graph: StreetGraph,
+    n: int,
+    rng: np.random.Generator,
+    num_graphs: int = 50,
+    weights: np.ndarray | None = None,
+    max_directions: int = DEFAULT_MAX_DIRECTIONS,
+) -> TraversalBatch:
     """``n`` shortest routes on randomly perturbed maps.
 
     ``weights`` (from :func:`sample_noisy_weights`) fixes the perturbed maps; when ``None``,
@@ -243,16 +254,20 @@ def noisy_shortest_paths(graph: StreetGraph, n: int, rng: np.random.Generator,
         weights = sample_noisy_weights(graph, num_graphs, rng)
     weights = np.asarray(weights, dtype=np.float64)
     if weights.ndim != 2 or weights.shape[1] != graph.num_edges or weights.shape[0] < 1:
-        raise WorldError(f"noisy weights must have shape (K, {graph.num_edges}), "
-                         f"got {weights.shape}")
+        raise WorldError(f"noisy weights must have shape (K, {graph.num_edges}), got {weights.shape}")
     budget = 5_000_000 // weights.shape[0]  # cached tree entries, shared by the K maps
     trees = [_ShortestPathTrees(graph, w, budget) for w in weights]
     return _routes("noisy_shortest_paths", graph, n, rng, trees, max_directions)
 
 
-def random_walks(graph: StreetGraph, n: int, rng: np.random.Generator, min_len: int = 3,
-                 max_len: int | None = None,
-                 max_directions: int = DEFAULT_MAX_DIRECTIONS) -> TraversalBatch:
+def random_walks(
+    graph: StreetGraph,
+    n: int,
+    rng: np.random.Generator,
+    min_len: int = 3,
+    max_len: int | None = None,
+    max_directions: int = DEFAULT_MAX_DIRECTIONS,
+) -> TraversalBatch:
     """``n`` random walks; ``max_len = None`` means ``max_directions``."""
     _check_request(n, max_directions)
     hi = max_directions if max_len is None else max_len
@@ -287,21 +302,28 @@ def random_walks(graph: StreetGraph, n: int, rng: np.random.Generator, min_len: 
     return batch
 
 
-def generate_traversals(graph: StreetGraph, cfg: TraversalConfig, n: int,
-                        rng: np.random.Generator,
-                        noisy_weights: np.ndarray | None = None) -> TraversalBatch:
+def generate_traversals(
+    graph: StreetGraph, cfg: TraversalConfig, n: int, rng: np.random.Generator, noisy_weights: np.ndarray | None = None
+) -> TraversalBatch:
     """Dispatch on ``cfg.kind``; ``noisy_weights`` fixes the perturbed maps of the noisy kind."""
     if cfg.kind == "shortest_paths":
         return shortest_paths(graph, n, rng, cfg.max_directions)
     if cfg.kind == "noisy_shortest_paths":
-        return noisy_shortest_paths(graph, n, rng, cfg.num_noisy_graphs, noisy_weights,
-                                    cfg.max_directions)
+        return noisy_shortest_paths(graph, n, rng, cfg.num_noisy_graphs, noisy_weights, cfg.max_directions)
     lo, hi = cfg.walk_range
     return random_walks(graph, n, rng, lo, hi, cfg.max_directions)
 
 
 __all__ = [
-    "DIRECTIONS", "END", "TRAVERSAL_KINDS", "DEFAULT_MAX_DIRECTIONS", "TraversalConfig",
-    "TraversalBatch", "shortest_paths", "noisy_shortest_paths", "sample_noisy_weights",
-    "random_walks", "generate_traversals",
+    "DIRECTIONS",
+    "END",
+    "TRAVERSAL_KINDS",
+    "DEFAULT_MAX_DIRECTIONS",
+    "TraversalConfig",
+    "TraversalBatch",
+    "shortest_paths",
+    "noisy_shortest_paths",
+    "sample_noisy_weights",
+    "random_walks",
+    "generate_traversals",
 ]

@@ -65,8 +65,9 @@ class StreetsWorld(World):
     #: the positions after them only (any intersection is legal before)
     prompt_length = 2
 
-    def __init__(self, graph: StreetGraph, traversal: TraversalConfig | None = None,
-                 city: SyntheticCityConfig | None = None) -> None:
+    def __init__(
+        self, graph: StreetGraph, traversal: TraversalConfig | None = None, city: SyntheticCityConfig | None = None
+    ) -> None:
         if graph.num_nodes < 1:
             raise WorldError("a streets world needs at least one intersection")
         self.graph = graph
@@ -74,8 +75,7 @@ class StreetsWorld(World):
         self.city = city
         self._tokens: tuple[str, ...] = (*graph.nodes, *DIRECTIONS, END)
         self._node_set = frozenset(graph.nodes)
-        self._out_dirs: dict[str, tuple[str, ...]] = {v: graph.out_directions(v)
-                                                      for v in graph.nodes}
+        self._out_dirs: dict[str, tuple[str, ...]] = {v: graph.out_directions(v) for v in graph.nodes}
         self._out_dirs_end = {v: (*dirs, END) for v, dirs in self._out_dirs.items()}
         self._dist_cache: dict[str, np.ndarray] = {}
         self._dist_cache_max = max(16, 20_000_000 // graph.num_nodes)
@@ -90,8 +90,7 @@ class StreetsWorld(World):
         return cls(src.graph, src.traversal, src.city)
 
     @classmethod
-    def from_city(cls, city: SyntheticCityConfig,
-                  traversal: TraversalConfig | None = None) -> "StreetsWorld":
+    def from_city(cls, city: SyntheticCityConfig, traversal: TraversalConfig | None = None) -> "StreetsWorld":
         """A world on a freshly built synthetic city."""
         return cls(build_synthetic_city(city), traversal, city)
 
@@ -106,8 +105,7 @@ class StreetsWorld(World):
         if "graph" not in spec:
             raise WorldError("streets spec lacks 'graph'")
         graph = StreetGraph.from_dict(spec["graph"])
-        traversal = dataclass_from_table(TraversalConfig, spec.get("traversal", {}),
-                                         "streets spec 'traversal'")
+        traversal = dataclass_from_table(TraversalConfig, spec.get("traversal", {}), "streets spec 'traversal'")
         city = None
         if spec.get("city") is not None:
             city = dataclass_from_table(SyntheticCityConfig, spec["city"], "streets spec 'city'")
@@ -117,18 +115,21 @@ class StreetsWorld(World):
         return {
             "kind": self.kind,
             "graph": self.graph.to_dict(),
-            "traversal": {f: getattr(self.traversal, f)
-                          for f in self.traversal.__dataclass_fields__},
-            "city": None if self.city is None
-            else {f: getattr(self.city, f) for f in self.city.__dataclass_fields__},
+            "traversal": {f: getattr(self.traversal, f) for f in self.traversal.__dataclass_fields__},
+            "city": None if self.city is None else {f: getattr(self.city, f) for f in self.city.__dataclass_fields__},
         }
 
     def describe(self) -> str:
         t = self.traversal
-        where = f"synthetic {self.city.rows}x{self.city.cols} city (seed {self.city.seed})" \
-            if self.city is not None else (self.graph.name or "graph")
-        return (f"streets: {self.graph.num_nodes} intersections, {self.graph.num_edges} streets, "
-                f"{t.kind} (<= {t.max_directions} directions), {where}")
+        where = (
+            f"synthetic {self.city.rows}x{self.city.cols} city (seed {self.city.seed})"
+            if self.city is not None
+            else (self.graph.name or "graph")
+        )
+        return (
+            f"streets: {self.graph.num_nodes} intersections, {self.graph.num_edges} streets, "
+            f"{t.kind} (<= {t.max_directions} directions), {where}"
+        )
 
     # ---- the DFA -----------------------------------------------------------------------------
 
@@ -238,8 +239,8 @@ class StreetsWorld(World):
         """The ``num_noisy_graphs`` perturbed maps, fixed by ``traversal.noise_seed``."""
         if self._noisy_weights is None:
             self._noisy_weights = sample_noisy_weights(
-                self.graph, self.traversal.num_noisy_graphs,
-                np.random.default_rng(self.traversal.noise_seed))
+                self.graph, self.traversal.num_noisy_graphs, np.random.default_rng(self.traversal.noise_seed)
+            )
         return self._noisy_weights
 
     def traversal_process(self):
@@ -289,13 +290,14 @@ class StreetsWorld(World):
         n, d = self._unpack_at(state)
         dist = self.shortest_distance_steps(n, d)
         if dist is None or dist > self.max_directions:
-            raise WorldError(f"state {state!r} cannot reach its destination within "
-                             f"{self.max_directions} directions (distance "
-                             f"{'infinite' if dist is None else dist})")
+            raise WorldError(
+                f"state {state!r} cannot reach its destination within "
+                f"{self.max_directions} directions (distance "
+                f"{'infinite' if dist is None else dist})"
+            )
         return self.max_directions - dist
 
-    def sample_prefix(self, state: State, rng: np.random.Generator,
-                      length: int | None = None) -> list[str]:
+    def sample_prefix(self, state: State, rng: np.random.Generator, length: int | None = None) -> list[str]:
         """A random prefix from q0 reaching ``state``.
 
         For ``("at", n, d)``: walk ``k`` streets backwards from ``n`` on the reversed graph, each
