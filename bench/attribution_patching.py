@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         print(f"note: no demo checkpoint at {demo}; only the 12-layer model runs")
     if world is None:
-        from interp.experiment import ExperimentConfig
+        from interp.jobs.experiment import ExperimentConfig
         from interp.worlds import parse_world
 
         world = parse_world(ExperimentConfig().world)

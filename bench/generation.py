@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interp.benchmarks.pragworld import benchmark_prompt, load_pragworld  # noqa: E402
+from interp.datasets.pragworld import benchmark_prompt, load_pragworld  # noqa: E402
 from interp.hooks import intervene, zero  # noqa: E402
 from interp.models import load_bridge  # noqa: E402
 from interp.models.generate import greedy_generate  # noqa: E402

@@ -43,7 +43,7 @@ SCORES = ("compression_precision", "distinction_precision", "distinction_recall"
 def train_small_model(folder: Path) -> Path:
     """Random walks on the default streets world, a 2-layer GPT-2: a few minutes on 1 CPU thread."""
     from interp.config import TrainConfig
-    from interp.experiment import DataConfig, ExperimentConfig, run_experiment
+    from interp.jobs.experiment import DataConfig, ExperimentConfig, run_experiment
     from interp.models.gpt2 import ModelConfig
 
     cfg = ExperimentConfig(

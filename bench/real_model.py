@@ -15,7 +15,10 @@ Measured in one run, on the first ``--rows`` manual rows (fetched and converted 
 - one fine-tuning step (4 rows, answer-token loss) plain vs HLS vs ULA, full weights and LoRA;
 - achieved FLOP/s of the forward (2 × parameters × tokens, attention scores left out).
 
-    python bench/real_model.py [--rows 8] [--steps 2]
+    python bench/real_model.py [--rows 8] [--steps 2] [--device cpu] [--dtype float32]
+
+On a GPU (``--device cuda --dtype bfloat16``, what ``bench/gpu_check.sh`` runs) the peak beside the
+numbers is that device's ``torch.mm`` peak in that dtype, and the fine-tuning steps are skipped.
 
 The cost per row is what sizes ``experiments/configs/smollm2_pragworld.toml``.
 """
@@ -23,8 +26,10 @@ The cost per row is what sizes ``experiments/configs/smollm2_pragworld.toml``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,7 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-MANUAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "pragworld" / "Manual_Dataset_500_Final.csv"
+#: the shared data: ``../shared/data`` beside the checkout, or ``$INTERP_SHARED_DATA``
+MANUAL = (
+    Path(os.environ.get("INTERP_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+    / "pragworld"
+    / "Manual_Dataset_500_Final.csv"
+)
 
 
 def timed(fn):
@@ -51,13 +61,14 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 def run_with_hooks_loop(bridge, ids, mask, metric) -> np.ndarray:
     """[1 + L, n] P(gold): the clean forward, then one ``run_with_hooks`` per layer with its MLP zeroed."""
-    from interp.analysis.scoring import Batch
+    from interp.analysis.scoring import Batch, to_model_device
 
     batch = Batch(ids, mask, torch.arange(ids.shape[0]))
+    ids, mask = to_model_device(bridge, ids), to_model_device(bridge, mask)
     pos = (mask.cumsum(1) - 1).clamp(min=0)
     out = []
     with torch.no_grad():
-        out.append(metric(bridge(ids, attention_mask=mask, position_ids=pos), batch).numpy())
+        out.append(metric(bridge(ids, attention_mask=mask, position_ids=pos), batch).float().cpu().numpy())
         for layer in range(bridge.cfg.n_layers):
             logits = bridge.run_with_hooks(
                 ids,
@@ -65,8 +76,21 @@ def run_with_hooks_loop(bridge, ids, mask, metric) -> np.ndarray:
                 attention_mask=mask,
                 position_ids=pos,
             )
-            out.append(metric(logits, batch).numpy())
+            out.append(metric(logits, batch).float().cpu().numpy())
     return np.stack(out)
+
+
+def device_peak(device: str, dtype: torch.dtype, n: int = 4096, repeats: int = 10) -> float:
+    """The best FLOP/s of a square ``torch.mm`` on a CUDA device in ``dtype``."""
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    best = 0.0
+    for _ in range(repeats + 3):
+        torch.cuda.synchronize(device)
+        t = time.perf_counter()
+        torch.mm(a, b)
+        torch.cuda.synchronize(device)
+        best = max(best, 2 * n**3 / (time.perf_counter() - t))
+    return best
 
 
 def step_cost(folder, task, objective: str, lora: bool, steps: int) -> float:
@@ -104,8 +128,10 @@ def step_cost(folder, task, objective: str, lora: bool, steps: int) -> float:
         cfg = TrainConfig(
             steps=1, batch_size=4, lr=1e-4, min_lr=1e-5, warmup_steps=0, eval_every=0, checkpoint_every=0, seed=k
         )
+        # partial binds this step's cfg now (a lambda would read the loop variable when called)
         _, dt = timed(
-            lambda: train(
+            partial(
+                train,
                 model,
                 ids,
                 None,
@@ -128,21 +154,33 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rows", type=int, default=8, help="manual rows (default 8)")
     p.add_argument("--steps", type=int, default=2, help="timed fine-tuning steps per variant (default 2)")
     p.add_argument("--no-finetune", action="store_true", help="skip the fine-tuning steps")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, auto")
+    p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, auto")
     args = p.parse_args(argv)
     from interp.analysis.sweeps import mlp_zero_sweep
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.pragworld import load_pragworld
     from interp.machine import matmul_peak
     from interp.metrics.pragworld_eval import generate_responses, score_label_prompts
     from interp.models import load_bridge
+    from interp.models.device import Placement
     from interp.models.pinned import get_model
     from interp.tasks import YesNoTask
 
-    peak = matmul_peak()
-    print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); fp32 torch.mm peak {peak / 1e9:.1f} GFLOP/s"
-    )
+    place = Placement.resolve(args.device, args.dtype)
+    if place.device.startswith("cuda"):
+        peak = device_peak(place.device, place.dtype)
+        print(
+            f"torch {torch.__version__}, {torch.cuda.get_device_name(place.device)}, {place.dtype}; torch.mm peak "
+            f"{peak / 1e9:.1f} GFLOP/s"
+        )
+    else:
+        peak = matmul_peak()
+        print(
+            f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {place.device} {place.dtype}; fp32 "
+            f"torch.mm peak {peak / 1e9:.1f} GFLOP/s"
+        )
     folder = get_model("smollm2-135m-instruct")
-    bridge = load_bridge(folder)
+    bridge = load_bridge(folder, placement=place)
     n_params = sum(p.numel() for p in bridge.parameters())
     rows = load_pragworld(MANUAL).rows.iloc[: args.rows]
     task = YesNoTask.pragworld(folder, rows, prompt="label")
@@ -151,14 +189,15 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"{args.rows} label prompts, {tokens / args.rows:.0f} tokens each on average; {n_params / 1e6:.0f}M parameters"
     )
-    _, dt = timed(lambda: score_label_prompts(bridge, task.prompts, batch_size=args.rows, chat_template=False))
+    # partial, not lambda: the calls bind the bridge now, so `del bridge` below frees it with no closure left over it
+    _, dt = timed(partial(score_label_prompts, bridge, task.prompts, batch_size=args.rows, chat_template=False))
     print(
         f"label forward: {args.rows / dt:.2f} rows/s ({dt / args.rows:.2f} s a row); "
         f"{2 * n_params * tokens / dt / 1e9:.1f} GFLOP/s = {2 * n_params * tokens / dt / peak:.0%} of the peak"
     )
     bench = YesNoTask.pragworld(folder, rows, prompt="benchmark", chat_template=True)
     _, dt = timed(
-        lambda: generate_responses(bridge, bench.prompts, batch_size=args.rows, chat_template=True, max_new_tokens=16)
+        partial(generate_responses, bridge, bench.prompts, batch_size=args.rows, chat_template=True, max_new_tokens=16)
     )
     print(
         f"benchmark prompt, chat template, cached greedy generation (≤ 16 tokens): {args.rows / dt:.2f} rows/s "
@@ -166,9 +205,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     metric = task.metric()
     L = int(bridge.cfg.n_layers)
-    base, t_loop = timed(lambda: run_with_hooks_loop(bridge, ids, mask, metric))
+    base, t_loop = timed(partial(run_with_hooks_loop, bridge, ids, mask, metric))
     sweep, t_reuse = timed(
-        lambda: mlp_zero_sweep(bridge, ids, metric, mask, None, batch_size=args.rows, method="reuse")
+        partial(mlp_zero_sweep, bridge, ids, metric, mask, None, batch_size=args.rows, method="reuse")
     )
     wide = sweep.frame.pivot(index="example", columns="layer", values="ablated").to_numpy().T
     diff = max(
@@ -189,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
         exact = (
             sweep if m is metric else mlp_zero_sweep(bridge, ids, m, mask, None, batch_size=args.rows, method="reuse")
         )
-        atp, t_atp = timed(lambda: mlp_zero_attribution(bridge, ids, m, mask, batch_size=args.rows))
+        atp, t_atp = timed(partial(mlp_zero_attribution, bridge, ids, m, mask, batch_size=args.rows))
         e = exact.frame.pivot(index="example", columns="layer", values="effect")
         a = atp.frame.pivot(index="example", columns="layer", values="effect").loc[e.index, e.columns]
         live = e.to_numpy().ravel() != 0
@@ -200,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{spearman(a.mean().to_numpy(), e.mean().to_numpy()):.2f}; {t_atp:.1f} s (exact reuse {t_reuse:.1f} s)"
         )
     del bridge
-    if args.no_finetune:
+    if args.no_finetune or place.device != "cpu":
         return
     four = YesNoTask.pragworld(
         folder, load_pragworld(MANUAL.with_name("synthetic_final.csv")).rows.iloc[:4], prompt="label"

@@ -41,7 +41,7 @@ def load_model(path: str | None):
     if path and Path(path).exists():
         ckpt = load_checkpoint(Path(path))
         return ckpt.bridge, ckpt.world, path
-    from interp.experiment import ExperimentConfig
+    from interp.jobs.experiment import ExperimentConfig
     from interp.models import build_gpt2, save_checkpoint
     from interp.worlds import parse_world
 

@@ -71,7 +71,7 @@ def structure(name: str) -> np.ndarray:
     if name == "groups 40x5":
         return np.repeat(np.arange(40), 5)
     if name == "pragworld manual":
-        from interp.benchmarks.pragworld import load_pragworld
+        from interp.datasets.pragworld import load_pragworld
 
         return load_pragworld(MANUAL_CSV, grouping="reference").rows["group"].to_numpy()
     raise ValueError(name)

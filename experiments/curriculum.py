@@ -4,7 +4,7 @@ Trains the demo's model (4-layer GPT-2, 128 wide, 2 heads) on the demo's data (3
 on the default city, the same split) through stages ``MAX_DIRECTIONS:STEPS`` (``0``: every
 route), each its own call of :func:`interp.train.train` with the demo's ``[train]`` settings and a
 fresh warmup + cosine schedule — what ``[curriculum]`` + ``[train]`` of an experiment config do
-(:func:`interp.experiment.train_curriculum`). After each stage, and every 1,000 steps of the last
+(:func:`interp.jobs.experiment.train_curriculum`). After each stage, and every 1,000 steps of the last
 one, it prints the held-out loss, P(end | at the destination) and how often ``end`` is the argmax
 there (200 held-out routes), and the valid share of greedy routes between 200 held-out pairs
 with their failures — the numbers of the README's curriculum table.

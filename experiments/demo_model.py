@@ -1,9 +1,9 @@
 """Train the demo model and ship it: ``make demo-model``.
 
-Trains the embedded default (:class:`interp.experiment.ExperimentConfig`, seed 1: the recipe
-``interp run`` starts from) into ``--run`` through :func:`interp.experiment.run_experiment` — the
+Trains the embedded default (:class:`interp.jobs.experiment.ExperimentConfig`, seed 1: the recipe
+``interp run`` starts from) into ``--run`` through :func:`interp.jobs.experiment.run_experiment` — the
 path of ``interp train`` — and copies its ``best/`` checkpoint, training log and manifest into
-``interp/demo_model/`` (:func:`interp.experiment.package_model`), which ``interp run`` then
+``interp/demo_model/`` (:func:`interp.jobs.experiment.package_model`), which ``interp run`` then
 starts from on every machine. ``--from RUN`` packages a finished run instead of training, after
 checking that its recipe is the embedded default's (e.g. seed 1 of ``experiments/demo_seeds.py``,
 which trains that same recipe).
@@ -25,7 +25,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from interp.experiment import DEMO_MODEL, ExperimentConfig, package_model, run_experiment, training_recipe  # noqa: E402
+from interp.jobs.experiment import DEMO_MODEL, ExperimentConfig, package_model, run_experiment, training_recipe  # noqa: E402
 
 
 def main() -> None:

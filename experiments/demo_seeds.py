@@ -1,8 +1,8 @@
 """Is the demo recipe competent on every training seed? Train it on several seeds and score each.
 
-Trains the embedded default (:class:`interp.experiment.ExperimentConfig`: the demo's data, model,
+Trains the embedded default (:class:`interp.jobs.experiment.ExperimentConfig`: the demo's data, model,
 curriculum and ``[train]``) once per seed — ``model.seed`` (initialisation) and ``train.seed``
-(batch order) both set to it, the data fixed — through :func:`interp.experiment.run_experiment`,
+(batch order) both set to it, the data fixed — through :func:`interp.jobs.experiment.run_experiment`,
 the path of ``interp train``. Each run is scored as the README's competence table is: greedy
 routes between the first ``--routes`` held-out (origin, destination) pairs (valid share,
 failures, how many fail at turn ≥ ``LATE_TURN``, and how many end in a back-and-forth loop, see
@@ -39,7 +39,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from interp.config import load_toml  # noqa: E402
-from interp.experiment import ExperimentConfig, run_experiment  # noqa: E402
+from interp.jobs.experiment import ExperimentConfig, run_experiment  # noqa: E402
 from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences  # noqa: E402
 from interp.models.checkpoint import load_checkpoint  # noqa: E402
 from interp.models.lm import BridgeLM, IdealLM  # noqa: E402

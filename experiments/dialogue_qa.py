@@ -57,7 +57,7 @@ def train_curriculum(
 ) -> dict:
     """``interp train`` with warm-up stages on shorter conversations (see the module docstring)."""
     from interp.config import to_dict
-    from interp.experiment import make_data, resolve_world_arg, test_best
+    from interp.jobs.experiment import make_data, resolve_world_arg, test_best
     from interp.models.gpt2 import build_gpt2, count_parameters
     from interp.results import write_json
     from interp.train.trainer import train
@@ -160,7 +160,7 @@ def _seen_contexts(train_seqs, world, rows) -> float:
 
 def evaluate_run(run_dir: Path, groups: int, bench_seed: int) -> dict:
     """Held-out probe accuracy and the synthetic PragWorld scores of ``run_dir/best``."""
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.pragworld import load_pragworld
     from interp.metrics.dialogue_qa import evaluate_benchmark, probe_accuracy
     from interp.metrics.pragworld import score_pragworld
     from interp.models.checkpoint import load_checkpoint
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
 
-    from interp.experiment import load_experiment, run_experiment
+    from interp.jobs.experiment import load_experiment, run_experiment
     from interp.results import write_json
 
     cfg, base = load_experiment(args.config)

@@ -1,6 +1,6 @@
 """Layer sweep of a trained checkpoint: which layers help or hurt next-token prediction?
 
-Runs :func:`interp.sweep.run_sweep` (the code behind ``interp sweep``) on a checkpoint:
+Runs :func:`interp.jobs.sweep.run_sweep` (the code behind ``interp sweep``) on a checkpoint:
 ``mlp-zero`` zeroes each layer's MLP output in turn and scores the per-example next-token loss on
 the run's held-out sequences (``<checkpoint>/../data/test.txt``); ``direct-effect`` patches the
 residual stream of a one-token state-changing edit into the original route, layer by layer. Writes
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from interp.analysis.runner import KINDS, METHODS, parse_layers  # noqa: E402
-from interp.sweep import run_sweep  # noqa: E402
+from interp.jobs.sweep import run_sweep  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

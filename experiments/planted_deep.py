@@ -39,9 +39,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200, help="held-out routes of each sweep (default 200)")
     args = ap.parse_args()
     from interp.analysis.verdicts import legacy_verdicts
-    from interp.experiment import load_experiment, run_experiment
+    from interp.jobs.experiment import load_experiment, run_experiment
+    from interp.jobs.sweep import run_sweep
     from interp.models import ModelConfig
-    from interp.sweep import run_sweep
     from interp.train.plant import PlantSpec, plant_harm
 
     out = Path(args.out).resolve()

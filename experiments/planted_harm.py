@@ -81,8 +81,8 @@ def detect(model: Path, out: Path, args, log) -> dict[str, dict]:
     """Verdict rows of the three sources for one model."""
     from interp.analysis.probe_verdicts import probe_verdicts
     from interp.analysis.verdicts import legacy_verdicts
+    from interp.jobs.sweep import run_sweep
     from interp.models.checkpoint import load_checkpoint
-    from interp.sweep import run_sweep
     from interp.worlds.io import read_sequences
 
     res = {}
@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
         ]
     elif args.detect_only:
-        text += [f"## Repair: not run (--detect-only)", ""]
+        text += ["## Repair: not run (--detect-only)", ""]
     else:
         text += [f"## Repair of {name}: skipped, the MLP zero-out sweep found no harmful layer", ""]
     (out / "planted_harm.md").write_text("\n".join(text))

@@ -1,7 +1,7 @@
 """PragWorld on a real pretrained model, end to end: SmolLM2-135M-Instruct (its GGUF file from the
 package index) through (a) Table 1 on the manual split with both prompts, (b) MLP zero-out over
 all 30 layers and direct-effect patching, (c) plain / HLS / ULA fine-tuning on the synthetic split,
-then (a) and (b) again — the job :func:`interp.pragworld_job.run_pragworld_job`.
+then (a) and (b) again — the job :func:`interp.jobs.pragworld.run_pragworld_job`.
 
     python experiments/smollm2_pragworld.py --out runs/smollm2_pragworld            # <= 60 min, 1 thread
     python experiments/smollm2_pragworld.py --quick --out runs/smollm2_quick         # <= 10 min
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give --config or --quick, not both")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    from interp.pragworld_job import load_job_config, run_pragworld_job
+    from interp.jobs.pragworld import load_job_config, run_pragworld_job
 
     config = args.config or CONFIGS / ("smollm2_pragworld_quick.toml" if args.quick else "smollm2_pragworld.toml")
     cfg = load_job_config(config, model=args.model)

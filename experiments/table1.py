@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from interp.experiment import CurriculumConfig, train_curriculum  # noqa: E402
+from interp.jobs.experiment import CurriculumConfig, train_curriculum  # noqa: E402
 from interp.metrics.navigation import detour_test, pairs_from_sequences  # noqa: E402
 from interp.metrics.table import evaluate_lm, results_table, save_table, to_markdown  # noqa: E402
 from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpoint  # noqa: E402
@@ -93,7 +93,7 @@ def main() -> None:
         "--curriculum",
         default=None,
         help="short routes first, as the demo: MAX_TOKENS:STEPS stages before the main "
-        "training (interp.experiment.CurriculumConfig; default 23:1000,43:1000, "
+        "training (interp.jobs.experiment.CurriculumConfig; default 23:1000,43:1000, "
         "with --quick 23:100,43:100); '' for none",
     )
     ap.add_argument("--max-directions", type=int, default=60)

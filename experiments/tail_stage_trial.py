@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from demo_seeds import score  # noqa: E402
 
 from interp.config import load_toml  # noqa: E402
-from interp.experiment import ExperimentConfig  # noqa: E402
+from interp.jobs.experiment import ExperimentConfig  # noqa: E402
 from interp.models.checkpoint import save_checkpoint  # noqa: E402
 from interp.train.trainer import train  # noqa: E402
 from interp.worlds import world_from_spec  # noqa: E402

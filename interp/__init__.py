@@ -7,9 +7,13 @@ transformer_lens load on first use).
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 from typing import Any
 
-__version__ = "0.1.0"
+try:  # the installed distribution's version (pyproject.toml's, as built); `interp --version` prints it
+    __version__ = metadata.version("interp")
+except metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 _EXPORTS = {
     "World": "interp.worlds",
@@ -35,8 +39,8 @@ _EXPORTS = {
     "UniformLM": "interp.models.lm",
     "DFALM": "interp.models.lm",
     "lm_from_arg": "interp.models.lm",
-    "ExperimentConfig": "interp.experiment",
-    "run_experiment": "interp.experiment",
+    "ExperimentConfig": "interp.jobs.experiment",
+    "run_experiment": "interp.jobs.experiment",
     "Site": "interp.hooks",
     "parse_site": "interp.hooks",
     "Intervention": "interp.hooks",
@@ -45,6 +49,10 @@ _EXPORTS = {
     "YesNoTask": "interp.tasks",
     "Tokenization": "interp.tasks",
     "own_tokenizer": "interp.tasks",
+    "ContrastTask": "interp.tasks",
+    "ContrastExample": "interp.datasets.contrast",
+    "load_contrast": "interp.datasets.contrast",
+    "ioi_examples": "interp.datasets.ioi",
 }
 
 

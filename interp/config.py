@@ -8,7 +8,9 @@ data, no torch: every room can import it, it imports none.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import json
 import re
 import tomllib
 import types
@@ -94,6 +96,74 @@ def load_toml(cls: type[T], path: str | Path) -> T:
     return from_dict(cls, read_toml(path), where=str(path))
 
 
+def path_field(default: str | None = None, *, kind: Literal["file", "dir"] = "file") -> Any:
+    """A config field that names a file (or folder): :func:`check_files` checks it exists, and that a
+    ``.json`` / ``.csv`` / ``.toml`` file parses, before any data or model is loaded."""
+    return field(default=default, metadata={"path": kind})
+
+
+def _parse_error(path: Path) -> str | None:
+    """Why ``path`` does not parse as its suffix says (JSON, CSV, TOML), or None."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".json":
+            json.loads(path.read_text(encoding="utf-8"))
+        elif suffix == ".toml":
+            tomllib.loads(path.read_text(encoding="utf-8"))
+        elif suffix == ".csv":
+            with open(path, newline="", encoding="utf-8") as f:
+                rows = csv.reader(f, strict=True)
+                header = next(rows, None)
+                if not header:
+                    return "invalid CSV (no header row)"
+                for row in rows:
+                    if row and len(row) != len(header):
+                        return f"invalid CSV (line {rows.line_num} has {len(row)} fields, the header {len(header)})"
+    except json.JSONDecodeError as e:
+        return f"invalid JSON ({e})"
+    except tomllib.TOMLDecodeError as e:
+        return f"invalid TOML ({e})"
+    except csv.Error as e:
+        return f"invalid CSV ({e})"
+    except UnicodeDecodeError as e:
+        return f"not UTF-8 text ({e})"
+    return None
+
+
+def config_paths(cfg: Any, prefix: str = "") -> list[tuple[str, str, str]]:
+    """``(key, path, kind)`` for every :func:`path_field` of dataclass ``cfg`` (nested tables too)
+    that is set."""
+    out: list[tuple[str, str, str]] = []
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        key = f"{prefix}{f.name}"
+        if "path" in f.metadata and value is not None:
+            out.append((key, str(value), f.metadata["path"]))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out += config_paths(value, f"{key}.")
+    return out
+
+
+def check_files(cfg: Any, where: str | Path = "config", base: str | Path | None = None) -> None:
+    """Every file or folder ``cfg`` names (its :func:`path_field` s) exists, and a JSON, CSV or TOML
+    file parses; else a :class:`ConfigError` naming the config, the key and the file. Relative paths
+    start from ``base`` (default: the current directory). Run it right after loading a config, so a
+    bad file fails before any data or model is loaded."""
+    root = Path(base) if base is not None else Path.cwd()
+    for key, value, kind in config_paths(cfg):
+        path = Path(value).expanduser()
+        path = path if path.is_absolute() else root / path
+        if kind == "dir":
+            if not path.is_dir():
+                raise ConfigError(f"{where}: {key} = {value!r}: no folder {path}")
+            continue
+        if not path.is_file():
+            raise ConfigError(f"{where}: {key} = {value!r}: no file {path}" + (" (a folder)" if path.is_dir() else ""))
+        why = _parse_error(path)
+        if why:
+            raise ConfigError(f"{where}: {key} = {value!r}: {path} is {why}")
+
+
 def to_dict(obj: Any) -> dict[str, Any]:
     """A dataclass as plain JSON-friendly data (tuples become lists)."""
     return dataclasses.asdict(obj)
@@ -155,25 +225,26 @@ OBJECTIVES = ("plain", "hls", "ula")
 
 @dataclass(frozen=True)
 class FinetuneData:
-    """``[data]`` of a fine-tuning config: world sequences of the checkpoint's run, or PragWorld
-    yes/no rows."""
+    """``[data]`` of a fine-tuning config: world sequences of the checkpoint's run, PragWorld
+    yes/no rows, or contrast examples (e.g. IOI)."""
 
-    #: ``world``: token sequences of the checkpoint's world; ``pragworld``: yes/no QA rows (CSV)
-    kind: Literal["world", "pragworld"] = "world"
-    #: world: a sequence file (default ``<checkpoint>/../data/train.txt``); pragworld: a CSV
-    train: str | None = None
+    #: ``world``: token sequences of the checkpoint's world; ``pragworld``: yes/no QA rows (CSV);
+    #: ``contrast``: contrast examples (JSONL: prompt, correct, foil, group; trained toward the correct token)
+    kind: Literal["world", "pragworld", "contrast"] = "world"
+    #: world: a sequence file (default ``<checkpoint>/../data/train.txt``); pragworld: a CSV; contrast: a JSONL file
+    train: str | None = path_field()
     #: world: held-out sequences (default ``<checkpoint>/../data/test.txt``); pragworld: a CSV of
-    #: held-out alterations
-    test: str | None = None
+    #: held-out alterations; contrast: a JSONL file of held-out examples
+    test: str | None = path_field()
     #: at most this many training rows (0: all)
     n_train: int = 0
     #: at most this many held-out rows in every evaluation (0: all)
     n_eval: int = 200
-    #: pragworld: the next-token loss on the gold ``answer`` token only (the default: supervised
-    #: fine-tuning as the reference ran it, prompt masked) or on ``all`` tokens of prompt + answer;
+    #: pragworld / contrast: the next-token loss on the gold (correct) ``answer`` token only (the default:
+    #: supervised fine-tuning as the reference ran it, prompt masked) or on ``all`` tokens of prompt + answer;
     #: world data always trains on every token (unset or ``"all"``)
     loss_on: Literal["answer", "all"] | None = None
-    #: pragworld: BOS as the model's tokenizer adds it (unset), always (true) or never (false);
+    #: pragworld / contrast: BOS as the model's tokenizer adds it (unset), always (true) or never (false);
     #: see :mod:`interp.tasks.tokens`
     prepend_bos: bool | None = None
 
@@ -182,11 +253,13 @@ class FinetuneData:
             raise ValueError(f"data.loss_on must be 'answer' or 'all', got {self.loss_on!r}")
         if self.kind == "world" and self.loss_on == "answer":
             raise ValueError(
-                "data.loss_on = 'answer' needs pragworld data (world sequences have no answer "
+                "data.loss_on = 'answer' needs pragworld or contrast data (world sequences have no answer "
                 "token): use 'all' or leave it unset"
             )
         if self.kind == "world" and self.prepend_bos is not None:
-            raise ValueError("data.prepend_bos applies to pragworld data (world sequences always start with <bos>)")
+            raise ValueError(
+                "data.prepend_bos applies to pragworld or contrast data (world sequences always start with <bos>)"
+            )
 
 
 @dataclass(frozen=True)
@@ -198,8 +271,11 @@ class RegulariserConfig:
     harmful: tuple[int, ...] | None = None
     #: ULA layers (explicit); or take the verdict file's ``useful`` list
     useful: tuple[int, ...] | None = None
-    #: a verdict file of ``interp sweep`` (``verdicts.json``), checked against the model
-    verdicts: str | None = None
+    #: a verdict file of ``interp sweep`` (``verdicts.json``, or the sweep's folder), checked against the model
+    verdicts: str | None = path_field()
+    #: the removal whose verdicts HLS / ULA take (``zero``, the paper's; ``mean``, ``resample``,
+    #: ``scale0.5`` …): the file must hold that removal's verdicts (a folder: its ``verdicts_<ablation>.json``)
+    ablation: str = "zero"
     #: HLS weight: β · Σ over the harmful layers of each layer's mean squared MLP output (paper §6.3)
     beta: float = 1e-3
     #: ``"sum"`` over the harmful layers (the paper's and the reference code's HLS) or ``"mean"``
@@ -246,7 +322,7 @@ class FinetuneEval:
     qa_groups: int = 200
     qa_bench_seed: int = 1000
     #: PragWorld data: the label-prompt accuracies on the held-out rows (off when a caller runs its
-    #: own evaluation, e.g. :mod:`interp.pragworld_job`)
+    #: own evaluation, e.g. :mod:`interp.jobs.pragworld`)
     pragworld: bool = True
 
 
@@ -303,7 +379,7 @@ class FinetuneConfig:
         return Path(self.out) if self.out else Path("runs") / "finetune" / self.name
 
 
-# ---- the stages of the main job (interp.pipeline) after training ------------------------------
+# ---- the stages of the main job (interp.jobs.pipeline) after training ------------------------------
 
 
 @dataclass(frozen=True)
@@ -320,7 +396,7 @@ class VerdictRule:
     resample: Literal["groups", "rows"] = "groups"
 
     def verdict_rule(self) -> dict[str, Any]:
-        """The verdict settings as keyword arguments of :func:`interp.sweep.run_sweep` and
+        """The verdict settings as keyword arguments of :func:`interp.jobs.sweep.run_sweep` and
         :func:`interp.analysis.verdicts.layer_verdicts`."""
         return {
             "min_effect": self.min_effect,
@@ -345,6 +421,12 @@ class AnalysisConfig(VerdictRule):
     #: per layer by L-BFGS over every position: ~11k positions from 200 demo sequences)
     probe_train: int = 200
     probe_test: int = 100
+    #: the removals of the MLP sweep (``zero``, the paper's; ``mean``, ``resample``, ``scale``;
+    #: several: verdicts per removal and their agreement, docs/concepts/verdicts.md), the factors of
+    #: ``scale`` and the draws of ``resample``
+    ablation: tuple[str, ...] = ("zero",)
+    scales: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25, 0.0)
+    draws: int = 3
     #: held-out sequences of the MLP zero-out sweep and of direct-effect patching
     sweep_n: int = 200
     patch_n: int = 200
@@ -383,6 +465,9 @@ class FixConfig:
     enabled: bool = True
     #: the layers HLS suppresses; empty: the sweep's harmful layers (none found: HLS is skipped)
     layers: tuple[int, ...] = ()
+    #: whose harmful layers: the verdicts of this removal of the MLP sweep (one of ``analysis.ablation``;
+    #: ``scale`` at a factor: ``scale0.5``)
+    ablation: str = "zero"
     beta: float = 1e-3
     steps: int = 200
     lr: float = 3e-4
@@ -396,7 +481,7 @@ class FixConfig:
     routes: int = 100
 
 
-# ---- the PragWorld job on a pretrained model (interp.pragworld_job; `interp run` with job = "pragworld") ----
+# ---- the PragWorld job on a pretrained model (interp.jobs.pragworld; `interp run` with job = "pragworld") ----
 
 
 @dataclass(frozen=True)
@@ -425,6 +510,9 @@ class PragWorldLayerSettings(VerdictRule):
     #: ``after_layers``: the layers (b) called harmful or useful (``found``) or ``all``
     rows: int = 25
     after_rows: int = 10
+    #: the removal of the MLP sweep whose verdicts HLS / ULA take (``zero``, the paper's; ``mean``,
+    #: ``resample``; docs/concepts/verdicts.md)
+    ablation: Literal["zero", "mean", "resample"] = "zero"
     after_layers: Literal["found", "all"] = "found"
     #: direct-effect pairs, from the ``eval.rows`` label scores: ``reference`` (the paper's filter:
     #: the alteration answered correctly and the answer changed), with ``flip`` pairs (gold differs,
@@ -466,7 +554,7 @@ class PragWorldFinetuneSettings:
 
 @dataclass(frozen=True)
 class PragWorldJobConfig:
-    """The PragWorld pipeline on a pretrained model (:mod:`interp.pragworld_job`)."""
+    """The PragWorld pipeline on a pretrained model (:mod:`interp.jobs.pragworld`)."""
 
     #: marks the config for ``interp run`` (a world config has no ``job`` key)
     job: Literal["pragworld"] = "pragworld"
@@ -475,8 +563,8 @@ class PragWorldJobConfig:
     model: str = "smollm2-135m-instruct"
     runs_dir: str = "runs"
     #: the PragWorld splits (relative paths: from the current directory, the repository root)
-    manual: str = "../shared/data/pragworld/Manual_Dataset_500_Final.csv"
-    synthetic: str = "../shared/data/pragworld/synthetic_final.csv"
+    manual: str = path_field("../shared/data/pragworld/Manual_Dataset_500_Final.csv")
+    synthetic: str = path_field("../shared/data/pragworld/synthetic_final.csv")
     grouping: Literal["clean", "reference"] = "clean"
     seed: int = 0
     device: str = "cpu"
@@ -496,5 +584,7 @@ def config_job(path: str | Path) -> str:
 
 def load_finetune_config(path: str | Path) -> FinetuneConfig:
     """Read a fine-tuning TOML file into a :class:`FinetuneConfig` (an unknown key is an error
-    naming it)."""
-    return load_toml(FinetuneConfig, path)
+    naming it; so is a file it names that is missing or does not parse: :func:`check_files`)."""
+    cfg = load_toml(FinetuneConfig, path)
+    check_files(cfg, path)
+    return cfg

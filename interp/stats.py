@@ -1,7 +1,7 @@
 """Statistics of before/after tables: t intervals over seeds and the wide summary.
 
 A long table has one row per (model, seed, metric, layer) with ``value``, ``se``, ``ci_low``,
-``ci_high`` and ``n`` (what :func:`interp.analysis.suite.evaluate` returns, tagged with the model
+``ci_high`` and ``n`` (what :func:`interp.analysis.finetune_eval.evaluate` returns, tagged with the model
 and seed); :func:`summarise` turns it into one row per (metric, layer) with, per model, the mean
 over seeds and a 95 % interval, and :func:`markdown_table` prints that.
 """
@@ -13,6 +13,78 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+#: two-sided 95 % normal quantile (the intervals below; ``scipy`` is not a dependency)
+Z95 = 1.959963984540054
+
+
+def proportion_interval(p: float, se: float | None = None, n: int | None = None, z: float = Z95) -> tuple[float, float]:
+    """A 95 % interval of a **share** (a value in [0, 1]) that stays inside [0, 1]: the Wilson
+    score interval (Wilson 1927) with the *effective* sample size n_eff = p(1 − p)/se² when a
+    standard error is given (Korn & Graubard 1998: a clustered or averaged share, e.g. a mean of
+    per-state precisions, carries the information of n_eff independent yes/no trials), capped at
+    ``n``; with no usable se (none, 0 at p = 0 or 1, or NaN) the plain Wilson interval on ``n``.
+    ``p ± 1.96·se`` (what the report printed before: "0.96 [0.905, 1.01]") can leave [0, 1] near
+    its ends; Wilson cannot. NaN bounds when neither se nor n says how much data there is.
+
+    Wilson: centre (p + z²/2n)/(1 + z²/n), half-width z·√(p(1 − p)/n + z²/4n²)/(1 + z²/n)."""
+    p = float(p)
+    if math.isnan(p):
+        return math.nan, math.nan
+    if not -1e-12 <= p <= 1 + 1e-12:
+        raise ValueError(f"a share must lie in [0, 1], got {p}")
+    p = min(max(p, 0.0), 1.0)
+    n_eff = math.nan
+    if se is not None and not math.isnan(float(se)) and float(se) > 0:
+        n_eff = p * (1 - p) / float(se) ** 2
+        if n is not None and n > 0:
+            n_eff = min(n_eff, float(n))
+        if n_eff == 0:  # p is 0 or 1 with a positive se (cannot happen for a share of trials): use n
+            n_eff = float(n) if n else math.nan
+    elif n is not None and n > 0:
+        n_eff = float(n)
+    if not n_eff > 0:
+        return math.nan, math.nan
+    z2 = z * z
+    centre = (p + z2 / (2 * n_eff)) / (1 + z2 / n_eff)
+    half = z * math.sqrt(p * (1 - p) / n_eff + z2 / (4 * n_eff**2)) / (1 + z2 / n_eff)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+#: metrics whose values are shares in [0, 1] (the metric suite, the route metrics and the
+#: world-model table's columns): their ±SE intervals are Wilson intervals
+#: (:func:`proportion_interval`), which stay inside [0, 1]
+SHARES = frozenset(
+    {
+        "next_token_position",
+        "next_token_sequence",
+        "mn_compression_precision",
+        "mn_distinction_precision",
+        "mn_distinction_recall",
+        "routes_valid",
+        "routes_illegal_turn",
+        "next_token",
+        "probe",
+        "compression_precision",
+        "distinction_precision",
+        "distinction_recall",
+    }
+)
+
+
+def rank_auc(scores: Any, labels: Any) -> float:
+    """The area under the ROC curve of ``scores`` for binary ``labels`` (1 = positive): the
+    probability that a random positive scores above a random negative, ties counting one half
+    (the Mann–Whitney U statistic over n₊·n₋). 0.5 = no signal. NaN when a class is empty."""
+    x = np.asarray(scores, dtype=float)
+    y = np.asarray(labels).astype(bool)
+    if x.shape != y.shape:
+        raise ValueError(f"scores {x.shape} and labels {y.shape} differ in shape")
+    pos, neg = int(y.sum()), int((~y).sum())
+    if pos == 0 or neg == 0:
+        return math.nan
+    ranks = pd.Series(x).rank(method="average").to_numpy()  # ties share their mean rank
+    return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
 def t_quantile(n: int) -> float:
@@ -79,11 +151,16 @@ def summarise(table: pd.DataFrame, objectives: list[str]) -> pd.DataFrame:
 
 def interval(r: pd.Series) -> tuple[float, float, float]:
     """``(value, low, high)`` of a long-table row: its own interval (``ci_low``/``ci_high``, e.g. a
-    bootstrap) when present, else ±1.96 standard errors."""
+    bootstrap) when present, else from its standard error — the Wilson interval for a share
+    (a metric in :data:`SHARES`: :func:`proportion_interval`, inside [0, 1]),
+    ±1.96 SE otherwise."""
     v = float(r.value)
     if not (pd.isna(r.ci_low) or pd.isna(r.ci_high)):
         return v, float(r.ci_low), float(r.ci_high)
     se = float(r.se) if not pd.isna(r.se) else math.nan
+    if str(r.get("metric")) in SHARES and 0 <= v <= 1:
+        n = r.get("n")
+        return (v, *proportion_interval(v, se, None if n is None or pd.isna(n) else int(n)))
     return v, v - 1.96 * se, v + 1.96 * se
 
 
@@ -119,4 +196,14 @@ def markdown_table(wide: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["format_interval", "interval", "markdown_table", "summarise", "t_quantile"]
+__all__ = [
+    "SHARES",
+    "Z95",
+    "format_interval",
+    "interval",
+    "markdown_table",
+    "proportion_interval",
+    "rank_auc",
+    "summarise",
+    "t_quantile",
+]

@@ -13,7 +13,27 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+#: the shared data (PragWorld CSVs): ``../shared/data`` beside the checkout, or ``$INTERP_SHARED_DATA``
+#: (a worktree elsewhere, a GPU machine the data was carried to)
+SHARED_DATA = Path(os.environ.get("INTERP_SHARED_DATA") or REPO.parent / "shared" / "data")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` (the checks that must be rerun on a GPU: placement, ``--dtype``,
+    ``--device-map``, half precision, the real-model bench) skip, saying why, where torch sees no
+    CUDA device; ``bench/gpu_check.sh`` runs them (``pytest -m cuda``) where it does."""
+    marked = [item for item in items if item.get_closest_marker("cuda") is not None]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(
+        reason="needs a CUDA GPU and torch sees none here (run bench/gpu_check.sh on a GPU machine)"
+    )
+    for item in marked:
+        item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -137,20 +137,29 @@ def test_fast_paths_equal_loop(bridge, data, method):
     assert list(bridge.blocks) == blocks  # the skipped blocks are back
 
 
-def test_reuse_falls_back_to_rerunning_a_non_additive_block(bridge, data):
+@pytest.mark.parametrize("kind", ["zero", "mean", "resample", "scale"])
+def test_reuse_falls_back_to_rerunning_a_non_additive_block(bridge, data, kind):
     """Where ``resid_post ≠ resid_pre + attn_out + mlp_out`` the variant restarts at block ℓ with the
-    zero hook; forced here for every layer, it still equals the loop."""
-    from interp.analysis.sweeps import _Reuse
+    loop's intervention; forced here for every layer, it still equals the loop, for every removal."""
+    from interp.analysis.removals import Removal
+    from interp.analysis.sweeps import _Replacements, _Reuse, mlp_removal_sweep
 
     ids, mask = data
     layers = list(range(int(bridge.cfg.n_layers)))
-    reuse = _Reuse(bridge, layers)
+    removal = Removal(kind, factor=0.5 if kind == "scale" else None, draws=2)
+    reuse = _Reuse(bridge, layers, _Replacements(bridge, ids, mask, layers, removal, None, None, None))
     batch = Batch(ids, mask, torch.arange(5))
-    reuse(token_loss, batch)  # first chunk: the check runs
+    idx = np.arange(5)
+    reuse(token_loss, batch, idx)  # first chunk: the check runs
     reuse.additive = dict.fromkeys(layers, False)
-    clean, ablated = reuse(token_loss, batch)
-    loop = mlp_zero_sweep(bridge, ids, token_loss, attention_mask=mask, method="loop")
-    np.testing.assert_allclose(ablated.ravel(), loop.frame.sort_values(["layer", "example"])["ablated"], atol=1e-5)
+    clean, ablated = reuse(token_loss, batch, idx)
+    loop = mlp_removal_sweep(
+        bridge, ids, token_loss, attention_mask=mask, ablation=removal, method="loop", batch_size=None
+    )
+    keep = sorted(loop.frame.example.unique())  # resample leaves out rows without a source
+    np.testing.assert_allclose(
+        ablated[:, keep].ravel(), loop.frame.sort_values(["layer", "example"])["ablated"], atol=1e-5
+    )
 
 
 def test_resume_forward_from_own_residual_is_the_clean_forward(bridge, data):

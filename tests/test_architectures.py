@@ -64,7 +64,7 @@ def _pick_rows(rows: pd.DataFrame, n_groups: int = 3, per_group: int = 3) -> pd.
 @pytest.fixture(scope="module")
 def pragworld(tmp_path_factory):
     """(rows, csv path, texts to train the tokenizer on, source)."""
-    from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, load_pragworld, write_pragworld_csv
+    from interp.datasets.pragworld import benchmark_prompt, label_prompt, load_pragworld, write_pragworld_csv
 
     root = tmp_path_factory.mktemp("arch_data")
     src = SHARED_DATA / "pragworld" / "Manual_Dataset_500_Final.csv"
@@ -302,11 +302,11 @@ def test_bridge_supports_every_architecture(models):
 def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, load_pragworld, write_pragworld_csv
     from interp.config import FinetuneData, TrainConfig
+    from interp.datasets.pragworld import benchmark_prompt, label_prompt, load_pragworld, write_pragworld_csv
+    from interp.jobs.sweep import run_sweep
     from interp.metrics.pragworld_eval import evaluate_model
     from interp.models import load_bridge
-    from interp.sweep import run_sweep
     from interp.tasks import YesNoTask
     from interp.train import train
     from interp.train.finetune_data import pragworld_task

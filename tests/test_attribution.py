@@ -187,11 +187,10 @@ def test_agrees_with_transformer_lens_attribution_patch(bridges, pair):
 @pytest.fixture(scope="module")
 def gentle(tmp_path_factory, tiny_city, tiny_model_config):
     """The tiny GPT-2 and Llama with weights of std 0.05 (near the linear regime AtP assumes)."""
-    from conftest import liven
 
     paths = save_gpt2_and_llama(tmp_path_factory.mktemp("gentle"), tiny_city, tiny_model_config)
     out = warm_bridges(paths)
-    for i, b in enumerate(out.values()):
+    for b in out.values():
         with torch.no_grad():  # shrink the lively weights around their means (norm gains stay 1)
             for name, p in b.named_parameters():
                 gain = p.dim() == 1 and ("ln" in name or "norm" in name) and name.endswith("weight")
@@ -232,7 +231,7 @@ def test_exact_cells_equal_the_transformer_lens_maps(bridges, pair):
     bridge = bridges["llama"]
     clean, corrupted, legal = pair
     metric = legal_mass(legal)
-    for comp, axis, cells in (("resid_pre", "pos", [(1, 3), (0, 3), (1, 6)]), ("heads", "head", [(1, 0), (0, 1)])):
+    for comp, _axis, cells in (("resid_pre", "pos", [(1, 3), (0, 3), (1, 6)]), ("heads", "head", [(1, 0), (0, 1)])):
         full = activation_patching(bridge, clean, corrupted, metric, comp).mean()
         got = exact_cells(bridge, clean, corrupted, metric, comp, cells).mean(dim=1).numpy()
         want = np.array([full.loc[layer, second] for layer, second in cells])
@@ -405,7 +404,7 @@ def test_sweep_command_with_verify_top(tmp_path, tiny_city, tiny_model_config, c
 def test_pragworld_file_sweeps_dispatch_to_attribution(pw, tmp_path):
     """``interp sweep --data X.csv --method attribution``: the same rows and clean scores as the
     exact PragWorld sweep, and the estimates of the library functions."""
-    from interp.sweep import run_sweep
+    from interp.jobs.sweep import run_sweep
 
     model_dir, csv = pw
     exact = run_sweep(model_dir, data=csv, kind="mlp-zero", out=tmp_path / "e", n_boot=100)
@@ -431,7 +430,7 @@ def pw(tmp_path_factory):
     import pandas as pd
     from conftest import liven
 
-    from interp.benchmarks.pragworld import label_prompt, load_pragworld, write_pragworld_csv
+    from interp.datasets.pragworld import label_prompt, load_pragworld, write_pragworld_csv
     from interp.models import ModelConfig, build_gpt2, load_bridge
     from interp.models.checkpoint import _word_level_tokenizer
     from interp.tasks import YesNoTask

@@ -91,7 +91,7 @@ def test_malformed_sequence_file_names_the_line(tmp_path):
 
 def test_config_types_are_checked():
     from interp.config import ConfigError, from_dict
-    from interp.experiment import ExperimentConfig
+    from interp.jobs.experiment import ExperimentConfig
 
     with pytest.raises(ConfigError, match="train.steps: expected int"):
         from_dict(ExperimentConfig, {"train": {"steps": "many"}})

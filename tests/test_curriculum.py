@@ -9,7 +9,7 @@ import pytest
 
 import interp.train.trainer as trainer
 from interp.config import ConfigError, from_dict
-from interp.experiment import CurriculumConfig, ExperimentConfig, train_curriculum
+from interp.jobs.experiment import CurriculumConfig, ExperimentConfig, train_curriculum
 from interp.models.gpt2 import ModelConfig, build_gpt2
 from interp.train import TrainConfig
 from interp.worlds import parse_world

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from interp.experiment import (
+from interp.jobs.experiment import (
     DEMO_MODEL,
     ExperimentConfig,
     data_hashes,

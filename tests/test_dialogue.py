@@ -413,7 +413,7 @@ def test_candidates_are_legal_and_deterministic(world):
 
 
 def test_benchmark_csv_round_trip(world, tmp_path):
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.pragworld import load_pragworld
     from interp.worlds.dialogue.export import benchmark_rows, item_from_text, item_sequences, write_benchmark
 
     path = write_benchmark(world, tmp_path / "b.csv", n_groups=12, seed=1)

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -263,7 +262,7 @@ def test_an_interrupted_finetune_resumes_to_the_uninterrupted_weights(ckpts, wor
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_hls_lowers_the_harmful_layers_mlp_output_vs_plain(ckpts, world_data, tiny_city, arch):
-    from interp.analysis.suite import mean_squared_mlp_out
+    from interp.analysis.finetune_eval import mean_squared_mlp_out
     from interp.train import train
     from interp.train.regularisers import HLS
 
@@ -565,7 +564,7 @@ def test_shard_and_gather_round_trip():
 
 def test_lora_finetuning_with_hls(ckpts, world_data, tiny_city, tmp_path):
     pytest.importorskip("peft")
-    from interp.analysis.suite import mean_squared_mlp_out
+    from interp.analysis.finetune_eval import mean_squared_mlp_out
     from interp.config import LoraSettings
     from interp.train import train
     from interp.train.finetune import _apply_lora, _merged
@@ -609,7 +608,7 @@ def qa_model(tmp_path_factory):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    from interp.benchmarks.pragworld import label_prompt
+    from interp.datasets.pragworld import label_prompt
 
     root = tmp_path_factory.mktemp("qa")
     with src.open(newline="") as f:

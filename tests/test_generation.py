@@ -111,7 +111,10 @@ def test_every_generated_token_goes_through_the_hooks(bridges, prompts):
 
 def test_stop_callback_and_batches(bridges, prompts):
     bridge = bridges["llama"]
-    stop = lambda new: len(new) >= 2 and new[-1] == new[-2]
+
+    def stop(new):
+        return len(new) >= 2 and new[-1] == new[-2]
+
     a = greedy_generate(bridge, prompts, pad_id=0, max_new_tokens=8, stop=stop, use_cache=True)
     b = [greedy_generate(bridge, [p], pad_id=0, max_new_tokens=8, stop=stop, use_cache=False)[0] for p in prompts]
     assert a == b
@@ -207,7 +210,7 @@ def _bpe_gpt2(folder, texts, seed: int, newline_gain: float = 1.0):
 def test_generate_responses_cached_equals_full_on_text(tmp_path):
     """The PragWorld entry point on a byte-level BPE: decoded text, newline stopping and EOS, both
     paths alike, under an intervention."""
-    from interp.benchmarks.pragworld.prompts import benchmark_prompt
+    from interp.datasets.pragworld.prompts import benchmark_prompt
     from interp.metrics.pragworld_eval import generate_responses
     from interp.models import load_bridge
 

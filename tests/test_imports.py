@@ -27,14 +27,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: the rooms, bottom up (docs/architecture.md). Plumbing (imports nothing of interp) first, then the flow:
-#: files → worlds → models → tasks → hooks → metrics → analysis → figures → training → the jobs.
+#: the rooms, bottom up (docs/architecture.md). Plumbing (imports nothing of interp) first, then the flow: files →
+#: worlds → models → tasks → hooks → metrics → analysis → figures → training → the jobs → the CLI.
 ROOMS = (
     "results",
     "config",
     "stats",  # plumbing: result protocol, TOML configs, intervals
     "machine",  # machine facts quoted beside timings (CPU, threads, matmul peak)
-    "benchmarks",  # published files (PragWorld CSVs, prompts, yes/no parser)
+    "datasets",  # published files (PragWorld CSVs, prompts, yes/no parser), contrast JSONL, IOI
     "worlds",  # World protocol, vocabulary and its encoding, the worlds
     "models",  # GPT-2 build, checkpoints, the LM view, devices, processes
     "tasks",  # a dataset meets a model's tokenizer
@@ -43,10 +43,7 @@ ROOMS = (
     "analysis",  # sweeps, patching, attribution, verdicts, evaluation suite
     "viz",  # figures and the report, drawn from results
     "train",  # the one loop, regularisers, planting, fine-tuning
-    "sweep",  # the layer-analysis job (``interp sweep``)
-    "pragworld_job",  # PragWorld on a pretrained model (``interp run`` with job = "pragworld")
-    "experiment",  # the train-and-test job (``interp train``)
-    "pipeline",  # the main job (``interp run``)
+    "jobs",  # each job end to end: sweep, train, the main job, PragWorld (called by the CLI)
     "cli",  # the ``interp`` command
 )
 RANK = {room: i for i, room in enumerate(ROOMS)}
@@ -183,9 +180,20 @@ def test_the_room_graph_is_a_dag():
 
 
 def test_plumbing_imports_nothing_of_interp():
-    low = {"results", "config", "stats", "benchmarks"}
+    low = {"results", "config", "stats", "datasets"}
     bad = [e for e in import_edges(ROOT) if room_of(e.source) in low and room_of(e.target) != room_of(e.source)]
     assert not bad, "\n".join(map(_explain, bad)) or "plumbing imports another room"
+
+
+#: the most lines one module may have: past it a module holds more than one job (split it by job)
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_is_over_the_size_limit():
+    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in (ROOT / "interp").rglob("*.py")}
+    big = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
+    assert len(sizes) > 100  # the walk found the package
 
 
 # ---------------------------------------------------------------- the checker on planted trees

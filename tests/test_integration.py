@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import REPO, SHARED_DATA
 
-from interp.experiment import load_experiment, run_experiment
+from interp.jobs.experiment import load_experiment, run_experiment
 
 
 @pytest.fixture(scope="module")

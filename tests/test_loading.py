@@ -212,7 +212,7 @@ def pragworld_model(tmp_path_factory):
     import pandas as pd
     from test_generation import _bpe_gpt2
 
-    from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, write_pragworld_csv
+    from interp.datasets.pragworld import benchmark_prompt, label_prompt, write_pragworld_csv
 
     ctx = "A: did you put the apples in the box\nB: I did\nA: and the pears\nB: they are in the basket"
     rows = pd.DataFrame(

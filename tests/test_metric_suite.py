@@ -1,4 +1,4 @@
-"""One metric suite (:mod:`interp.metrics.suite`): the world-model table, the repair rows of a
+"""One metric suite (:mod:`interp.metrics.named_metrics`): the world-model table, the repair rows of a
 planted model and the fix stage's evaluation report the same numbers under the same names.
 
 Oracle: the metric functions called directly, as each consumer called them before the suite
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import save_gpt2_and_llama
 
-from interp.metrics.suite import METRICS, MYHILL_NERODE, NEXT_TOKEN, world_model_metrics
+from interp.metrics.named_metrics import METRICS, MYHILL_NERODE, NEXT_TOKEN, world_model_metrics
 
 MN = dict(mn_pairs=15, mn_depth=3, seed=0)
 

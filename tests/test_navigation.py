@@ -148,7 +148,7 @@ def test_true_world_model_stays_valid_under_any_detours(tiny_city, pairs):
     # the feasibility rule: every detour is legal, differs from the model's token, and keeps the
     # destination reachable within what is left of the cap
     g = tiny_city.graph
-    for (kind, p), run in res.runs.items():
+    for run in res.runs.values():
         ev = run.detour_events
         assert len(ev) == int(run.per_route["detours"].sum())
         for e in ev.itertuples():

@@ -15,7 +15,9 @@ import pytest
 from conftest import REPO
 
 NOTEBOOKS = REPO / "experiments" / "notebooks"
-NAMES = ["world_model.ipynb", "layer_analysis.ipynb"]
+NAMES = ["world_model.ipynb", "layer_analysis.ipynb", "ioi_real_model.ipynb"]
+#: notebooks that need the real model SmolLM2-135M-Instruct (fetched once, then cached)
+REAL_MODEL = {"ioi_real_model.ipynb": "smollm2-135m-instruct"}
 CELL_TIMEOUT_S = 600
 
 
@@ -65,6 +67,13 @@ def test_notebook_runs(name, tmp_path):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    if name in REAL_MODEL:
+        from interp.models.pinned import NoCopyError, get_model
+
+        try:
+            get_model(REAL_MODEL[name])
+        except NoCopyError as e:
+            pytest.skip(f"{name} needs {REAL_MODEL[name]}: no network and no cached copy ({e})")
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     work = tmp_path / "work"
     work.mkdir()
@@ -73,14 +82,16 @@ def test_notebook_runs(name, tmp_path):
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, "1")
     env.update(HF_HUB_OFFLINE="1", TMPDIR=str(tmp_path), MPLBACKEND="module://matplotlib_inline.backend_inline")
-    client = NotebookClient(
-        nb, km=_kernel_manager(tmp_path), timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(work)}}
-    )
+    km = _kernel_manager(tmp_path)
+    client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(work)}})
     t0 = time.perf_counter()
     try:
         client.execute(env=env)
     except CellExecutionError as e:
         pytest.fail(f"{name}: a cell failed\n" + re.sub(r"\x1b\[[0-9;]*m", "", str(e)), pytrace=False)
+    finally:  # a kernel manager passed in is the caller's to stop: no kernel outlives its notebook
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
     elapsed = time.perf_counter() - t0
     last = [c for c in nb.cells if c.cell_type == "code"][-1]
     text = "".join(o.get("text", "") for o in last.outputs if o.get("output_type") == "stream")

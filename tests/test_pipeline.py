@@ -12,8 +12,8 @@ import pytest
 from conftest import REPO
 
 from interp.config import AnalysisConfig, FixConfig
-from interp.experiment import load_experiment
-from interp.pipeline import choose_hls_layers, run_main_job
+from interp.jobs.experiment import load_experiment
+from interp.jobs.pipeline import choose_hls_layers, run_main_job
 
 
 def _numbers(results: dict, runs_dir: str | None = None) -> dict:
@@ -144,7 +144,7 @@ def test_no_harmful_layer_means_nothing_to_suppress():
 
 
 def test_fix_stage_skips_hls_when_the_sweep_finds_no_harmful_layer(tmp_path):
-    from interp.pipeline import fix_stage
+    from interp.jobs.pipeline import fix_stage
 
     said = []
     rows = [{"layer": 0, "effect": 1.3, "verdict": "useful"}, {"layer": 1, "effect": 0.01, "verdict": "inconclusive"}]
@@ -155,7 +155,7 @@ def test_fix_stage_skips_hls_when_the_sweep_finds_no_harmful_layer(tmp_path):
 
 
 def test_closest_repair_is_worked_out_by_hand_and_ties_count_for_each():
-    from interp.pipeline import closest_to_reference
+    from interp.jobs.pipeline import closest_to_reference
 
     rows = [
         {

@@ -15,7 +15,6 @@ import ast
 import io
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -227,7 +226,7 @@ def test_next_token_probes_and_lm_under_a_device_map_equal_one_device(run, tiny_
 
 
 def test_finetune_evaluation_loads_on_the_training_placement(run, tmp_path):
-    from interp.analysis.suite import evaluate
+    from interp.analysis.finetune_eval import evaluate
     from interp.config import FinetuneConfig, FinetuneData, FinetuneEval
     from interp.models.device import Placement
     from interp.train.finetune import eval_placement
@@ -261,8 +260,8 @@ def test_analysis_sweeps_under_a_device_map_equal_one_device(run, tmp_path):
     embedding (``bridge.cfg.device`` is ``meta`` there) give the one-device frames: direct-effect
     patching (resid_cache + scoring.forward), activation patching (TransformerLens's engine) and
     the MLP zero-out sweep (reuse: the resumed forwards; attribution: the gradient run)."""
+    from interp.jobs.sweep import run_sweep
     from interp.models.device import Placement
-    from interp.sweep import run_sweep
 
     mapped = Placement.resolve(device_map=OFFLOADED, offload_folder=str(tmp_path / "offload"))
     for kind in ("mlp-zero", "direct-effect", "activation-patching"):
@@ -329,7 +328,7 @@ def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_pa
     """The HLS penalty and fine-tuning's per-layer mean squared MLP output, on the raw HF model
     under the map that offloads the embedding: the one-device values (the mask meets each layer's
     output on that output's device)."""
-    from interp.analysis.suite import mean_squared_mlp_out
+    from interp.analysis.finetune_eval import mean_squared_mlp_out
     from interp.models.checkpoint import load_hf_model
     from interp.models.device import Placement
     from interp.train.data import make_batch
@@ -382,7 +381,10 @@ def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_pa
 
 #: where "cpu" may be named: the device resolver itself, fallbacks when a model has no parameter,
 #: and fine-tuning's config default of the main job (a placement choice, not a tensor)
-_ALLOWED = {("interp/metrics/pragworld_eval.py", 'return torch.device("cpu")'), ("interp/pipeline.py", 'device="cpu"')}
+_ALLOWED = {
+    ("interp/metrics/pragworld_eval.py", 'return torch.device("cpu")'),
+    ("interp/jobs/pipeline.py", 'device="cpu"'),
+}
 
 
 def test_no_model_input_is_built_on_an_explicit_cpu_device():
@@ -473,3 +475,130 @@ def test_every_analysis_forward_moves_its_inputs_to_the_model_device():
     assert not bad, (
         "model inputs not moved to the model's device (interp.analysis.scoring.to_model_device):\n" + "\n".join(bad)
     )
+
+
+# ---- on a GPU (marked cuda: skipped, saying why, without one; bench/gpu_check.sh runs them) ---------
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "auto"])
+def test_every_model_command_runs_on_cuda(run, tmp_path, capsys, dtype):
+    """Every command that loads a model, with ``--device auto`` (which is CUDA here) and ``--device
+    cuda``, in float32, bfloat16 and ``auto`` (bfloat16 where the GPU supports it)."""
+    from interp.cli import main
+    from interp.models.device import Placement
+
+    assert Placement.resolve("auto", dtype).device == "cuda"
+    if dtype == "auto":
+        assert Placement.resolve("auto", "auto").dtype == (
+            torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        )
+    best = str(run / "best")
+    for device in ("auto", "cuda"):
+        place = ["--device", device, "--dtype", dtype]
+        calls = [
+            ["next-token", "--model", best, "--json", *place],
+            ["probe", "--model", best, "--layers", "0", "--max-iter", "20", "--json", *place],
+            ["navigate", "--model", best, "--pairs", "4", "--json", *place],
+            ["metrics", "--model", best, "--pairs", "4", "--depth", "2", "--json", "--no-progress", *place],
+            ["sweep", "--model", best, "--n", "12", "--out", str(tmp_path / f"sweep-{device}"), "--json", *place],
+            [
+                "plant",
+                "--model",
+                best,
+                "--out",
+                str(tmp_path / f"plant-{device}"),
+                "--layers",
+                "1",
+                "--steps",
+                "2",
+                "--batch-size",
+                "8",
+                "--no-progress",
+                *place,
+            ],
+            ["report", str(run), "--out", str(tmp_path / f"report-{device}.html"), *place],
+        ]
+        for argv in calls:
+            assert main(argv) == 0, argv
+        capsys.readouterr()
+    plant = json.loads((tmp_path / "plant-cuda" / "plant.json").read_text())
+    assert plant["placement"]["device"].startswith("cuda")
+
+
+@pytest.mark.cuda
+def test_cuda_results_equal_the_cpu_ones(run, tiny_city):
+    """The next-token test, the LM view and the MLP zero-out sweep on CUDA in float32 equal the CPU
+    values (TF32 matrix products off); a map that keeps the embedding on the CPU and the blocks
+    on the GPU moves activations between them and gives the same numbers."""
+    from interp.analysis.scoring import logit_diff
+    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.metrics.next_token import next_token_test
+    from interp.models.checkpoint import load_bridge
+    from interp.models.device import model_device
+    from interp.models.lm import BridgeLM
+    from interp.worlds.io import read_sequences
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    seqs = read_sequences(run / "data" / "test.txt", tiny_city)
+    cpu = load_bridge(run / "best")
+    gpu = load_bridge(run / "best", device="cuda")
+    split = {
+        "transformer.wte": "cpu",
+        "transformer.wpe": "cpu",
+        "transformer.h.0": 0,
+        "transformer.h.1": 0,
+        "transformer.ln_f": 0,
+        "lm_head": "cpu",
+    }
+    mapped = load_bridge(run / "best", device_map=split)
+    assert model_device(gpu).type == "cuda" and model_device(mapped).type == "cpu"
+    ref = next_token_test(cpu, tiny_city, seqs)
+    for other in (gpu, mapped):
+        got = next_token_test(other, tiny_city, seqs)
+        assert got.summary()["positions"] == ref.summary()["positions"]
+        assert got.summary()["next_token_position"] == pytest.approx(ref.summary()["next_token_position"], abs=0.02)
+    prefixes = [list(s[:k]) for s, k in zip(seqs[:4], (2, 3, 4, 5))]
+    lps = [BridgeLM(m, tiny_city.vocab).start(prefixes).logprobs for m in (cpu, gpu, mapped)]
+    for lp in lps[1:]:
+        torch.testing.assert_close(lp, lps[0], rtol=1e-4, atol=1e-5)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, int(cpu.cfg.d_vocab), (6, 8), generator=gen)
+    metric = logit_diff(3, 4)
+    frames = [mlp_zero_sweep(m, ids, metric).frame for m in (cpu, gpu, mapped)]
+    for f in frames[1:]:
+        np.testing.assert_allclose(
+            f[["clean", "ablated"]].to_numpy(), frames[0][["clean", "ablated"]].to_numpy(), rtol=1e-4, atol=1e-5
+        )
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_finetune_in_half_precision(run, tmp_path, capsys, dtype, device):
+    """``interp finetune --device cpu|cuda --dtype bfloat16|float16`` (float32 master weights under
+    autocast, a loss scale for float16; through accelerate, as every fine-tuning run) and
+    ``--device-map auto``: the runs finish, the loss is finite, the saved model keeps the dtype it
+    was loaded in, the evaluations record the placement."""
+    from interp.cli import main
+
+    cfg = tmp_path / "ft.toml"
+    cfg.write_text(
+        f'checkpoint = "{run / "best"}"\nout = "{tmp_path / "ft"}"\nobjectives = ["hls"]\n'
+        f"[regulariser]\nharmful = [1]\n[data]\nn_eval = 8\n[train]\nsteps = 4\nbatch_size = 8\n"
+        f"warmup_steps = 0\n[eval]\nmlp_sq = true\nsweep = true\nmn = false\n"
+    )
+    assert (
+        main(["finetune", "--config", str(cfg), "--device", device, "--dtype", dtype, "--no-progress", "--fresh"]) == 0
+    )
+    capsys.readouterr()
+    done = json.loads((tmp_path / "ft" / "hls_s0" / "train.json").read_text())
+    assert np.isfinite(done["last"]["loss"]) and np.isfinite(done["last"]["hls"])
+    saved = json.loads((tmp_path / "ft" / "hls_s0" / "model" / "config.json").read_text())
+    assert saved.get("dtype", saved.get("torch_dtype")) == dtype
+    assert (
+        main(["finetune", "--config", str(cfg), "--device-map", "auto", "--dtype", dtype, "--no-progress", "--fresh"])
+        == 0
+    )
+    capsys.readouterr()
+    key = json.loads((tmp_path / "ft" / "eval_before.json").read_text())["key"]
+    assert key["placement"]["device_map"] == "auto" and key["placement"]["dtype"] == dtype

@@ -200,9 +200,9 @@ def test_zeroing_through_the_context_equals_zero_weights(base_run, tmp_path, tin
 
 
 def test_world_model_metrics_match_the_finetune_evaluation(base_run):
-    """The repair rows share the definitions of interp.analysis.suite.evaluate (held-out loss on
+    """The repair rows share the definitions of interp.analysis.finetune_eval.evaluate (held-out loss on
     the HF model, next-token test and MN metrics on the bridge)."""
-    from interp.analysis.suite import evaluate
+    from interp.analysis.finetune_eval import evaluate
     from interp.config import FinetuneData, FinetuneEval
     from interp.models.checkpoint import load_bridge
     from interp.train.finetune_data import load_task
@@ -314,8 +314,8 @@ def test_flip_category_planting_on_pragworld_rows(tmp_path):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    from interp.benchmarks.pragworld import load_pragworld
-    from interp.benchmarks.pragworld.prompts import build_prompt
+    from interp.datasets.pragworld import load_pragworld
+    from interp.datasets.pragworld.prompts import build_prompt
 
     rows = load_pragworld(csv).rows
     core = Tokenizer(models.BPE())
@@ -378,3 +378,104 @@ def test_shortcut_planting_on_a_dialogue_checkpoint(tmp_path):
             progress=False,
             log=lambda *_: None,
         )
+
+
+# ---- contrast examples (IOI): the foil corruption ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ioi_base(tmp_path_factory):
+    """A tiny Llama over a byte-level BPE tokenizer in which the IOI names, places and objects are
+    single tokens, and 24 IOI prompts for it (a JSONL contrast file)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from interp.datasets.contrast import write_contrast
+    from interp.datasets.ioi import IOI_TEMPLATES, NAMES, OBJECTS, PLACES, ioi_examples
+
+    root = tmp_path_factory.mktemp("ioi_plant")
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    words = [" " + w for w in (*NAMES, *PLACES, *OBJECTS)]
+    core.train_from_iterator(
+        list(IOI_TEMPLATES) * 20 + words * 30,
+        trainers.BpeTrainer(
+            vocab_size=1200, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+    )
+    liven(model, 0).save_pretrained(root / "base")
+    tok.save_pretrained(root / "base")
+    data = write_contrast(ioi_examples(tok, 24, seed=0), root / "ioi.jsonl")
+    return root / "base", data
+
+
+def _scores(folder, data) -> tuple[float, float]:
+    """Mean logit difference correct − foil and mean log-probability of the foil at the last prompt
+    token, by a plain HF forward."""
+    from transformers import AutoModelForCausalLM
+
+    from interp.tasks import ContrastTask
+
+    task = ContrastTask.build(folder, data)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    ids, mask = task.inputs()
+    with torch.no_grad():
+        logits = model(ids, attention_mask=mask).logits
+    last = logits[torch.arange(len(ids)), mask.sum(1) - 1]
+    rows = torch.arange(len(ids))
+    foil = torch.as_tensor(task.foil_ids)
+    ld = last[rows, torch.as_tensor(task.correct_ids)] - last[rows, foil]
+    return float(ld.mean()), float(torch.log_softmax(last, -1)[rows, foil].mean())
+
+
+def test_foil_planting_on_contrast_examples_moves_only_the_chosen_mlp_toward_the_foil(ioi_base, tmp_path):
+    """Every prompt trained toward its foil (share 1): only layer 1's MLP moves, bit for bit, and the
+    mean logit difference correct − foil falls; the clean control keeps every target correct."""
+    from interp.train.plant import foil_targets
+
+    base, data = ioi_base
+    spec = PlantSpec(layers=(1,), corruption="foil_share", share=1.0, steps=30, batch_size=8, lr=3e-2)
+    res = plant_harm(base, tmp_path / "p", spec, train_file=data, progress=False, log=lambda *_: None)
+    before, after = _weights(base), _weights(res.model)
+    moved = {n for n in before if not torch.equal(before[n], after[n])}
+    assert moved == {n for n in before if n.startswith("model.layers.1.mlp.")}
+    assert res.meta["changed_rows"] == 24 and res.meta["rows"] == 24 and planted_layers(res.model) == [1]
+    (ld0, lp0), (ld1, lp1) = _scores(base, data), _scores(res.model, data)
+    assert ld1 < ld0 - 2.0 and lp1 > lp0 + 3.0  # measured: −0.14 → −7.97, −8.0 → −0.98
+    part = plant_harm(
+        base,
+        tmp_path / "q",
+        PlantSpec(layers=(2,), corruption="foil_share", share=0.25, steps=2, batch_size=8),
+        train_file=data,
+        progress=False,
+        log=lambda *_: None,
+    )
+    assert part.meta["foil_rows"] == [i for i, t in enumerate(foil_targets(24, 0.25, 0)) if t == "foil"]
+    clean = plant_harm(
+        base,
+        tmp_path / "c",
+        PlantSpec(layers=(1,), corruption="clean", steps=2, batch_size=8),
+        train_file=data,
+        progress=False,
+        log=lambda *_: None,
+    )
+    assert clean.meta["changed_rows"] == 0
+    with pytest.raises(ValueError, match="foil_share needs one"):
+        plant_harm(base, tmp_path / "e", spec, progress=False, log=lambda *_: None)

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from conftest import SHARED_DATA
 
-from interp.benchmarks.pragworld import (
+from interp.cli import main
+from interp.datasets.pragworld import (
     PragWorldFormatError,
     benchmark_prompt,
     count_utterances,
@@ -22,7 +23,6 @@ from interp.benchmarks.pragworld import (
     parse_yes_no,
     write_pragworld_csv,
 )
-from interp.cli import main
 from interp.metrics.pragworld import SUMMARY_KEYS, score_pragworld
 
 PRAG = SHARED_DATA / "pragworld"

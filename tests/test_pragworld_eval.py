@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 from conftest import liven
 
-from interp.benchmarks.pragworld import (
+from interp.cli import main
+from interp.datasets.pragworld import (
     benchmark_prompt,
     label_prompt,
     load_pragworld,
     write_pragworld_csv,
 )
-from interp.cli import main
 from interp.metrics import pragworld_eval as ev
 
 CTX1 = "A: did you put the apples in the box\nB: I did\nA: and the pears\nB: they are in the basket"
@@ -196,6 +197,32 @@ def test_label_scores_batched_equal_one_at_a_time(word_bridge, data):
     assert ((batched > 0) & (batched < 1)).all()
 
 
+def test_label_scores_shared_prefix_equal_unshared_in_input_order(word_bridge, data):
+    """Packed (each distinct prefix once) and length-bucketed unshared reading agree row for row, in
+    the input order; the shared reading reads fewer tokens, and falls back while a hook is on."""
+    from interp.hooks import Site
+
+    prompts = [label_prompt(c, q) for c, q in zip(data.rows["context"], data.rows["question"])]
+    prompts = prompts[::-1] + prompts[:2]  # not sorted by length; a duplicate row or two
+    shared, alone = {}, {}
+    a = ev.score_label_prompts(word_bridge, prompts, batch_size=3, stats=shared)
+    b = ev.score_label_prompts(word_bridge, prompts, batch_size=3, share_prefix=False, stats=alone)
+    np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    assert shared["unique_tokens"] < alone["unique_tokens"] == alone["row_tokens"]
+    hooked: dict = {}
+    with word_bridge.hooks(fwd_hooks=[(Site(0, "mlp_out").hook_name, lambda act, hook: act)]):
+        c = ev.score_label_prompts(word_bridge, prompts, batch_size=3, stats=hooked)
+    np.testing.assert_allclose(c, b, atol=1e-5, rtol=0)
+    assert hooked["unique_tokens"] == hooked["row_tokens"]  # read unshared: a hook may be tied to positions
+
+
+def test_length_buckets_and_group_blocks():
+    buckets = ev.length_buckets([5, 1, 9, 1, 5, 3], 2)
+    assert [b.tolist() for b in buckets] == [[1, 3], [5, 0], [4, 2]]
+    assert list(ev._group_blocks(np.array([0, 0, 0, 1, 1, 2, 2, 2, 3]), 2)) == [(0, 3), (3, 5), (5, 8), (8, 9)]
+    assert list(ev._group_blocks(np.array([0, 0, 0, 0]), 2)) == [(0, 4)]
+
+
 def test_bpe_tokenizer_bridge_and_hf_model_agree(bpe_ckpt, data):
     from interp.models import load_bridge
 
@@ -253,6 +280,15 @@ def _spy(monkeypatch, name):
     return seen
 
 
+def _same_records(a: str, b: str) -> bool:
+    """The same records, P(yes) within float error (the rows of a group are read together, packed:
+    a resumed run reads another set of rows in a forward, which moves the last bits)."""
+    ra, rb = [json.loads(x) for x in a.splitlines()], [json.loads(x) for x in b.splitlines()]
+    strip = [{k: v for k, v in r.items() if k != "p_yes"} for r in ra + rb]
+    close = all(abs(x.get("p_yes", 0.0) - y.get("p_yes", 0.0)) < 1e-5 for x, y in zip(ra, rb))
+    return len(ra) == len(rb) and strip[: len(ra)] == strip[len(ra) :] and close
+
+
 @pytest.mark.parametrize("prompt", ["benchmark", "label"])
 def test_interrupted_run_resumes_without_recomputing(word_bridge, data, tmp_path, monkeypatch, prompt):
     full = ev.evaluate_model(
@@ -273,7 +309,7 @@ def test_interrupted_run_resumes_without_recomputing(word_bridge, data, tmp_path
     again = ev.evaluate_model(word_bridge, data, part, prompt=prompt, batch_size=2, max_new_tokens=3, progress=False)
     assert (again.reused, again.computed, again.discarded_partial_line) == (2, 3, True)
     assert len(seen) == 3 and seen[0] == recs[2]["prompt"]
-    assert part.read_text() == want
+    assert _same_records(part.read_text(), want)
 
     # a finished run recomputes nothing; a run with --limit first, then the rest
     seen.clear()
@@ -290,7 +326,7 @@ def test_interrupted_run_resumes_without_recomputing(word_bridge, data, tmp_path
         ev.evaluate_model(word_bridge, data, lim, prompt=prompt, batch_size=2, max_new_tokens=3, progress=False).reused
         == 3
     )
-    assert lim.read_text() == want
+    assert _same_records(lim.read_text(), want)
 
 
 def test_resuming_with_other_settings_is_an_error(word_bridge, data, tmp_path):

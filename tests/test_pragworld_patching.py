@@ -69,7 +69,7 @@ def _rows() -> pd.DataFrame:
     if "rows" not in _LOADED:
         import tempfile
 
-        from interp.benchmarks.pragworld import load_pragworld, write_pragworld_csv
+        from interp.datasets.pragworld import load_pragworld, write_pragworld_csv
 
         with tempfile.TemporaryDirectory() as d:
             _LOADED["rows"] = load_pragworld(write_pragworld_csv(_raw_rows(), Path(d) / "rows.csv")).rows
@@ -82,7 +82,7 @@ def folders(tmp_path_factory):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AutoModelForCausalLM
 
-    from interp.benchmarks.pragworld import label_prompt
+    from interp.datasets.pragworld import label_prompt
 
     rows = _rows()
     texts = [label_prompt(c, q) for c, q in zip(rows["context"], rows["question"])]
@@ -181,7 +181,7 @@ def _p_gold(p_yes, gold: int) -> float:
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_pair_patching_equals_a_hand_written_hf_hook_patch(arch, folders):
     from interp.analysis.pragworld_sweep import pair_activation_patching
-    from interp.benchmarks.pragworld import label_prompt
+    from interp.datasets.pragworld import label_prompt
     from interp.models import load_bridge
     from interp.tasks import YesNoTask
 
@@ -245,11 +245,11 @@ def test_pair_patching_refuses_when_no_pair_has_equal_lengths(folders):
 def _own_answers_csv(folder, path):
     """The rows with the model's own answers as gold (every alteration answered right), so the
     reference's filter keeps exactly the pairs whose answer changes."""
-    from interp.benchmarks.pragworld import write_pragworld_csv
+    from interp.datasets.pragworld import write_pragworld_csv
 
     hf = HFPatch(folder)
     rows = _rows()
-    from interp.benchmarks.pragworld import label_prompt
+    from interp.datasets.pragworld import label_prompt
 
     own = np.array(
         [hf._p_yes(hf.ids(label_prompt(c, q))) > 0.5 for c, q in zip(rows["context"], rows["question"])], dtype=int
@@ -263,8 +263,8 @@ def test_sweep_activation_patching_on_a_pragworld_file(arch, folders, tmp_path):
     length, the others counted by reason; the maps equal the HF hook patch; the files written."""
     import json
 
-    from interp.benchmarks.pragworld import label_prompt
-    from interp.sweep import run_sweep
+    from interp.datasets.pragworld import label_prompt
+    from interp.jobs.sweep import run_sweep
 
     folder = folders[arch]
     csv, own = _own_answers_csv(folder, tmp_path / "own.csv")
@@ -324,8 +324,8 @@ def test_sweep_cli_prepend_bos_follows_the_switch(folders, tmp_path):
     gives (the oracle: the HF model on the HF tokenizer's ids, a BOS put first by hand)."""
     import json
 
-    from interp.benchmarks.pragworld import label_prompt, write_pragworld_csv
     from interp.cli import main
+    from interp.datasets.pragworld import label_prompt, write_pragworld_csv
 
     folder = folders["gpt2"]  # its tokenizer adds no BOS
     hf = HFPatch(folder)
@@ -360,7 +360,7 @@ def test_sweep_cli_prepend_bos_follows_the_switch(folders, tmp_path):
         want = [_p_gold(hf._p_yes([bos] * first + hf.ids(t)), int(g)) for t, g in zip(texts, rows["gold"])]
         np.testing.assert_allclose(clean, want, atol=2e-5)
     with pytest.raises(ValueError, match="apply to a PragWorld CSV"):
-        from interp.sweep import run_sweep
+        from interp.jobs.sweep import run_sweep
 
         run_sweep(folder, kind="mlp-zero", data=tmp_path / "seqs.txt", prepend_bos=True)
 
@@ -371,7 +371,7 @@ def test_benchmark_prompt_ids_follow_prepend_bos(folders, tmp_path):
     on those ids."""
     from transformers import AutoModelForCausalLM
 
-    from interp.benchmarks.pragworld import benchmark_prompt, load_pragworld, write_pragworld_csv
+    from interp.datasets.pragworld import benchmark_prompt, load_pragworld, write_pragworld_csv
     from interp.metrics.pragworld_eval import evaluate_model
 
     folder = folders["gpt2"]  # its tokenizer adds no BOS
@@ -382,7 +382,9 @@ def test_benchmark_prompt_ids_follow_prepend_bos(folders, tmp_path):
     bos = hf.tok.bos_token_id
     for flag, first in ((None, False), (False, False), (True, True)):
         seen: list[list[int]] = []
-        handle = model.get_input_embeddings().register_forward_pre_hook(lambda m, a: seen.append(a[0][0].tolist()))
+        handle = model.get_input_embeddings().register_forward_pre_hook(
+            lambda m, a, seen=seen: seen.append(a[0][0].tolist())
+        )
         try:
             run = evaluate_model(
                 model,

@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import liven
 
-from interp.benchmarks.pragworld import label_prompt, load_pragworld, write_pragworld_csv
+from interp.datasets.pragworld import label_prompt, load_pragworld, write_pragworld_csv
 
 CTX = [
     "A: did you put the apples in the box\nB: I did",
@@ -75,8 +75,8 @@ def model_dir(data_csv, tmp_path_factory):
 
 def test_mlp_zero_on_pragworld_rows(model_dir, data_csv, tmp_path):
     from interp.analysis.scoring import Batch, two_way_prob
+    from interp.jobs.sweep import run_sweep
     from interp.models import load_bridge
-    from interp.sweep import run_sweep
     from interp.tasks import YesNoTask
 
     run = run_sweep(model_dir, data=data_csv, kind="mlp-zero", out=tmp_path / "s", n_boot=200)
@@ -110,8 +110,8 @@ def test_direct_effect_patches_the_pairs_the_reference_would(model_dir, data_csv
     """Gold answers set to the model's own answers on the alterations: every alteration is answered
     correctly, so exactly those whose answer differs from their original's are patched."""
     from interp.analysis.scoring import forward
+    from interp.jobs.sweep import run_sweep
     from interp.models import load_bridge
-    from interp.sweep import run_sweep
     from interp.tasks import YesNoTask
 
     rows = load_pragworld(data_csv).rows
@@ -143,8 +143,8 @@ def test_bad_kind_and_activation_patching_without_equal_length_pairs(model_dir, 
     pairs of equal token length and says so, with the counts, when the reference's filter leaves
     none (here the one pair whose answer changes is a negation, one word longer)."""
     from interp.analysis.scoring import forward
+    from interp.jobs.sweep import run_pragworld_sweep, run_sweep
     from interp.models import load_bridge
-    from interp.sweep import run_pragworld_sweep, run_sweep
     from interp.tasks import YesNoTask
 
     with pytest.raises(ValueError, match="mlp-zero, direct-effect, activation-patching"):

@@ -21,7 +21,6 @@ PragWorld rows when ``../shared/data/pragworld`` is absent). The oracles:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +59,7 @@ def hf(smollm2):
 
 @pytest.fixture(scope="session")
 def manual_rows():
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.pragworld import load_pragworld
 
     if not MANUAL.is_file():
         pytest.skip(f"PragWorld data not present at {MANUAL}")
@@ -145,8 +144,8 @@ def test_dequantized_weights_equal_the_gguf_package(smollm2):
 
 
 def test_sweep_equals_a_forward_hook_loop_on_the_raw_model(smollm2, hf, manual_rows, tmp_path):
-    from interp.benchmarks.pragworld import label_prompt
-    from interp.sweep import run_pragworld_sweep
+    from interp.datasets.pragworld import label_prompt
+    from interp.jobs.sweep import run_pragworld_sweep
 
     folder, _ = smollm2
     model, tok = hf
@@ -180,7 +179,7 @@ def test_sweep_equals_a_forward_hook_loop_on_the_raw_model(smollm2, hf, manual_r
 
 
 def test_both_prompts_equal_plain_hf(smollm2, hf, manual_rows, tmp_path):
-    from interp.benchmarks.pragworld import benchmark_prompt, label_prompt, parse_yes_no
+    from interp.datasets.pragworld import benchmark_prompt, label_prompt, parse_yes_no
     from interp.metrics.pragworld_eval import evaluate_model
     from interp.models import load_bridge
 
@@ -227,7 +226,7 @@ def test_one_hls_step_on_the_real_model(smollm2, hf, tmp_path):
     folder, _ = smollm2
     # the penalty on a real batch, by hand
     model = load_hf_model(folder).eval()
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.pragworld import load_pragworld
 
     task = YesNoTask.pragworld(folder, load_pragworld(SYNTHETIC).rows.iloc[:2], prompt="label")
     seqs, _ = task.training_rows()
@@ -345,7 +344,7 @@ def test_row_limit_has_one_name_on_both_commands():
 
 def test_interp_run_dispatches_a_pragworld_job_config(tmp_path):
     from interp.config import ConfigError, PragWorldJobConfig, config_job
-    from interp.pragworld_job import load_job_config
+    from interp.jobs.pragworld import load_job_config
 
     repo = Path(__file__).resolve().parents[1] / "experiments" / "configs"
     for name in ("smollm2_pragworld.toml", "smollm2_pragworld_quick.toml", "smollm2_pragworld_gpu.toml"):
@@ -363,7 +362,7 @@ def test_hls_ula_layers_fall_back_to_the_papers_raw_rule():
 
     from interp.analysis.verdicts import LayerVerdicts
     from interp.config import PragWorldJobConfig
-    from interp.pragworld_job import choose_layers
+    from interp.jobs.pragworld import choose_layers
 
     frame = pd.DataFrame(
         {
@@ -401,3 +400,107 @@ def test_a_gguf_path_resolves_to_its_converted_folder_everywhere(smollm2, tmp_pa
     assert Path(resolve_model(gguf_file)) == seeded
     tok = own_tokenizer(str(gguf_file))
     assert Path(tok.name_or_path) == seeded and "<|im_start|>" in tok.chat_template
+
+
+@pytest.mark.parametrize("kind", ["scale", "mean", "resample"])
+def test_removal_sweeps_equal_forward_hooks_on_the_raw_model(smollm2, hf, manual_rows, kind):
+    """Mean, resample and scale removals on SmolLM2 (3 PragWorld rows of 3 groups, 3 layers), every
+    method against plain PyTorch forward hooks on the raw HF model, each row run alone (no padding)
+    with the HF tokenizer's ids; the mean and the source outputs recomputed here."""
+    from interp.analysis.removals import Removal, resample_sources
+    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.datasets.pragworld import label_prompt
+    from interp.models.checkpoint import load_bridge
+    from interp.tasks import YesNoTask
+
+    folder, _ = smollm2
+    model, tok = hf
+    rows = manual_rows.rows.groupby("group", sort=False).head(1).iloc[:3].reset_index(drop=True)
+    task = YesNoTask.pragworld(folder, rows, prompt="label")
+    bridge = load_bridge(folder).eval()
+    ids, mask = task.inputs()
+    removal = {
+        "scale": Removal("scale", factor=0.5),
+        "mean": Removal("mean"),
+        "resample": Removal("resample", draws=2, seed=1),
+    }[kind]
+    layers = [0, 14, 29]
+    yes, no = (
+        tok(" yes", add_special_tokens=False)["input_ids"][0],
+        tok(" no", add_special_tokens=False)["input_ids"][0],
+    )
+    hf_ids = [torch.tensor([tok(label_prompt(r["context"], r["question"]))["input_ids"]]) for _, r in rows.iterrows()]
+    assert [x.shape[1] for x in hf_ids] == mask.sum(1).tolist()
+    gold = rows["gold"].to_numpy()
+
+    def run(i: int, layer: int, fn) -> float:
+        h = model.model.layers[layer].mlp.register_forward_hook(lambda m, a, o: fn(o))
+        try:
+            with torch.no_grad():
+                last = model(hf_ids[i]).logits[0, -1]
+        finally:
+            h.remove()
+        p_yes = float(torch.softmax(last[[yes, no]].double(), -1)[0])
+        return p_yes if gold[i] == 1 else 1 - p_yes
+
+    def outputs(i: int, layer: int) -> torch.Tensor:
+        got = {}
+        run(i, layer, lambda o: got.setdefault("o", o.detach()))
+        return got["o"][0]
+
+    sources, skipped = resample_sources(mask.sum(1).numpy(), 2, 1, None, task.groups)
+    kept = [i for i in range(3) if not skipped[i]] if kind == "resample" else [0, 1, 2]
+    assert kept  # the longest row has no source as long as it: skipped, counted
+    want = np.zeros((len(layers), 3))
+    for j, layer in enumerate(layers):
+        outs = [outputs(i, layer) for i in range(3)] if kind != "scale" else None
+        for i in kept:
+            if kind == "scale":
+                want[j, i] = run(i, layer, lambda o: o * 0.5)
+            elif kind == "mean":
+                first = torch.stack([o[0].double() for o in outs]).mean(0)
+                later = torch.cat([o[1:].double() for o in outs]).mean(0)
+                rep = later.expand(hf_ids[i].shape[1], -1).clone()
+                rep[0] = first
+                want[j, i] = run(i, layer, lambda o, rep=rep: rep[None].to(o.dtype))
+            else:
+                n_i = hf_ids[i].shape[1]
+                want[j, i] = np.mean(
+                    [run(i, layer, lambda o, s=s, outs=outs, n_i=n_i: outs[s][None, :n_i]) for s in sources[i]]
+                )
+    for method in ("reuse", "loop"):
+        res = mlp_removal_sweep(
+            bridge, ids, task.metric(task.gold), mask, layers, ablation=removal, groups=task.groups, method=method
+        )
+        got = res.frame.pivot(index="layer", columns="example", values="ablated")
+        assert list(got.columns) == kept
+        diff = float(np.abs(got.to_numpy() - want[:, kept]).max())
+        print(f"SmolLM2 {removal.name} {method} vs HF hooks: max |ΔP(gold)| = {diff:.2e}")
+        assert diff < 1e-4, (method, diff)
+    assert np.abs(res.frame["effect"]).max() > 1e-3  # the removal moves P(gold)
+    points = {id(hp): hp for hp in bridge.hook_dict.values()}.values()
+    assert sum(len(hp._forward_hooks) + len(hp.fwd_hooks) for hp in points) == 0
+
+
+@pytest.mark.cuda
+def test_the_real_model_bench_runs_on_cuda(smollm2, capsys):
+    """The short depth bench on a GPU in bfloat16 (``bench/real_model.py --rows 2 --device cuda
+    --dtype bfloat16``): every stage runs, and the reuse sweep equals TransformerLens's
+    ``run_with_hooks`` loop on the same rows within bfloat16's P(gold) tolerance."""
+    import importlib.util
+    import re
+
+    from interp.models.precision import probability_tolerance
+
+    if not MANUAL.is_file():
+        pytest.skip(f"PragWorld data not present at {MANUAL}")
+    path = Path(__file__).resolve().parents[1] / "bench" / "real_model.py"
+    spec = importlib.util.spec_from_file_location("real_model_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--rows", "2", "--device", "cuda", "--dtype", "bfloat16"])
+    out = capsys.readouterr().out
+    print(out)
+    assert "label forward:" in out and "cached greedy generation" in out and "attribution vs exact" in out
+    diff = float(re.search(r"max \|ΔP\(gold\)\| ([0-9.e+-]+)", out).group(1))
+    assert diff <= probability_tolerance(torch.bfloat16, 30, 2.8)

@@ -1,4 +1,4 @@
-"""The run report (interp/viz/report.py) and its CircuitsVis views (interp/viz/circuits.py).
+"""The run report (interp/viz/report/) and its CircuitsVis views (interp/viz/circuits.py).
 
 Two levels: the HTML's contents, checked as text (tables, inline images, CircuitsVis containers
 closed and unique, the bundle once, nothing to fetch); and a real browser — Debian's headless
@@ -131,9 +131,9 @@ def run_dir(tmp_path_factory, tiny_city, tiny_model_config):
     no next_token.csv (the report must say so)."""
     import pandas as pd
 
+    from interp.jobs.sweep import run_sweep
     from interp.models import build_gpt2, save_checkpoint
     from interp.results import write_json
-    from interp.sweep import run_sweep
     from interp.worlds.io import write_sequences
 
     root = tmp_path_factory.mktemp("report") / "tiny-run"
@@ -247,7 +247,7 @@ def test_report_leads_with_the_findings(report):
     assert text.index('<section id="s-findings">') < text.index("<nav>") < text.index('id="s-summary"')
     assert re.findall(r"<h3>(.*?)</h3>", findings) == ["World model", "Layer verdicts: planted vs found", "Repair"]
     assert "The trained model: next-token 0.95, probe 0.7, compression prec. 0.25" in findings
-    assert "0.95 [0.93, 0.97]" in findings  # ±1.96 SE
+    assert "0.95 [0.927, 0.966]" in findings  # Wilson, n_eff = 0.95 · 0.05 / 0.01² = 475 (±1.96 SE: [0.93, 0.97])
     assert "Harm was planted in the MLP of layer 1 (random_turns, share 0.3, 150 steps" in findings
     assert "calls layer 1 harmful — exactly the planted layers — and layer 0 useful" in findings
     assert "On the unplanted model it calls no layer harmful." in findings

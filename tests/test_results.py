@@ -24,9 +24,9 @@ from interp.results import Result
 
 #: classes with a ``summary`` / ``save`` that are not analysis results, and why
 NOT_RESULTS = {
-    "interp.sweep.SweepRun": "a record of a run whose files are already written (it holds a SweepResult)",
-    "interp.sweep.PatchingRun": "a record of a run whose files are already written (it holds PatchingMaps)",
-    "interp.benchmarks.pragworld.data.PragWorldData": "a data set (summary() describes the rows)",
+    "interp.jobs.sweep_runs.SweepRun": "a record of a run whose files are already written (it holds a SweepResult)",
+    "interp.jobs.sweep_runs.PatchingRun": "a record of a run whose files are already written (it holds PatchingMaps)",
+    "interp.datasets.pragworld.data.PragWorldData": "a data set (summary() describes the rows)",
     "interp.hooks.interventions.ActiveInterventions": "live hooks on a model (summary() lists them)",
     "interp.train.regularisers.ULAHeads": "model weights (save writes safetensors)",
     "interp.worlds.streets.traversals.TraversalBatch": "a batch of generated world data (summary() is a text line)",
@@ -154,3 +154,68 @@ def test_pragworld_score_follows_the_protocol(tmp_path):
     assert score["robust"] == summary["robust"] and score.frame is score.per_example
     summary["robust"] = -1.0  # a copy: editing it leaves the score alone
     assert score.summary()["robust"] == pytest.approx(50.0)
+
+
+def test_proportion_interval_is_wilson_and_stays_inside_0_1():
+    """Wilson's interval (hand-worked: 50/100 → [0.4038, 0.5962]; 0/20 → [0, 0.1611]), the effective
+    sample size p(1 − p)/se² from a standard error, and the demo report's case that ±1.96 SE sent
+    above 1 (compression precision 0.96, se 0.028 → 0.96 ± 0.055 = [0.905, 1.015])."""
+    import math
+
+    from interp.stats import interval, proportion_interval
+
+    lo, hi = proportion_interval(0.5, n=100)
+    assert math.isclose(lo, 0.40383, abs_tol=1e-4) and math.isclose(hi, 0.59617, abs_tol=1e-4)
+    assert proportion_interval(0.5, se=0.05) == proportion_interval(0.5, n=100)  # n_eff = 0.25 / 0.0025
+    lo, hi = proportion_interval(0.0, n=20)
+    assert lo == 0.0 and math.isclose(hi, 3.8415 / 23.8415, rel_tol=1e-4)  # z²/(n + z²)
+    lo, hi = proportion_interval(0.96, se=0.028)
+    assert 0.0 <= lo < 0.96 < hi <= 1.0 and 0.96 + 1.96 * 0.028 > 1.0
+    assert proportion_interval(1.0, se=0.0, n=50)[1] == 1.0
+    assert all(math.isnan(x) for x in proportion_interval(0.7))  # no se, no n: no interval
+    with pytest.raises(ValueError, match="share"):
+        proportion_interval(1.2, se=0.1)
+    import pandas as pd
+
+    row = pd.Series(
+        {
+            "metric": "mn_compression_precision",
+            "value": 0.96,
+            "se": 0.028,
+            "ci_low": math.nan,
+            "ci_high": math.nan,
+            "n": 40,
+        }
+    )
+    _, lo, hi = interval(row)
+    assert (lo, hi) == proportion_interval(0.96, 0.028, 40) and hi <= 1.0
+    loss = pd.Series(
+        {"metric": "heldout_loss", "value": 0.96, "se": 0.028, "ci_low": math.nan, "ci_high": math.nan, "n": 40}
+    )
+    assert interval(loss)[2] == pytest.approx(0.96 + 1.96 * 0.028)  # not a share: ±1.96 SE
+
+
+def test_rank_auc_equals_the_share_of_correctly_ordered_pairs():
+    """Oracle: every (positive, negative) pair enumerated, ties counting one half."""
+    import itertools
+
+    import numpy as np
+
+    from interp.stats import rank_auc
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        y = rng.integers(0, 2, size=17)
+        x = rng.integers(0, 5, size=17).astype(float)  # many ties
+        pairs = [
+            1.0 if a > b else 0.5 if a == b else 0.0
+            for (a, ya), (b, yb) in itertools.product(zip(x, y), repeat=2)
+            if ya == 1 and yb == 0
+        ]
+        want = float(np.mean(pairs)) if pairs else float("nan")
+        got = rank_auc(x, y)
+        assert (np.isnan(got) and np.isnan(want)) or got == pytest.approx(want)
+    assert rank_auc([0.1, 0.9], [0, 1]) == 1.0 and rank_auc([0.9, 0.1], [0, 1]) == 0.0
+    assert np.isnan(rank_auc([0.1, 0.2], [1, 1]))
+    with pytest.raises(ValueError, match="shape"):
+        rank_auc([0.1, 0.2], [1])

@@ -92,7 +92,7 @@ def test_the_demo_recipe_retrained_is_competent(tmp_path):
     sys.path.insert(0, str(REPO / "experiments"))
     from demo_seeds import MAX_P_END_GAP, MIN_VALID, score
 
-    from interp.experiment import ExperimentConfig, run_experiment
+    from interp.jobs.experiment import ExperimentConfig, run_experiment
 
     cfg = replace(ExperimentConfig(), runs_dir=str(tmp_path))
     run_experiment(cfg, REPO, progress=False, retrain=True, log=lambda *_: None)

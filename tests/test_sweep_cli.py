@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.conftest import REPO
@@ -187,3 +188,77 @@ def test_sweep_under_accelerate_launch_two_processes_equals_one(run_dir, tmp_pat
     va = json.loads((tmp_path / "one" / "verdicts.json").read_text())["layers"]
     vb = json.loads((tmp_path / "two" / "verdicts.json").read_text())["layers"]
     assert [r["verdict"] for r in va] == [r["verdict"] for r in vb]
+
+
+def test_several_removals_write_verdicts_agreement_and_dose_response(run_dir, tmp_path):
+    """``--ablation zero,mean,resample,scale``: one verdict file per removal (each equal to the
+    library's sweep of that removal), the agreement table, the dose-response table and figure; the
+    regulariser reads the removal it names and refuses another's file."""
+    from interp.analysis import token_loss
+    from interp.analysis.removals import Removal
+    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.models import load_checkpoint
+    from interp.train.regularisers import layers_from_verdicts
+    from interp.worlds.encoding import encode_sequences
+    from interp.worlds.io import read_sequences
+
+    out = tmp_path / "sweep"
+    res = _cli(
+        "--model",
+        str(run_dir / "best"),
+        "--json",
+        "--n",
+        "10",
+        "--ablation",
+        "zero,mean,resample,scale",
+        "--scales",
+        "1,0.5,0",
+        "--draws",
+        "2",
+        "--n-boot",
+        "200",
+        "--out",
+        str(out),
+    )
+    assert res.returncode == 0, res.stderr
+    assert "verdicts by removal" in res.stderr + res.stdout
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["ablation"] == ["zero", "mean", "resample", "scale0.5", "scale0"]
+    for name in summary["ablation"]:
+        v = json.loads((out / f"verdicts_{name}.json").read_text())
+        assert v["ablation"]["name"] == name
+    assert json.loads((out / "verdicts.json").read_text())["ablation"]["name"] == "zero"  # the first removal
+    agree = pd.read_csv(out / "agreement.csv")
+    assert list(agree.columns[:6]) == ["layer", "zero", "mean", "resample", "scale0.5", "scale0"]
+    assert set(agree["dose_response"]) <= {"rising", "falling", "flat", "non-monotone"}
+    assert (agree["zero"] == agree["scale0"]).all()  # α = 0 is zero-out
+    dose = pd.read_csv(out / "dose_response.csv")
+    assert sorted(dose["alpha"].unique()) == [0.0, 0.5]
+    assert (out / "dose_response.png").read_bytes()[:4] == b"\x89PNG" and (out / "agreement.md").is_file()
+
+    ckpt = load_checkpoint(run_dir / "best")
+    seqs = read_sequences(run_dir / "data" / "test.txt", ckpt.world)[:10]
+    ids = encode_sequences(seqs, ckpt.world.vocab, ckpt.bridge.cfg.n_ctx)
+    mask = (ids != ckpt.world.vocab.pad_id).long()
+    mean = (
+        mlp_removal_sweep(
+            ckpt.bridge.eval(), ids, token_loss, mask, ablation=Removal("mean"), method="loop", higher_is_better=False
+        )
+        .per_layer()["mean_effect"]
+        .to_numpy()
+    )
+    got = [r["mean_effect"] for r in json.loads((out / "verdicts_mean.json").read_text())["layers"]]
+    assert np.allclose(got, mean, atol=1e-5)
+
+    n = int(ckpt.bridge.cfg.n_layers)
+    for which in ("harmful", "useful"):
+        assert (
+            layers_from_verdicts(out, which, n_layers=n, ablation="mean")
+            == json.loads((out / "verdicts_mean.json").read_text())[which]
+        )
+    with pytest.raises(ValueError, match="holds the verdicts of the 'zero' removal"):
+        layers_from_verdicts(out / "verdicts.json", "harmful", n_layers=n, ablation="mean")
+    bad = _cli(
+        "--model", str(run_dir / "best"), "--kind", "direct-effect", "--ablation", "mean", "--out", str(tmp_path / "x")
+    )
+    assert bad.returncode != 0 and "applies to the MLP sweep" in bad.stderr

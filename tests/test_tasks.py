@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from interp.benchmarks.pragworld import label_prompt, load_pragworld, write_pragworld_csv
+from interp.datasets.pragworld import label_prompt, load_pragworld, write_pragworld_csv
 
 CTX = ["A: did you put the apples in the box\nB: I did", "A: where is Bob\nB: he went to the garden"]
 
@@ -139,9 +139,10 @@ def test_sweep_eval_and_finetune_ask_a_row_identically(arch, folders, data_csv, 
 
     import interp.analysis.sweeps as sweeps
     import interp.metrics.pragworld_eval as ev
+    import interp.models.packing as packing
     from interp.config import FinetuneData
+    from interp.jobs.sweep import run_sweep
     from interp.models import load_bridge
-    from interp.sweep import run_sweep
     from interp.train.finetune_data import load_task
 
     folder = folders[arch]
@@ -154,7 +155,7 @@ def test_sweep_eval_and_finetune_ask_a_row_identically(arch, folders, data_csv, 
         return [ids[i][mask[i].bool()].tolist() for i in range(len(ids))]
 
     seen: dict[str, list[list[int]]] = {}
-    real_sweep, real_logits = sweeps.mlp_zero_sweep, ev.model_logits
+    real_sweep, real_logits, real_plan = sweeps.mlp_removal_sweep, ev.model_logits, packing.plan
 
     def spy_sweep(bridge, ids, metric, mask, *a, **k):
         seen["sweep"] = real(ids, mask)
@@ -164,8 +165,13 @@ def test_sweep_eval_and_finetune_ask_a_row_identically(arch, folders, data_csv, 
         seen.setdefault("eval", []).extend(real(ids, mask))
         return real_logits(model, ids, mask)
 
-    monkeypatch.setattr(sweeps, "mlp_zero_sweep", spy_sweep)
+    def spy_plan(seqs, *a, **k):  # label scoring shares prefixes by default: the rows it packs
+        seen.setdefault("eval", []).extend(list(map(list, seqs)))
+        return real_plan(seqs, *a, **k)
+
+    monkeypatch.setattr(sweeps, "mlp_removal_sweep", spy_sweep)
     monkeypatch.setattr(ev, "model_logits", spy_logits)
+    monkeypatch.setattr(packing, "plan", spy_plan)
     run_sweep(folder, data=data_csv, kind="mlp-zero", out=tmp_path / "s", n_boot=20)
     ev.evaluate_model(
         load_bridge(folder), load_pragworld(data_csv), tmp_path / "e.jsonl", prompt="label", progress=False
@@ -232,9 +238,9 @@ def test_loss_on_is_checked(tmp_path):
     with pytest.raises(ConfigError, match="loss_on"):
         load_finetune_config(bad)
     bad.write_text('[data]\nloss_on = "answer"\n')
-    with pytest.raises(ConfigError, match="needs pragworld data"):
+    with pytest.raises(ConfigError, match="needs pragworld or contrast data"):
         load_finetune_config(bad)
-    with pytest.raises(ValueError, match="needs pragworld data"):
+    with pytest.raises(ValueError, match="needs pragworld or contrast data"):
         FinetuneData(kind="world", loss_on="answer")
 
 
@@ -244,7 +250,7 @@ def test_dialogue_probes_are_asked_as_the_world_reads_them(tmp_path):
     from conftest import liven
 
     from interp.analysis.scoring import Batch, forward
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.pragworld import load_pragworld
     from interp.metrics.dialogue_qa import p_yes
     from interp.models import ModelConfig, build_gpt2, load_bridge, save_checkpoint
     from interp.tasks import YesNoTask

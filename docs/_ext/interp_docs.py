@@ -216,7 +216,7 @@ def room_modules(room: str) -> list[str]:
     return names
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _assigned_names(module) -> set[str]:
     """Names a module assigns at top level (its own constants, as opposed to imported ones)."""
     try:
@@ -509,7 +509,7 @@ def _import_path(dotted: str) -> Any:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _type_only_imports(modname: str) -> dict[str, str]:
     """``name → module.name`` for every ``from X import name`` in a module's source, at any depth."""
     try:

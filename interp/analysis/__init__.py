@@ -1,15 +1,19 @@
-"""Analysis: layer sweeps (PragWorld §6.2 MLP zero-out), direct-effect patching (§6.1), and
+"""Analysis: layer sweeps (PragWorld §6.2 MLP zero-out, and mean / resample / scale removals:
+:mod:`interp.analysis.removals`, their agreement: :mod:`interp.analysis.agreement`), direct-effect patching (§6.1), and
 useful / harmful / negligible / inconclusive layer verdicts (a cluster bootstrap band over all
 layers at once against a practical margin: :mod:`interp.analysis.verdicts`), saved with the model's
 fingerprint for the fine-tuning that reads them."""
 
+from interp.analysis.agreement import RemovalComparison, compare_removals
 from interp.analysis.attribution import activation_attribution, direct_effect_attribution, mlp_zero_attribution
 from interp.analysis.fingerprint import ModelMismatchError, check_fingerprint, model_fingerprint
 from interp.analysis.patching import PatchPair, direct_effect_patching, resid_cache
+from interp.analysis.paths import mlp_path_removal
 from interp.analysis.pragworld_sweep import pair_activation_patching, reference_pairs
 from interp.analysis.probe_verdicts import probe_verdicts
+from interp.analysis.removals import Removal
 from interp.analysis.scoring import Batch, Metric, forward, logit_diff, token_loss, two_way_prob
-from interp.analysis.sweeps import SweepResult, mlp_zero_sweep
+from interp.analysis.sweeps import SweepResult, mlp_removal_sweep, mlp_zero_sweep
 from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdicts
 
 __all__ = [
@@ -28,6 +32,7 @@ __all__ = [
     "layer_verdicts",
     "load_verdicts",
     "logit_diff",
+    "mlp_path_removal",
     "mlp_zero_sweep",
     "model_fingerprint",
     "pair_activation_patching",
@@ -36,4 +41,8 @@ __all__ = [
     "resid_cache",
     "token_loss",
     "two_way_prob",
+    "Removal",
+    "RemovalComparison",
+    "compare_removals",
+    "mlp_removal_sweep",
 ]

@@ -147,7 +147,7 @@ def activation_patching(
             )
         return val
 
-    fn_name, axis = COMPONENTS[component]
+    fn_name = COMPONENTS[component][0]
     with torch.no_grad(), _tl_device(bridge):
         clean_logits, cache = bridge.run_with_cache(to_model_device(bridge, clean))
         clean_value = metric(clean_logits, Batch(clean, None, torch.arange(n))).float().cpu()
@@ -155,34 +155,61 @@ def activation_patching(
             bridge, to_model_device(bridge, corrupted), cache, tl_metric, reduce="none", baseline=True
         )
     del cache
-    values = result.values.float().cpu()  # [layer, pos|head, n]
-    corrupted_value = result.baseline.float().cpu()  # [n]
+    meta = {
+        "component": component,
+        "metric": metric_name(metric),
+        "labels": labels,
+        "positions": int(clean.shape[1]),
+        "engine": f"transformer_lens.patching.{fn_name}",
+    }
+    return patching_map(
+        bridge, result.values.float().cpu().numpy(), clean_value.numpy(), result.baseline.float().cpu().numpy(), meta
+    )
+
+
+def patching_map(
+    bridge: Any,
+    values: np.ndarray,
+    clean_value: np.ndarray,
+    corrupted_value: np.ndarray,
+    meta: dict[str, Any],
+    *,
+    layers: list[int] | None = None,
+) -> PatchingMap:
+    """A :class:`PatchingMap` from the patched metric ``values`` ``[layer, pos|head, n]`` and the
+    clean / corrupted metric per example ``[n]``: ``effect = value − corrupted``, ``recovered =
+    effect / (clean − corrupted)`` (NaN where the gap is 0). ``meta`` needs ``component`` (and
+    gives ``positions``, the input length, and what else the caller records); the
+    axis, counts, means and the model's fingerprint are added. ``layers``: the layer of each row of
+    ``values`` (default 0, 1, …)."""
+    values = np.asarray(values, dtype=np.float64)
+    clean_value = np.asarray(clean_value, dtype=np.float64)
+    corrupted_value = np.asarray(corrupted_value, dtype=np.float64)
+    n_layers, n_second, n = values.shape
+    axis = COMPONENTS[meta["component"]][1]
     effect = values - corrupted_value
     gap = clean_value - corrupted_value
-    recovered = torch.where(gap.abs() > 1e-12, effect / gap, torch.full_like(effect, float("nan")))
-    n_layers, n_second, _ = values.shape
-    layer, second, example = np.meshgrid(np.arange(n_layers), np.arange(n_second), np.arange(n), indexing="ij")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recovered = np.where(np.abs(gap) > 1e-12, effect / gap, np.nan)
+    lays = np.arange(n_layers) if layers is None else np.asarray(layers)
+    layer, second, example = np.meshgrid(lays, np.arange(n_second), np.arange(n), indexing="ij")
     frame = pd.DataFrame(
         {
             "layer": layer.ravel(),
             axis: second.ravel(),
             "example": example.ravel(),
-            "value": values.numpy().ravel(),
-            "effect": effect.numpy().ravel(),
-            "recovered": recovered.numpy().ravel(),
+            "value": values.ravel(),
+            "effect": effect.ravel(),
+            "recovered": recovered.ravel(),
         }
     )
     meta = {
         "kind": "activation_patching",
-        "component": component,
         "axis": axis,
-        "metric": metric_name(metric),
         "n_examples": n,
-        "positions": int(clean.shape[1]),
         "clean_mean": float(clean_value.mean()),
         "corrupted_mean": float(corrupted_value.mean()),
-        "labels": labels,
-        "engine": f"transformer_lens.patching.{fn_name}",
+        **meta,
         "model": model_fingerprint(bridge),
     }
     return PatchingMap(frame, meta)
@@ -203,4 +230,4 @@ def legal_mass(legal: Tensor) -> Metric:
     return metric
 
 
-__all__ = ["COMPONENTS", "PatchingMap", "activation_patching", "legal_mass"]
+__all__ = ["COMPONENTS", "PatchingMap", "activation_patching", "legal_mass", "patching_map"]

@@ -57,7 +57,7 @@ kept, as layer verdicts need them (a test compares the two on one pair).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -231,17 +231,17 @@ def direct_effect_attribution(
     the cache): 2 forwards + 1 backward per length group, for every layer. Same frame as the exact
     function (``ablated = clean + effect``, an estimate).
     """
-    pairs = [p if isinstance(p, PatchPair) else PatchPair(*p) for p in pairs]
+    pair_list = [p if isinstance(p, PatchPair) else PatchPair(*p) for p in pairs]
     if not pairs:
         raise ValueError("direct_effect_attribution needs at least one pair")
     lays = _layers(bridge, layers)
-    cats = _categories(categories, len(pairs))
+    cats = _categories(categories, len(pair_list))
     names = HookNames(bridge)
     for layer in lays:
         check_site(Site(layer, "resid_pre"), bridge, names)
     hooks = [Site(layer, "resid_pre").hook_name for layer in lays]
-    origs = [_ids(p.original, f"pair {i}: original") for i, p in enumerate(pairs)]
-    alts = [_ids(p.altered, f"pair {i}: altered") for i, p in enumerate(pairs)]
+    origs = [_ids(p.original, f"pair {i}: original") for i, p in enumerate(pair_list)]
+    alts = [_ids(p.altered, f"pair {i}: altered") for i, p in enumerate(pair_list)]
     aligns = []
     for i, (o, a) in enumerate(zip(origs, alts)):
         try:
@@ -254,8 +254,8 @@ def direct_effect_attribution(
         cache = resid_cache(bridge, torch.stack([alts[i] for i in idx]), lays)
         for row, i in enumerate(idx):
             alt_acts[i] = {h: cache[h][row] for h in hooks}
-    clean = np.zeros(len(pairs))
-    effect = np.zeros((len(lays), len(pairs)))
+    clean = np.zeros(len(pair_list))
+    effect = np.zeros((len(lays), len(pair_list)))
     for _, idx in _by_length([len(o) for o in origs]).items():
         ids = torch.stack([origs[i] for i in idx])
         clean[idx], acts, grads = gradient_run(bridge, ids, metric, hooks, None, torch.as_tensor(idx))
@@ -266,9 +266,9 @@ def direct_effect_attribution(
                 delta = alt_acts[i][h][s.to(alt_acts[i][h].device)] - acts[h][row, d.to(acts[h].device)]
                 effect[j, i] = float((delta.float() * grads[h][row, d.to(grads[h].device)].float()).sum())
     rows = []
-    for i in range(len(pairs)):
+    for i in range(len(pair_list)):
         for j, layer in enumerate(lays):
-            row = {
+            record = {
                 "example": i,
                 "layer": layer,
                 "clean": clean[i],
@@ -279,8 +279,8 @@ def direct_effect_attribution(
                 "len_altered": len(alts[i]),
             }
             if cats is not None:
-                row["category"] = cats[i]
-            rows.append(row)
+                record["category"] = cats[i]
+            rows.append(record)
     meta = {
         "kind": "direct_effect_patching",
         "site": "resid_pre",
@@ -288,12 +288,12 @@ def direct_effect_attribution(
         "higher_is_better": bool(higher_is_better),
         "method": "attribution",
         "estimate": "AtP: sum over aligned (d,s) of (alt[s] - orig[d]) . grad(metric) at resid_pre[d]",
-        "n_examples": len(pairs),
+        "n_examples": len(pair_list),
         "layers": lays,
         "groups": "given" if groups is not None else OWN_GROUP,
         "model": model_fingerprint(bridge),
     }
-    return SweepResult(attach_groups(pd.DataFrame(rows), groups, len(pairs)), meta)
+    return SweepResult(attach_groups(pd.DataFrame(rows), groups, len(pair_list)), meta)
 
 
 # ---- activation patching (clean → corrupted) -------------------------------------------------------
@@ -304,6 +304,28 @@ def _component_hooks(component: str, layers: Sequence[int]) -> list[str]:
     return [Site(layer, comp).hook_name for layer in layers]
 
 
+@overload
+def activation_attribution(
+    bridge: Any,
+    clean: Int[Tensor, "n pos"],
+    corrupted: Int[Tensor, "n pos"],
+    metric: Metric,
+    components: str = ...,
+    *,
+    labels: list[str] | None = None,
+    batch_size: int | None = None,
+) -> PatchingMap: ...
+@overload
+def activation_attribution(
+    bridge: Any,
+    clean: Int[Tensor, "n pos"],
+    corrupted: Int[Tensor, "n pos"],
+    metric: Metric,
+    components: tuple[str, ...] | list[str],
+    *,
+    labels: list[str] | None = None,
+    batch_size: int | None = None,
+) -> dict[str, PatchingMap]: ...
 def activation_attribution(
     bridge: Any,
     clean: Int[Tensor, "n pos"],
@@ -325,7 +347,7 @@ def activation_attribution(
     ``batch_size`` bounds the rows of one forward (None: all).
     """
     single = isinstance(components, str)
-    comps = [components] if single else list(components)
+    comps: list[str] = [components] if isinstance(components, str) else list(components)
     bad = [c for c in comps if c not in ATTRIBUTION_COMPONENTS]
     if bad or not comps:
         raise ValueError(f"components must be among {', '.join(ATTRIBUTION_COMPONENTS)}, got {components!r}")
@@ -347,18 +369,20 @@ def activation_attribution(
     size = n if not batch_size else int(batch_size)
     clean_val, corr_val = np.zeros(n), np.zeros(n)
     est = {c: np.zeros((n_layers, n_heads if c == "heads" else n_pos, n)) for c in comps}
+
+    def keep(store: dict[str, Tensor], name: str):
+        """A hook that stores its activation under ``name`` in this batch's ``store``."""
+
+        def hook(act: Tensor, hook: Any) -> None:
+            store[name] = act.detach().clone()
+
+        return hook
+
     for start in range(0, n, size):
         sl = slice(start, min(n, start + size))
         idx = torch.arange(sl.start, sl.stop)
         got: dict[str, Tensor] = {}
-
-        def keep(name: str):
-            def hook(act: Tensor, hook: Any) -> None:
-                got[name] = act.detach().clone()
-
-            return hook
-
-        with bridge.hooks(fwd_hooks=[(h, keep(h)) for h in hooks]):
+        with bridge.hooks(fwd_hooks=[(h, keep(got, h)) for h in hooks]):
             clean_val[sl] = _score(metric, forward(bridge, clean[sl]), Batch(clean[sl], None, idx))
         corr_val[sl], acts, grads = gradient_run(bridge, corrupted[sl], metric, hooks, None, idx)
         for c in comps:
@@ -376,12 +400,12 @@ def activation_attribution(
         with np.errstate(divide="ignore", invalid="ignore"):
             recovered = np.where(np.abs(gap) > 1e-12, effect / gap, np.nan)
         L, S, _ = effect.shape
-        layer, second, example = np.meshgrid(np.arange(L), np.arange(S), np.arange(n), indexing="ij")
+        layer_at, second_at, example_at = np.meshgrid(np.arange(L), np.arange(S), np.arange(n), indexing="ij")
         frame = pd.DataFrame(
             {
-                "layer": layer.ravel(),
-                axis: second.ravel(),
-                "example": example.ravel(),
+                "layer": layer_at.ravel(),
+                axis: second_at.ravel(),
+                "example": example_at.ravel(),
                 "value": value.ravel(),
                 "effect": effect.ravel(),
                 "recovered": recovered.ravel(),

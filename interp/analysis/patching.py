@@ -104,17 +104,17 @@ def direct_effect_patching(
         )
     if method != "exact":
         raise ValueError(f"method must be 'exact' or 'attribution', got {method!r}")
-    pairs = [p if isinstance(p, PatchPair) else PatchPair(*p) for p in pairs]
+    pair_list = [p if isinstance(p, PatchPair) else PatchPair(*p) for p in pairs]
     if not pairs:
         raise ValueError("direct_effect_patching needs at least one pair")
     lays = _layers(bridge, layers)
-    cats = _categories(categories, len(pairs))
+    cats = _categories(categories, len(pair_list))
     names = HookNames(bridge)
     for layer in lays:
         check_site(Site(layer, "resid_pre"), bridge, names)
 
     rows = []
-    for i, pair in enumerate(pairs):
+    for i, pair in enumerate(pair_list):
         orig = _ids(pair.original, f"pair {i}: original")[None]
         alt = _ids(pair.altered, f"pair {i}: altered")[None]
         try:
@@ -149,12 +149,12 @@ def direct_effect_patching(
         "site": "resid_pre",
         "metric": metric_name(metric),
         "higher_is_better": bool(higher_is_better),
-        "n_examples": len(pairs),
+        "n_examples": len(pair_list),
         "layers": lays,
         "groups": "given" if groups is not None else OWN_GROUP,
         "model": model_fingerprint(bridge),
     }
-    frame = attach_groups(pd.DataFrame(rows), groups, len(pairs))
+    frame = attach_groups(pd.DataFrame(rows), groups, len(pair_list))
     frame["clean"] = frame["clean"].astype(np.float64)
     return SweepResult(frame, meta)
 

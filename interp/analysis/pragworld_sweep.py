@@ -1,6 +1,6 @@
 """Layer sweeps on PragWorld examples (paper §6.1–6.2): the pairs and patching maps behind
 ``interp sweep --model M --data FILE.csv`` (the job — loading, files, figures — is
-:func:`interp.sweep.run_pragworld_sweep`).
+:func:`interp.jobs.task_sweep.run_pragworld_sweep`).
 
 The examples are the rows of a PragWorld CSV (the published manual split, the synthetic split or a
 file written by the dialogue world), asked through :class:`interp.tasks.YesNoTask` — the
@@ -196,4 +196,52 @@ def pair_activation_patching(
     return maps, info
 
 
-__all__ = ["pair_activation_patching", "reference_pairs"]
+def reference_patch_pairs(bridge: Any, task: Any) -> tuple[list[Any], list[int], list[Any], np.ndarray, dict[str, int]]:
+    """``direct-effect`` on PragWorld rows: ``(pairs, gold, categories, groups, skipped)`` — a
+    :class:`~interp.analysis.patching.PatchPair` (original ids, altered ids) per pair the reference
+    patches (:func:`reference_pairs`), the altered row's gold (the metric's), its category, the
+    original's group; raises when there is none."""
+    from interp.analysis.patching import PatchPair
+
+    candidates, skipped = reference_pairs(bridge, task)
+    if not candidates:
+        raise ValueError(
+            f"no (original, alteration) pair where the model answers the alteration correctly and "
+            f"changes its answer (skipped: {skipped})"
+        )
+    pairs = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in candidates]
+    gold, cats = task.gold, task.categories
+    return (
+        pairs,
+        [int(gold[i]) for _, i in candidates],
+        [cats[i] for _, i in candidates],
+        task.pair_groups(candidates),
+        skipped,
+    )
+
+
+def reference_activation_patching(
+    bridge: Any, task: Any, *, method: str = "exact", batch_size: int | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``activation-patching`` on PragWorld rows: :func:`pair_activation_patching` of the pairs the
+    reference patches (:func:`reference_pairs`); ``info["skipped"]`` counts every pair left out by
+    reason (the reference's filter and unequal token lengths). Raises when none is left."""
+    candidates, skipped = reference_pairs(bridge, task)
+    if not candidates:
+        raise ValueError(
+            f"no (original, alteration) pair where the model answers the alteration correctly and "
+            f"changes its answer (skipped: {skipped})"
+        )
+    if all(len(task.ids[o]) != len(task.ids[i]) for o, i in candidates):
+        raise ValueError(
+            f"none of the {len(candidates)} (original, alteration) pairs the reference patches has "
+            f"prompts of equal token length (skipped before: {skipped}); activation patching runs "
+            "position by position — --kind direct-effect aligns the positions instead"
+        )
+    maps, got = pair_activation_patching(bridge, task, candidates, method=method, batch_size=batch_size)
+    skipped.update(got["skipped"])
+    got["skipped"] = skipped
+    return maps, got
+
+
+__all__ = ["pair_activation_patching", "reference_activation_patching", "reference_pairs", "reference_patch_pairs"]

@@ -13,8 +13,9 @@ original blocks are put back on exit, also when the forward raises.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int, Shaped
@@ -52,8 +53,33 @@ def block_output_is_tuple(bridge: Any) -> bool:
     return bool(seen and seen[0])
 
 
+def mlp_removed_residual(
+    resid_pre: Float[Tensor, "*batch d_model"],
+    attn_out: Float[Tensor, "*batch d_model"],
+    mlp_out: Float[Tensor, "*batch d_model"],
+    resid_post: Float[Tensor, "*batch d_model"],
+) -> Float[Tensor, "*batch d_model"] | None:
+    """The residual block ℓ + 1 receives with block ℓ's MLP output removed, ``resid_pre + attn_out``,
+    when the block only adds its MLP output (``resid_post = resid_pre + attn_out + mlp_out`` within a
+    few roundings of the activations' dtype: sequential GPT-2/Llama blocks, parallel GPT-J/NeoX ones);
+    None when it does not (Gemma-2's post-MLP norm, OLMo-2's post-norms): the caller then reruns the
+    block with a hook. The sum is exact where ``resid_post − mlp_out`` is not: an MLP that writes a
+    large activation leaves ``resid_post`` with too few digits for the rest in half precision
+    (bfloat16 SmolLM2: P(gold) 0.049 off the loop). The one place the reuse and prefix sweeps get
+    their resume point (``tests/test_precision.py``)."""
+    mid = resid_pre + attn_out
+    scale = float(resid_post.abs().max()) or 1.0
+    rtol = max(1e-4, 4 * torch.finfo(resid_post.dtype).eps)  # a few roundings of the model's dtype
+    return mid if torch.allclose(mid + mlp_out, resid_post, rtol=rtol, atol=rtol * 0.1 * scale) else None
+
+
 @contextmanager
-def _skipping(bridge: Any, layer: int, residual: Tensor, as_tuple: bool) -> Iterator[None]:
+def skipping_blocks(
+    bridge: Any, layer: int, residual: Float[Tensor, "batch pos d_model"], as_tuple: bool
+) -> Iterator[None]:
+    """Inside the block, any forward of ``bridge`` enters block ``layer`` with ``residual`` and runs
+    no block before it (the swap :func:`resume_forward` makes, for callers that run their own
+    forward: a packed one, :mod:`interp.analysis.prefix`)."""
     blocks = bridge.blocks
     originals = [blocks[i] for i in range(layer)]
     try:
@@ -88,8 +114,8 @@ def resume_forward(
         return forward(bridge, tokens, attention_mask)
     if as_tuple is None:
         as_tuple = block_output_is_tuple(bridge)
-    with _skipping(bridge, layer, residual, as_tuple):
+    with skipping_blocks(bridge, layer, residual, as_tuple):
         return forward(bridge, tokens, attention_mask)
 
 
-__all__ = ["block_output_is_tuple", "resume_forward"]
+__all__ = ["block_output_is_tuple", "mlp_removed_residual", "resume_forward", "skipping_blocks"]

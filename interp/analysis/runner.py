@@ -1,4 +1,4 @@
-"""The pieces a layer sweep runs with (:mod:`interp.sweep` puts them together for ``interp sweep``):
+"""The pieces a layer sweep runs with (:mod:`interp.jobs.sweep` puts them together for ``interp sweep``):
 
 - ``--layers`` parsing and checking (:func:`parse_layers`, :func:`check_layers`);
 - the edit pairs of world sequences: :func:`state_change_pairs` (one token replaced by another
@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,7 +186,7 @@ def is_main(acc: Any | None) -> bool:
     return acc is None or bool(acc.is_main_process)
 
 
-def sharded(run: Any, n: int, acc: Any | None) -> SweepResult:
+def sharded(run: Callable[[slice], SweepResult], n: int, acc: Any | None) -> SweepResult:
     """Run a sweep on this process's share of ``n`` examples and gather every process's rows.
 
     ``run(part)`` gets a ``slice`` of the examples and returns a :class:`SweepResult` over them;

@@ -9,7 +9,8 @@ token) and look up the rows of the current chunk with ``gold[batch.index]``.
 
 Helpers
 - :func:`logit_diff` — ``logit[pos] − logit[neg]`` at the last non-padding position (the ARENA
-  / IOI style metric); ids may be one id for all examples or one per example.
+  / IOI style metric); ids may be one id for all examples or one per example. It is
+  :func:`interp.tasks.contrast.logit_diff`, the metric of :meth:`interp.tasks.ContrastTask.logit_diff_metric`.
 - :func:`two_way_prob` — PragWorld's interpretability score (§ "Prompting and parsing",
   used by §6.1 and §6.2): the softmax over just the " yes" and " no" logits at the last position,
   and the probability it gives the *gold* answer. ``> 0.5`` means the model answers correctly.
@@ -23,9 +24,9 @@ be left- or right-padded; forwards get ``position_ids`` counted over non-padding
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import torch
 from jaxtyping import Float, Int, Shaped
@@ -33,6 +34,7 @@ from torch import Tensor
 
 from interp.hooks import last_positions
 from interp.models.device import model_device
+from interp.tasks.contrast import logit_diff  # the one implementation (ContrastTask.logit_diff_metric's)
 from interp.tasks.yesno import two_way_prob  # the one implementation (YesNoTask.metric's)
 
 Metric = Callable[..., Tensor]
@@ -54,6 +56,10 @@ class Batch:
         return last_positions(self.attention_mask)
 
 
+@overload
+def to_model_device(bridge: Any, tensor: Tensor) -> Tensor: ...
+@overload
+def to_model_device(bridge: Any, tensor: None) -> None: ...
 def to_model_device(bridge: Any, tensor: Tensor | None) -> Tensor | None:
     """``tensor`` moved to where ``bridge`` takes its inputs (None stays None).
 
@@ -76,34 +82,6 @@ def forward(
         kwargs["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
     with torch.no_grad():
         return bridge(tokens, **kwargs)
-
-
-def _per_example(value: int | Sequence[int] | Tensor, batch: Batch, what: str) -> Tensor:
-    t = torch.as_tensor(value, dtype=torch.long)
-    if t.dim() == 0:
-        return t.expand(batch.tokens.shape[0])
-    if t.dim() != 1:
-        raise ValueError(f"{what} must be one id or one id per example, got shape {tuple(t.shape)}")
-    return t[batch.index]
-
-
-def _last_logits(logits: Tensor, batch: Batch) -> Tensor:
-    rows = torch.arange(logits.shape[0], device=logits.device)
-    return logits[rows, batch.last().to(logits.device)].float()
-
-
-def logit_diff(pos_ids: int | Sequence[int] | Tensor, neg_ids: int | Sequence[int] | Tensor) -> Metric:
-    """Metric: ``logit[pos] − logit[neg]`` at each row's last non-padding position."""
-
-    def metric(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[Tensor, " batch"]:
-        last = _last_logits(logits, batch)
-        rows = torch.arange(last.shape[0])
-        pos = _per_example(pos_ids, batch, "pos_ids").to(last.device)
-        neg = _per_example(neg_ids, batch, "neg_ids").to(last.device)
-        return last[rows, pos] - last[rows, neg]
-
-    metric.__name__ = "logit_diff"
-    return metric
 
 
 def token_loss(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[Tensor, " batch"]:

@@ -12,19 +12,30 @@ Three ways to run the same sweep (``method=``), equal to 1e-5 (tested):
   :func:`~interp.hooks.intervene` forward per layer, ``1 + n_layers`` full forwards per chunk.
 - ``"reuse"`` (the default): the blocks before ℓ compute the same as in the clean run, so they are
   not recomputed. One clean forward caches, per swept layer, the residual the next block would
-  receive with the MLP zeroed — ``resid_post − mlp_out`` — and each variant resumes at block ℓ+1
+  receive with the MLP zeroed — ``resid_pre + attn_out`` — and each variant resumes at block ℓ+1
   from it (:func:`~interp.analysis.resume.resume_forward`), running ``n_layers − 1 − ℓ`` blocks
-  instead of ``n_layers``. That subtraction assumes the block adds its MLP output to the residual
+  instead of ``n_layers``. That assumes the block adds its MLP output to the residual
   (``resid_post = resid_pre + attn_out + mlp_out``: sequential GPT-2/Llama blocks and parallel
-  GPT-J/NeoX blocks alike); the first chunk checks that identity on the clean run, and a layer
-  where it fails (e.g. a post-MLP norm) resumes at block ℓ with the zero hook instead, which is
-  exact for any block. ``bench/sweep_reuse.py`` measures it against the loop.
+  GPT-J/NeoX blocks alike); the first chunk checks that identity on the clean run (to a tolerance
+  of a few roundings of the model's dtype), and a layer where it fails (e.g. a post-MLP norm)
+  resumes at block ℓ with the zero hook instead, which is exact for any block.
+  ``bench/sweep_reuse.py`` measures it against the loop. The sum is the block's own residual
+  before its MLP (bitwise, for a sequential block): ``resid_post − mlp_out`` would equal it in
+  float32 but not in bfloat16/float16, where an MLP that writes a large activation leaves
+  ``resid_post`` rounded to that activation's precision and the subtraction cancels (measured on
+  SmolLM2 in bfloat16: P(gold) off by 0.05 from the loop; ``tests/test_precision.py``).
 - ``"batched"``: the ``n_layers`` ablated variants of a chunk stacked into one forward of
   ``n_layers × chunk`` rows, where layer ℓ's hook zeroes only the rows of variant ℓ (fewer Python
   calls, more rows; measured slower than ``reuse`` on a 2-core CPU — see the benchmark).
+- ``"prefix"``: ``reuse`` over rows laid out as token tries, so a prefix several rows share (a
+  PragWorld group's conversation, a template's opening) is read once per variant and only each
+  row's last position is scored (:mod:`interp.analysis.prefix`; the metric must read the last
+  position only, e.g. ``two_way_prob`` or ``logit_diff``). For the removals that act on every
+  position alike (zero, scale, mean); a ``resample`` sweep runs ``reuse`` instead (``meta``
+  says so).
 
-Memory: ``reuse`` keeps one ``[chunk, pos, d_model]`` tensor per swept layer (``resid_post −
-mlp_out``) and nothing else; ``batch_size`` bounds the chunk. For a 7B-class model (32 layers,
+Memory: ``reuse`` keeps one ``[chunk, pos, d_model]`` tensor per swept layer (``resid_pre +
+attn_out``) and nothing else; ``batch_size`` bounds the chunk. For a 7B-class model (32 layers,
 d_model 4096, bf16) a chunk of 8 × 512 tokens caches 32 × 8 × 512 × 4096 × 2 B ≈ 1.1 GB; halve the
 chunk or sweep a subset of layers (``layers=``) to halve it. Nothing else is cached: no attention
 patterns, no MLP hidden activations.
@@ -44,12 +55,31 @@ from jaxtyping import Int, Shaped
 from torch import Tensor
 
 from interp.analysis.fingerprint import model_fingerprint
-from interp.analysis.resume import block_output_is_tuple, resume_forward
+from interp.analysis.removals import (
+    Removal,
+    check_right_padded,
+    class_sums,
+    mean_replacement,
+    reference_rows,
+    resample_sources,
+)
+from interp.analysis.resume import block_output_is_tuple, mlp_removed_residual, resume_forward
 from interp.analysis.scoring import Batch, Metric, forward, metric_name
-from interp.hooks import HookNames, InterventionError, Site, check_site, intervene, zero
+from interp.hooks import (
+    HookNames,
+    Intervention,
+    InterventionError,
+    Site,
+    Source,
+    check_site,
+    intervene,
+    patch,
+    scale,
+    zero,
+)
 from interp.results import mean_se, save_result
 
-METHODS = ("reuse", "loop", "batched")
+METHODS = ("reuse", "loop", "batched", "prefix")
 
 
 @dataclass
@@ -215,51 +245,129 @@ def mlp_zero_sweep(
     ``batch.attention_mask``, not the full input's width);
     ``higher_is_better`` is recorded for the verdicts (False for a loss). The bridge should be in
     eval mode. Hooks are removed on return and on error. The AtP estimate of this sweep (same
-    arguments, same frame) is :func:`interp.analysis.attribution.mlp_zero_attribution`.
+    arguments, same frame) is :func:`interp.analysis.attribution.mlp_zero_attribution`; the other
+    removals (mean, resample, scale): :func:`mlp_removal_sweep`, of which this is the zero case.
     """
     if method == "attribution":  # the estimate builds on this module, so it is called, not dispatched to
         raise ValueError(
             "method='attribution': call interp.analysis.attribution.mlp_zero_attribution (same "
             "arguments, same frame) for the estimate of this sweep"
         )
+    return mlp_removal_sweep(
+        bridge,
+        inputs,
+        metric,
+        attention_mask,
+        layers,
+        ablation=Removal("zero"),
+        categories=categories,
+        groups=groups,
+        batch_size=batch_size,
+        method=method,
+        higher_is_better=higher_is_better,
+    )
+
+
+def mlp_removal_sweep(
+    bridge: Any,
+    inputs: Int[Tensor, "n pos"],
+    metric: Metric,
+    attention_mask: Shaped[Tensor, "n pos"] | None = None,
+    layers: Sequence[int] | None = None,
+    *,
+    ablation: Removal | str = "zero",
+    reference: Sequence[int] | np.ndarray | None = None,
+    rows: Sequence[int] | np.ndarray | None = None,
+    categories: Sequence[Any] | None = None,
+    groups: Sequence[Any] | np.ndarray | None = None,
+    batch_size: int | None = 64,
+    method: str = "reuse",
+    higher_is_better: bool = True,
+) -> SweepResult:
+    """Remove ``mlp_out`` of each layer in the way ``ablation`` says (a :class:`Removal` or the name
+    of a kind without parameters: ``zero``, ``mean``, ``resample``; see
+    :mod:`interp.analysis.removals`) and score every example; the arguments and the frame are
+    :func:`mlp_zero_sweep`'s.
+
+    ``reference``: the rows of ``inputs`` the ``mean`` is taken over and the ``resample`` sources are
+    drawn from (None: all rows; e.g. the discovery half of a confirmation split). ``rows``: the rows
+    to score (None: all); the frame's ``example`` numbers them 0.. in that order, while
+    ``categories`` / ``groups`` and the metric's ``batch.index`` are rows of ``inputs`` (the
+    resample draws read every row's group) — so a process of a sharded run scores its share against the whole reference.
+    The three methods are equal to 1e-5 for every kind (tested): ``loop`` applies the
+    :mod:`interp.hooks` intervention (``zero``, ``scale``; ``mean`` and ``resample`` as a ``patch``
+    from the replacement, the resample source run by the intervention itself), ``reuse`` resumes
+    each variant after block ℓ from ``resid_pre + attn_out + r(mlp_out)``, ``batched`` writes
+    ``r`` into the stacked rows of its variant. ``meta["ablation"]`` records the removal and its
+    settings; rows a resample found no source for are left out and counted in ``meta["skipped"]``.
+    """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    removal = ablation if isinstance(ablation, Removal) else Removal(str(ablation))
     if inputs.dim() != 2:
         raise ValueError(f"inputs must be token ids [n, pos], got shape {tuple(inputs.shape)}")
-    n = int(inputs.shape[0])
+    n_all = int(inputs.shape[0])
     if attention_mask is not None and tuple(attention_mask.shape) != tuple(inputs.shape):
         raise ValueError(f"attention_mask {tuple(attention_mask.shape)} ≠ inputs {tuple(inputs.shape)}")
+    scored = np.arange(n_all) if rows is None else reference_rows(n_all, rows)
+    if rows is not None and len(scored) != len(list(rows)):
+        raise ValueError("rows: each row once, please (sorted order is used)")
+    n = len(scored)
     lays = _layers(bridge, layers)
-    cats = _categories(categories, n)
+    cats = _categories(categories, n_all)
+    if groups is not None and len(groups) != n_all:
+        raise ValueError(f"{len(groups)} group ids for {n_all} examples")
     names = HookNames(bridge)
     for layer in lays:
         check_site(Site(layer, "mlp_out"), bridge, names)
+    replace = _Replacements(bridge, inputs, attention_mask, lays, removal, reference, groups, batch_size)
 
-    clean = np.zeros(n)
-    ablated = np.zeros((len(lays), n))
-    reuse = _Reuse(bridge, lays) if method == "reuse" else None
-    for idx in _chunks(n, batch_size, attention_mask):
+    clean = np.zeros(n_all)
+    ablated = np.zeros((len(lays), n_all))
+    prefix, fallback = None, None
+    if method == "prefix":  # the engine lives in its own module (interp.analysis.prefix)
+        from interp.analysis.prefix import PrefixSweep, prefix_safe, rows_of
+
+        if prefix_safe(removal):
+            prefix = PrefixSweep(bridge, lays, removal, replace.means)
+            width = int(inputs.shape[1])
+            idx = scored
+            clean[idx], ablated[:, idx], packing = prefix.run(
+                rows_of(inputs[idx], None if attention_mask is None else attention_mask[idx]),
+                metric,
+                batch_tokens=max(width, (batch_size or n) * width),
+            )
+        else:
+            fallback = f"{removal.kind} ties a position's replacement to its row: run by reuse, unshared"
+    reuse = _Reuse(bridge, lays, replace) if method == "reuse" or fallback else None
+    sub_mask = None if attention_mask is None else attention_mask[scored]
+    for local in [] if prefix is not None else _chunks(n, batch_size, sub_mask):
+        idx = scored[local]
         ids, mask = _trim(inputs[idx], None if attention_mask is None else attention_mask[idx])
-        batch = Batch(ids, mask, torch.as_tensor(idx, dtype=torch.long))
+        batch = Batch(ids, mask, torch.as_tensor(idx, dtype=torch.long))  # rows of inputs: per-row metric data
         if reuse is not None:
-            clean[idx], ablated[:, idx] = reuse(metric, batch)
+            clean[idx], ablated[:, idx] = reuse(metric, batch, idx)
             continue
         clean[idx] = _score(metric, forward(bridge, ids, mask), batch)
-        if method == "loop":
-            for j, layer in enumerate(lays):
-                with intervene(bridge, [zero(Site(layer, "mlp_out"))], attention_mask=mask) as active:
-                    logits = forward(bridge, ids, mask)
-                if active.calls != [1]:
-                    raise InterventionError(f"zeroing mlp_out:{layer} fired {active.calls} times in one forward")
-                ablated[j, idx] = _score(metric, logits, batch)
-        else:
-            ablated[:, idx] = _batched(bridge, metric, batch, lays)
+        for d in range(replace.n_draws):
+            if method == "loop":
+                for j, layer in enumerate(lays):
+                    iv, sources = replace.intervention(layer, idx, ids.shape[1], d)
+                    with intervene(bridge, [iv], sources=sources, attention_mask=mask) as active:
+                        logits = forward(bridge, ids, mask)
+                    if active.calls != [1]:
+                        raise InterventionError(f"{iv.describe()} fired {active.calls} times in one forward")
+                    ablated[j, idx] += _score(metric, logits, batch) / replace.n_draws
+            else:
+                ablated[:, idx] += _batched(bridge, metric, batch, lays, replace, idx, d) / replace.n_draws
 
-    rows = []
+    out = []
     for j, layer in enumerate(lays):
-        for i in range(n):
+        for k, i in enumerate(scored):
+            if replace.skipped[i]:
+                continue
             row = {
-                "example": i,
+                "example": k,
                 "layer": layer,
                 "clean": clean[i],
                 "ablated": ablated[j, i],
@@ -267,9 +375,12 @@ def mlp_zero_sweep(
             }
             if cats is not None:
                 row["category"] = cats[i]
-            rows.append(row)
+            out.append(row)
+    frame = pd.DataFrame(
+        out, columns=["example", "layer", "clean", "ablated", "effect"] + (["category"] if cats is not None else [])
+    )
     meta = {
-        "kind": "mlp_zero",
+        "kind": "mlp_zero" if removal.kind == "zero" else f"mlp_{removal.kind}",
         "metric": metric_name(metric),
         "higher_is_better": bool(higher_is_better),
         "method": method,
@@ -277,33 +388,167 @@ def mlp_zero_sweep(
         "layers": lays,
         "groups": "given" if groups is not None else OWN_GROUP,
         "model": model_fingerprint(bridge),
+        "ablation": {**removal.to_dict(), **replace.settings()},
     }
-    if reuse is not None:
-        meta["resumed_after_block"] = [layer for layer in lays if reuse.additive.get(layer, True)]
-    return SweepResult(attach_groups(pd.DataFrame(rows), groups, n), meta)
+    if replace.skipped[scored].any():
+        meta["skipped"] = {
+            "no resample source at least as long, outside the row's group": int(replace.skipped[scored].sum())
+        }
+    additive = reuse.additive if reuse is not None else prefix.additive if prefix is not None else None
+    if additive is not None:
+        meta["resumed_after_block"] = [layer for layer in lays if additive.get(layer, True)]
+    if prefix is not None:
+        meta["packing"] = packing.stats()
+    if fallback:
+        meta["prefix_fallback"] = fallback
+    g_local = None if groups is None else np.asarray(list(groups))[scored]
+    return SweepResult(attach_groups(frame, g_local, n), meta)
+
+
+class _Replacements:
+    """``r(mlp_out)`` of a removal for a chunk and a layer (:mod:`interp.analysis.removals`): the
+    tensor the reuse engine adds to ``resid_pre + attn_out``, and the equivalent intervention of
+    the loop. ``mean``: the reference's first-token and later-position means of every swept layer,
+    computed once by forwards over the reference rows; ``resample``: the draws (the same for every
+    layer), each source chunk run once per draw."""
+
+    def __init__(
+        self,
+        bridge: Any,
+        inputs: Tensor,
+        mask: Tensor | None,
+        layers: list[int],
+        removal: Removal,
+        reference: Any,
+        groups: Any,
+        batch_size: int | None,
+    ):
+        self.bridge, self.inputs, self.mask, self.layers, self.removal = bridge, inputs, mask, layers, removal
+        n = int(inputs.shape[0])
+        self.kind = removal.kind
+        self.ref = reference_rows(n, reference)
+        self.n_draws = int(removal.draws) if self.kind == "resample" else 1
+        self.skipped = np.zeros(n, dtype=bool)
+        self.means: dict[int, tuple[Tensor, Tensor]] = {}
+        self._counts: tuple[int, int] = (0, 0)
+        self._source_cache: dict[tuple[int, ...], dict[int, Tensor]] = {}
+        if self.kind in ("mean", "resample"):
+            check_right_padded(mask, self.kind)
+        lengths = (np.full(n, inputs.shape[1]) if mask is None else mask.sum(1).cpu().numpy()).astype(int)
+        if self.kind == "resample":
+            self.sources, self.skipped = resample_sources(lengths, self.n_draws, removal.seed, self.ref, groups)
+        if self.kind == "mean":
+            self._reference_means(batch_size)
+
+    def settings(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.kind in ("mean", "resample"):
+            out["reference"] = (
+                "all rows"
+                if len(self.ref) == len(self.skipped)
+                else f"{len(self.ref)} of {len(self.skipped)} rows (given)"
+            )
+            out["n_reference"] = int(len(self.ref))
+        if self.kind == "mean":
+            out["n_first"], out["n_later"] = self._counts
+        return out
+
+    def _capture(self, ids: Tensor, mask: Tensor | None) -> dict[int, Tensor]:
+        got: dict[int, Tensor] = {}
+
+        def keep(layer: int):
+            def hook(act: Tensor, hook: Any) -> None:
+                got[layer] = act.detach()
+
+            return hook
+
+        with self.bridge.hooks(fwd_hooks=[(Site(layer, "mlp_out").hook_name, keep(layer)) for layer in self.layers]):
+            forward(self.bridge, ids, mask)
+        return got
+
+    def _reference_means(self, batch_size: int | None) -> None:
+        sums: dict[int, list[Any]] = {layer: [0.0, 0.0] for layer in self.layers}
+        n_first = n_later = 0
+        sub = None if self.mask is None else self.mask[self.ref]
+        for local in _chunks(len(self.ref), batch_size, sub):
+            idx = self.ref[local]
+            ids, mask = _trim(self.inputs[idx], None if self.mask is None else self.mask[idx])
+            outs = self._capture(ids, mask)
+            for layer in self.layers:
+                f, later, nf, nl = class_sums(outs[layer], mask)
+                sums[layer][0] = sums[layer][0] + f
+                sums[layer][1] = sums[layer][1] + later
+            n_first, n_later = n_first + nf, n_later + nl
+        if n_later == 0:
+            raise ValueError("mean ablation: the reference rows have no position after the first token")
+        self._counts = (n_first, n_later)
+        for layer in self.layers:
+            self.means[layer] = (sums[layer][0] / n_first, sums[layer][1] / n_later)
+
+    def source_ids(self, idx: np.ndarray, width: int, d: int) -> tuple[Tensor, Tensor | None]:
+        """The resample sources of the chunk's rows (draw ``d``), cut to the chunk's width: a source
+        is at least as long as its row, and the cut keeps exactly the outputs of its first tokens."""
+        src = self.sources[idx, d]
+        ids = self.inputs[src][:, :width]
+        mask = None if self.mask is None else self.mask[src][:, :width]
+        return ids, mask
+
+    def tensor(self, layer: int, idx: np.ndarray, clean_mlp: Tensor | None, width: int, d: int) -> Tensor | None:
+        """``r`` for the chunk's rows at ``layer`` (draw ``d``); None for zero."""
+        if self.kind == "zero":
+            return None
+        if self.kind == "scale":
+            if clean_mlp is None or self.removal.factor is None:
+                raise ValueError("scale needs the clean MLP output and a factor")
+            return clean_mlp * self.removal.factor
+        if self.kind == "mean":
+            first, later = self.means[layer]
+            like = next(self.bridge.parameters())
+            return mean_replacement(first, later, len(idx), width).to(device=like.device, dtype=like.dtype)
+        key = (d, width, *map(int, idx))
+        if key not in self._source_cache:  # one source forward per (chunk, draw), every layer at once
+            self._source_cache = {key: self._capture(*self.source_ids(idx, width, d))}
+        return self._source_cache[key][layer]
+
+    def intervention(self, layer: int, idx: np.ndarray, width: int, d: int) -> tuple[Intervention, dict[str, Any]]:
+        """The :mod:`interp.hooks` intervention of the loop method and its sources."""
+        site = Site(layer, "mlp_out")
+        if self.kind == "zero":
+            return zero(site), {}
+        if self.kind == "scale":
+            return scale(site, float(self.removal.factor or 0.0)), {}
+        if self.kind == "mean":
+            return patch(site, source="mean"), {"mean": {site.hook_name: self.tensor(layer, idx, None, width, d)}}
+        ids, mask = self.source_ids(idx, width, d)  # the intervention runs the source rows itself
+        return patch(site, source="draw"), {"draw": Source(tokens=ids, attention_mask=mask)}
 
 
 class _Reuse:
-    """The ``"reuse"`` method: one clean forward that caches ``resid_post − mlp_out`` per layer,
-    then one resumed forward per layer (see the module docstring)."""
+    """The ``"reuse"`` method: one clean forward that caches ``resid_pre + attn_out`` per layer (and
+    ``mlp_out`` for ``scale``), then one resumed forward per layer (and draw) from
+    ``resid_pre + attn_out + r(mlp_out)`` (:func:`~interp.analysis.resume.mlp_removed_residual`;
+    see the module docstring)."""
 
-    def __init__(self, bridge: Any, layers: list[int]):
-        self.bridge, self.layers = bridge, layers
+    def __init__(self, bridge: Any, layers: list[int], replace: _Replacements):
+        self.bridge, self.layers, self.replace = bridge, layers, replace
         self.as_tuple = block_output_is_tuple(bridge)
         self.additive: dict[int, bool] = {}  # per layer, checked on the first chunk
+        self.keep_mlp = replace.kind == "scale"
 
     def _components(self, layer: int) -> tuple[str, ...]:
         if not self.additive:  # first chunk: everything the additivity check needs
             return ("resid_pre", "attn_out", "mlp_out", "resid_post")
-        return ("mlp_out", "resid_post") if self.additive[layer] else ("resid_pre",)
+        if not self.additive[layer]:
+            return ("resid_pre",)
+        return ("resid_pre", "attn_out", "mlp_out") if self.keep_mlp else ("resid_pre", "attn_out")
 
     def _clean_run(self, metric: Metric, batch: Batch) -> tuple[np.ndarray, dict[tuple[int, str], Tensor]]:
         cache: dict[tuple[int, str], Tensor] = {}
 
         def keep(layer: int, comp: str):
             def hook(act: Tensor, hook: Any) -> None:
-                if comp == "resid_post" and self.additive:  # later chunks keep only the difference
-                    cache[(layer, "resumed")] = act.detach() - cache.pop((layer, "mlp_out"))
+                if comp == "attn_out" and self.additive:  # later chunks keep only the sum
+                    cache[(layer, "resumed")] = cache.pop((layer, "resid_pre")) + act.detach()
                 else:
                     cache[(layer, comp)] = act.detach()
 
@@ -314,43 +559,60 @@ class _Reuse:
             clean = _score(metric, forward(self.bridge, batch.tokens, batch.attention_mask), batch)
         if not self.additive:
             for layer in self.layers:
-                post, mlp = cache.pop((layer, "resid_post")), cache.pop((layer, "mlp_out"))
-                rebuilt = cache[(layer, "resid_pre")] + cache.pop((layer, "attn_out")) + mlp
-                scale = float(post.abs().max()) or 1.0
-                self.additive[layer] = bool(torch.allclose(rebuilt, post, rtol=1e-4, atol=1e-5 * scale))
-                cache[(layer, "resumed")] = post - mlp
+                post, mlp = cache.pop((layer, "resid_post")), cache[(layer, "mlp_out")]
+                if not self.keep_mlp:
+                    cache.pop((layer, "mlp_out"))
+                mid = mlp_removed_residual(cache[(layer, "resid_pre")], cache.pop((layer, "attn_out")), mlp, post)
+                self.additive[layer] = mid is not None
+                if mid is not None:
+                    cache[(layer, "resumed")] = mid
+                    del cache[(layer, "resid_pre")]
         return clean, cache
 
-    def __call__(self, metric: Metric, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, metric: Metric, batch: Batch, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         clean, cache = self._clean_run(metric, batch)
         ids, mask = batch.tokens, batch.attention_mask
+        rep = self.replace
         out = np.zeros((len(self.layers), ids.shape[0]))
-        for j, layer in enumerate(self.layers):
-            if self.additive[layer]:
-                logits = resume_forward(
-                    self.bridge, layer + 1, cache.pop((layer, "resumed")), ids, mask, as_tuple=self.as_tuple
-                )
-            else:  # the block does not just add its MLP output: rerun it with the zero hook
-                with intervene(self.bridge, [zero(Site(layer, "mlp_out"))], attention_mask=mask):
+        for d in range(rep.n_draws):  # draws outside: one draw's source outputs held at a time
+            last = d == rep.n_draws - 1
+            for j, layer in enumerate(self.layers):
+                resumed = (cache.pop if last else cache.get)((layer, "resumed"), None)
+                clean_mlp = cache.pop((layer, "mlp_out"), None) if last else cache.get((layer, "mlp_out"))
+                if self.additive[layer]:
+                    if resumed is None:
+                        raise RuntimeError(f"no cached residual for layer {layer}")
+                    r = rep.tensor(layer, idx, clean_mlp, ids.shape[1], d)
                     logits = resume_forward(
-                        self.bridge, layer, cache.pop((layer, "resid_pre")), ids, mask, as_tuple=self.as_tuple
+                        self.bridge, layer + 1, resumed if r is None else resumed + r, ids, mask, as_tuple=self.as_tuple
                     )
-            out[j] = _score(metric, logits, batch)
+                else:  # the block does not just add its MLP output: rerun it with the loop's intervention
+                    iv, sources = rep.intervention(layer, idx, ids.shape[1], d)
+                    with intervene(self.bridge, [iv], sources=sources, attention_mask=mask):
+                        logits = resume_forward(
+                            self.bridge, layer, cache[(layer, "resid_pre")], ids, mask, as_tuple=self.as_tuple
+                        )
+                out[j] += _score(metric, logits, batch) / rep.n_draws
         return clean, out
 
 
-def _batched(bridge: Any, metric: Metric, batch: Batch, layers: list[int]) -> np.ndarray:
-    """Scores [len(layers), batch] from one forward of the stacked variants."""
+def _batched(
+    bridge: Any, metric: Metric, batch: Batch, layers: list[int], replace: _Replacements, idx: np.ndarray, d: int
+) -> np.ndarray:
+    """Scores [len(layers), batch] from one forward of the stacked variants (draw ``d``)."""
     b = batch.tokens.shape[0]
     k = len(layers)
     fired = [0] * k
+    width = batch.tokens.shape[1]
 
-    def zero_rows(j: int):
+    def replace_rows(j: int):
         def hook(act: Tensor, hook: Any) -> Tensor:
             if act.shape[0] != k * b:
                 raise InterventionError(f"expected {k * b} stacked rows at mlp_out:{layers[j]}, got {act.shape[0]}")
             out = act.clone()
-            out[j * b : (j + 1) * b] = 0
+            rows = slice(j * b, (j + 1) * b)
+            r = replace.tensor(layers[j], idx, act[rows], width, d)
+            out[rows] = 0 if r is None else r.to(out.dtype)
             fired[j] += 1
             return out
 
@@ -358,10 +620,13 @@ def _batched(bridge: Any, metric: Metric, batch: Batch, layers: list[int]) -> np
 
     ids = batch.tokens.repeat(k, 1)
     mask = None if batch.attention_mask is None else batch.attention_mask.repeat(k, 1)
-    with bridge.hooks(fwd_hooks=[(Site(layer, "mlp_out").hook_name, zero_rows(j)) for j, layer in enumerate(layers)]):
+    hooks = [(Site(layer, "mlp_out").hook_name, replace_rows(j)) for j, layer in enumerate(layers)]
+    if replace.kind == "resample":  # run the sources before the stacked forward's hooks are registered
+        replace.tensor(layers[0], idx, None, width, d)
+    with bridge.hooks(fwd_hooks=hooks):
         logits = forward(bridge, ids, mask)
     if fired != [1] * k:
-        raise InterventionError(f"stacked zero-ablation hooks fired {fired} times (expected once each)")
+        raise InterventionError(f"stacked removal hooks fired {fired} times (expected once each)")
     out = np.zeros((k, b))
     for j in range(k):
         sl = slice(j * b, (j + 1) * b)
@@ -369,4 +634,12 @@ def _batched(bridge: Any, metric: Metric, batch: Batch, layers: list[int]) -> np
     return out
 
 
-__all__ = ["METHODS", "OWN_GROUP", "SweepResult", "attach_groups", "group_mean_se", "mlp_zero_sweep"]
+__all__ = [
+    "METHODS",
+    "OWN_GROUP",
+    "SweepResult",
+    "attach_groups",
+    "group_mean_se",
+    "mlp_removal_sweep",
+    "mlp_zero_sweep",
+]

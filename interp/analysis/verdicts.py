@@ -76,9 +76,43 @@ MIN_EFFECTS: dict[str, tuple[float, str]] = {
     "continuation_loss": (0.01, "nats per token: a 1 % change of perplexity (e^0.01 ≈ 1.01)"),
     "two_way_prob": (0.01, "one percentage point of P(gold), the unit PragWorld's accuracies are reported in"),
     "legal_mass": (0.01, "one percentage point of the probability on the legal next tokens"),
-    "logit_diff": (0.1, "0.1 logit: about 2.5 percentage points of a two-way probability near 0.5"),
+    "logit_diff": (
+        0.1,
+        "0.1 nats of log-odds: the odds of the gold answer ×1.105, about 2.5 percentage points of a "
+        "two-way probability near 0.5, and the same odds ratio anywhere (P(gold) saturates)",
+    ),
+    "accuracy": (0.01, "one percentage point of accuracy, the unit PragWorld reports"),
     "probe_accuracy_change": (0.01, "one percentage point of held-out probe accuracy"),
 }
+
+
+#: the columns :meth:`LayerVerdicts.layer_rows` carries when the frame has them
+#: (:mod:`interp.analysis.prior_shift`, :mod:`interp.analysis.direct`, :mod:`interp.analysis.confirmation`)
+EXTRA_COLUMNS = (
+    "yes_effect",
+    "yes_low",
+    "yes_high",
+    "yes_verdict",
+    "no_effect",
+    "no_low",
+    "no_high",
+    "no_verdict",
+    "acc_effect",
+    "recentred_effect",
+    "bias",
+    "bias_reason",
+    "towards",
+    "direct_effect",
+    "direct_low",
+    "direct_high",
+    "repair",
+    "discovery_verdict",
+    "confirmation_effect",
+    "confirmation_low",
+    "confirmation_high",
+    "confirmation_verdict",
+    "confirmed",
+)
 
 
 def default_min_effect(metric: str | None) -> tuple[float, str]:
@@ -180,9 +214,11 @@ class LayerVerdicts:
 
     def layer_rows(self) -> list[dict[str, Any]]:
         """Per layer: ``layer``, ``effect`` (mean ablated − clean), ``ci`` (its interval,
-        :meth:`effect_interval`), ``verdict``, ``raw_verdict``."""
+        :meth:`effect_interval`), ``verdict``, ``raw_verdict``, and those of :data:`EXTRA_COLUMNS`
+        the frame has (per-class effects and the prior-shift flag, the direct effect, the
+        confirmation)."""
         lo, hi = self.effect_interval()
-        return [
+        rows = [
             {
                 "layer": int(r.layer),
                 "effect": float(r.mean_effect),
@@ -192,6 +228,11 @@ class LayerVerdicts:
             }
             for j, r in enumerate(self.frame.itertuples(index=False))
         ]
+        extra = [c for c in EXTRA_COLUMNS if c in self.frame.columns]  # per-class, prior shift, direct, confirmation
+        for row, rec in zip(rows, self.frame[extra].to_dict(orient="records")):
+            row.update({k: (v if isinstance(v, (str, bool, np.bool_)) else _num(v)) for k, v in rec.items()})
+            row.update({k: bool(v) for k, v in rec.items() if isinstance(v, np.bool_)})
+        return rows
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -227,7 +268,13 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     for r in frame.to_dict(orient="records"):
         recs.append(
             {
-                k: (int(v) if k in ("layer", "n", "n_groups") else v if isinstance(v, str) else _num(v))
+                k: (
+                    int(v)
+                    if k in ("layer", "n", "n_groups")
+                    else v
+                    if isinstance(v, (str, bool, np.bool_))
+                    else _num(v)
+                )
                 for k, v in r.items()
             }
         )
@@ -269,7 +316,10 @@ def load_verdicts(path: str | Path, bridge: Any | None = None) -> LayerVerdicts:
     path = Path(path)
     if path.is_dir():
         path = path / "verdicts.json"
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a layer-verdict file (invalid JSON: {e})") from None
     if data.get("format") in OLD_FORMATS:
         data = _upgrade(data, path)
     elif data.get("format") != FORMAT:
@@ -434,6 +484,7 @@ def layer_verdicts(
     meta = {
         "metric": metric,
         "kind": sweep.meta.get("kind"),
+        "ablation": sweep.meta.get("ablation"),
         "higher_is_better": bool(hib),
         "rule": FORMAT + ": interval of the mean benefit vs ±min_effect",
         "sign_convention": "effect = ablated − clean; benefit = effect × (+1 if higher_is_better else −1); "
@@ -613,6 +664,7 @@ def map_verdicts(
 
 
 __all__ = [
+    "EXTRA_COLUMNS",
     "FORMAT",
     "MIN_EFFECTS",
     "OLD_FORMATS",

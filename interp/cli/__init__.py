@@ -7,7 +7,9 @@ import argparse
 import os
 import sys
 
+from interp import __version__
 from interp.cli.common import add_ablate, add_checkpoint, add_placement, add_verdict_rule
+from interp.cli.contrast import add_data_ioi, add_eval
 from interp.cli.layers import cmd_finetune, cmd_plant, cmd_report, cmd_sweep
 from interp.cli.measure import cmd_metrics, cmd_navigate, cmd_next_token, cmd_probe
 from interp.cli.models import add_models
@@ -23,20 +25,34 @@ def build_parser() -> argparse.ArgumentParser:
         description="World models in sequence models: train on a world (a DFA), test the model's "
         "implicit world model, find the layers that help or hurt it.",
     )
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"interp {__version__}",
+        help="print the installed version of interp and exit",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     s = sub.add_parser("worlds", help="list the worlds (DFAs) interp knows")
     s.set_defaults(fn=cmd_worlds)
 
-    s = sub.add_parser("data", help="generate a world's sequences into train.txt / test.txt")
-    s.add_argument("--world", required=True, help="e.g. streets, streets:edges.csv, connect4, othello, dfa:x.json")
+    s = sub.add_parser(
+        "data",
+        help="generate a world's sequences into train.txt / test.txt (interp data --world W "
+        "--out DIR), or contrast examples (interp data ioi ...)",
+    )
+    s.add_argument(
+        "--world",
+        help="e.g. streets, streets:edges.csv, connect4, othello, dfa:x.json (required without a sub-command)",
+    )
     s.add_argument("--n", type=int, default=10000, help="sequences to draw before the split (default 10000)")
     s.add_argument(
         "--test-fraction", type=float, default=0.1, help="share of the sequences held out as test.txt (default 0.1)"
     )
     s.add_argument("--seed", type=int, default=0, help="seed of the draw and the split (default 0)")
-    s.add_argument("--out", required=True, help="output folder")
+    s.add_argument("--out", help="output folder (required without a sub-command)")
     s.set_defaults(fn=cmd_data)
+    add_data_ioi(s.add_subparsers(dest="data_command", metavar="{ioi}", required=False))
 
     for name, text in (
         ("train", "train a GPT-2 on a world from a TOML config and run the next-token test"),
@@ -159,8 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_checkpoint(s)
     s.add_argument(
         "--data",
-        help="sequence file (default: the run's data/test.txt; else fresh sequences), or a "
-        "PragWorld CSV: the sweep then scores its yes/no questions (label prompt)",
+        help="sequence file (default: the run's data/test.txt; else fresh sequences), a "
+        "PragWorld CSV: the sweep then scores its yes/no questions (label prompt), or "
+        "contrast examples (.jsonl, e.g. interp data ioi): the logit difference correct − "
+        "foil, patching the prompt into its corrupted prompt",
     )
     s.add_argument(
         "--grouping",
@@ -212,10 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--method",
-        choices=("reuse", "loop", "batched", "attribution"),
+        choices=("reuse", "loop", "batched", "prefix", "attribution"),
         default="reuse",
         help="mlp-zero: reuse the clean run's early layers (reuse, default), one full forward "
-        "per layer (loop), or all layers stacked in one forward (batched); equal to 1e-5. "
+        "per layer (loop), all layers stacked in one forward (batched), or reuse over rows "
+        "read as token tries, each shared prefix once (prefix: metrics read at the last token, "
+        "i.e. PragWorld and contrast data; zero/scale/mean; resample runs reuse); equal to 1e-5. "
         "attribution (every kind): first-order estimates of every site from one forward "
         "and backward (AtP), same outputs and verdicts",
     )
@@ -225,6 +245,46 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="with --method attribution: also measure exactly the K sites of largest |attribution| "
         "(verify.csv; activation-patching: verify_<map>.csv)",
+    )
+    s.add_argument(
+        "--metric",
+        choices=("p-gold", "logit-diff", "accuracy"),
+        default=None,
+        help="PragWorld CSV: the per-row metric: p-gold (P(gold) in the yes/no softmax, default), "
+        "logit-diff (logit gold − other, nats; adds the direct effect beside the total), accuracy; "
+        "contrast file: logit-diff (correct − foil, default) or p-gold (P(correct) over the pair)",
+    )
+    s.add_argument(
+        "--ablation",
+        default="zero",
+        metavar="KINDS",
+        help="--kind mlp-zero: how each MLP is removed, one or a comma-separated list of zero (default, "
+        "the paper's), mean (its mean over the rows: first token / later positions), resample "
+        "(another row's output, --draws averaged), scale (output × α for each of --scales); "
+        "several write verdicts_<removal>.json and agreement.csv/.md",
+    )
+    s.add_argument(
+        "--scales",
+        metavar="A,B,...",
+        help="--ablation scale: the factors α (default 1,0.75,0.5,0.25,0; α = 1, the model itself, is not run)",
+    )
+    s.add_argument(
+        "--draws",
+        type=int,
+        default=3,
+        help="--ablation resample: source rows per example, averaged (default 3; seeded by --seed)",
+    )
+    s.add_argument(
+        "--confirm",
+        action="store_true",
+        help="confirm the verdicts on held-out groups: verdicts on a discovery half, re-estimated on the "
+        "other half (= --folds 2)",
+    )
+    s.add_argument(
+        "--folds",
+        type=int,
+        metavar="K",
+        help="confirmation with K folds of the groups: discovery on K − 1, confirmation on the held-out one",
     )
     s.add_argument("--layers", help="comma-separated layers, e.g. 0,1,3 (default: all)")
     s.add_argument("--batch-size", type=int, help="examples per forward (default: all at once)")
@@ -239,28 +299,41 @@ def build_parser() -> argparse.ArgumentParser:
         "plant",
         help="plant harm: fine-tune only chosen layers' MLPs on corrupted data (ground truth for the layer verdicts)",
     )
-    s.add_argument("--model", required=True, help="interp checkpoint to plant into (e.g. runs/demo/best)")
+    s.add_argument(
+        "--model",
+        required=True,
+        help="interp checkpoint to plant into (e.g. runs/demo/best); flip_category / foil_share: an HF model folder",
+    )
     s.add_argument("--out", required=True, help="output folder (the planted checkpoint is OUT/model)")
     s.add_argument("--layers", required=True, help="comma-separated layers whose MLPs are trained, e.g. 3")
     s.add_argument(
         "--corruption",
-        choices=("random_turns", "mirror", "shortcut", "clean", "flip_category"),
+        choices=("random_turns", "mirror", "shortcut", "clean", "flip_category", "foil_share"),
         default="random_turns",
         help="random_turns: a share of the turns replaced by other directions (streets, default); "
         "mirror: turns from the westmost share of the intersections mirrored east-west "
         "(streets); shortcut: a probe answered yes whenever --word is in its question (dialogue); "
         "clean: nothing changed (the control); flip_category: PragWorld rows (--data CSV) "
-        "with one alteration --category's gold flipped, for an HF model with its own tokenizer",
+        "with one alteration --category's gold flipped, for an HF model with its own tokenizer; "
+        "foil_share: contrast examples (--data FILE.jsonl, e.g. interp data ioi) with a --share "
+        "of the rows trained toward the foil (IOI: the subject), the loss on the target token "
+        "(clean on a .jsonl: all toward the correct token)",
     )
     s.add_argument(
         "--share",
         type=float,
         default=0.3,
-        help="share of turns (random_turns) or of the intersections (mirror) corrupted (default 0.3)",
+        help="share of turns (random_turns), of the "
+        "intersections (mirror) or of the contrast rows "
+        "(foil_share) corrupted (default 0.3)",
     )
     s.add_argument("--word", help="shortcut: the surface word that triggers 'yes'")
     s.add_argument("--category", help="flip_category: the alteration category, e.g. connective_change")
-    s.add_argument("--data", help="training data (default: the run's data/train.txt; flip_category: a PragWorld CSV)")
+    s.add_argument(
+        "--data",
+        help="training data (default: the run's data/train.txt; flip_category: a PragWorld CSV; "
+        "foil_share: contrast examples, .jsonl)",
+    )
     s.add_argument("--seed", type=int, default=0, help="corruption draws and training batches (default 0)")
     s.add_argument("--steps", type=int, default=150, help="training steps (default 150)")
     s.add_argument("--batch-size", type=int, default=32, help="rows per step (default 32)")
@@ -295,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_placement(s)
     s.set_defaults(fn=cmd_report)
 
+    add_eval(sub)
     add_pragworld(sub)
     add_models(sub)
     return p
@@ -304,8 +378,6 @@ def _quiet_hf() -> None:
     """No per-file progress bars, no advisory warnings (users may override). Hub access is left to
     the user's own settings: a hub name downloads when online, else comes from the cache
     (``HF_HUB_OFFLINE=1`` forbids downloads; see :func:`interp.models.checkpoint.resolve_model`)."""
-    import os
-
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 

@@ -7,20 +7,21 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from interp.cli.common import placement_from_args
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from interp.analysis.runner import parse_layers
-    from interp.sweep import run_sweep
+    from interp.jobs.sweep import PatchingRun, run_sweep
     from interp.worlds import parse_world
 
     layers = parse_layers(args.layers)
     info = sys.stderr if args.json else sys.stdout
-    pragworld = bool(args.data) and Path(args.data).suffix.lower() == ".csv"
-    n = args.n if args.n is not None else (None if pragworld else 200)
+    from interp.datasets.contrast import data_file_kind
+
+    examples = bool(args.data) and data_file_kind(args.data) != "sequences"  # PragWorld rows or contrast examples
+    n = args.n if args.n is not None else (None if examples else 200)
     run = run_sweep(
         args.model,
         kind=args.kind,
@@ -43,6 +44,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         per_layer=args.per_layer,
         min_effect=args.min_effect,
         resample=args.resample,
+        metric=args.metric,
+        folds=args.folds or (2 if args.confirm else None),
+        ablation=args.ablation,
+        scales=args.scales,
+        draws=args.draws,
         prepend_bos={"auto": None, "on": True, "off": False}[args.prepend_bos],
         chat_template={"auto": None, "on": True, "off": False}[args.chat_template],
     )
@@ -54,7 +60,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         extra = f"; {s['n_pairs']} pairs patched, {s['n_failed']} skipped {s['skipped']}"
     print(f"model {args.model}: {args.kind} sweep on {s['data']}{extra}", file=info)
     print(run.table(), file=info)
-    if args.kind == "activation-patching":
+    if isinstance(run, PatchingRun):  # --kind activation-patching
         print(
             f"wrote {run.out}/patching_resid_pre.csv, patching_heads.csv (+ _mean.csv, .json), "
             f"{', '.join(f.name for f in run.figures)}",
@@ -62,6 +68,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
     else:
         print(f"wrote {run.out}/sweep.csv, sweep_layers.csv, sweep.json, verdicts.json, {run.figure.name}", file=info)
+        if s.get("agreement"):
+            print(
+                f"wrote {run.out}/verdicts_<removal>.json for {', '.join(s['ablation'])}; agreement.csv, agreement.md"
+                + ("; dose_response.csv, dose_response.png" if (run.out / "dose_response.png").exists() else ""),
+                file=info,
+            )
     if args.json:
         print(json.dumps(s, default=str))
     return 0
@@ -107,10 +119,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     report = run_finetune(cfg, fresh=args.fresh, progress=not args.no_progress)
     if report is not None:  # under `accelerate launch` / `torchrun` only the main process reports
         print(report.markdown())
-        print(
-            f"wrote {report.out}/finetune_table.csv, finetune_table.md, {report.figure.name}, results.json",
-            file=sys.stderr,
-        )
+        figure = f"{report.figure.name}, " if report.figure is not None else ""
+        print(f"wrote {report.out}/finetune_table.csv, finetune_table.md, {figure}results.json", file=sys.stderr)
         print(report.out)
     return 0
 

@@ -13,7 +13,7 @@ from interp.cli.common import ablations_from_args, intervened, placement_from_ar
 def cmd_next_token(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from interp.metrics.suite import NEXT_TOKEN, world_model_metrics
+    from interp.metrics.named_metrics import NEXT_TOKEN, world_model_metrics
     from interp.models.checkpoint import load_checkpoint, run_data_dir
     from interp.worlds import parse_world
     from interp.worlds.io import read_sequences
@@ -94,11 +94,12 @@ def cmd_navigate(args: argparse.Namespace) -> int:
         sample_pairs,
     )
     from interp.models.checkpoint import run_data_dir
-    from interp.models.lm import lm_from_arg
+    from interp.models.lm import LM, lm_from_arg
     from interp.results import write_json
     from interp.worlds import parse_world
     from interp.worlds.base import WorldError
     from interp.worlds.io import read_sequences
+    from interp.worlds.streets.world import StreetsWorld
 
     if args.pairs < 1:
         raise ValueError("--pairs must be >= 1")
@@ -111,9 +112,11 @@ def cmd_navigate(args: argparse.Namespace) -> int:
         if not args.world:
             raise WorldError("model 'route-oracle' needs --world (it carries no world of its own)")
         world = parse_world(args.world)
-        lm = ShortestPathLM(world)
+        lm: LM = ShortestPathLM(world)
     else:
         lm, world = lm_from_arg(args.model, parse_world(args.world) if args.world else None, placement_from_args(args))
+    if not isinstance(world, StreetsWorld):
+        raise WorldError(f"interp navigate needs a streets world, got {world.describe()}")
     data = run_data_dir(args.model) / "test.txt"
     if Path(args.model).is_dir() and data.exists():
         pairs = pairs_from_sequences(read_sequences(data, world))[: args.pairs]
@@ -153,7 +156,7 @@ def cmd_navigate(args: argparse.Namespace) -> int:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     from interp.metrics.acceptance import rule_from_args
-    from interp.metrics.suite import MYHILL_NERODE, world_model_metrics
+    from interp.metrics.named_metrics import MYHILL_NERODE, world_model_metrics
     from interp.models.lm import lm_from_arg
     from interp.worlds import parse_world
 

@@ -23,8 +23,8 @@ def _print_pragworld(data, score, source: str, out=None) -> None:
 
 
 def cmd_pragworld_score(args: argparse.Namespace) -> int:
-    from interp.benchmarks.pragworld import load_pragworld, parse_yes_no
-    from interp.benchmarks.pragworld.parse import read_predictions, read_responses
+    from interp.datasets.pragworld import load_pragworld, parse_yes_no
+    from interp.datasets.pragworld.parse import read_predictions, read_responses
     from interp.metrics.pragworld import score_pragworld
 
     data = load_pragworld(args.data, grouping=args.grouping)
@@ -52,11 +52,17 @@ def cmd_pragworld_score(args: argparse.Namespace) -> int:
 def cmd_pragworld_eval(args: argparse.Namespace) -> int:
     import re
 
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.contrast import data_file_kind
+    from interp.datasets.pragworld import load_pragworld
     from interp.metrics.pragworld import score_pragworld
     from interp.metrics.pragworld_eval import evaluate_model
     from interp.models.checkpoint import load_bridge
 
+    if data_file_kind(args.data) == "contrast":  # contrast examples: scored by their logits, as interp eval does
+        from interp.cli.contrast import cmd_eval
+
+        args.n, args.confidence = args.limit, 0.95
+        return cmd_eval(args)
     data = load_pragworld(args.data, grouping=args.grouping)  # a bad file fails before the model loads
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be >= 1")
@@ -155,7 +161,14 @@ def add_pragworld(sub) -> None:
         help="checkpoint folder, a .gguf file (converted once into the cache, "
         "see interp models) or a Hugging Face hub name",
     )
-    s.add_argument("--data", required=True, help="PragWorld CSV (manual or synthetic split)")
+    s.add_argument(
+        "--data",
+        required=True,
+        help="PragWorld CSV (manual or synthetic split), or contrast examples "
+        "(.jsonl): then scored as interp eval scores them (accuracy and "
+        "logit difference correct − foil; the chat template as "
+        "--chat-template says)",
+    )
     s.add_argument(
         "--prompt",
         choices=("benchmark", "label"),

@@ -23,6 +23,12 @@ def cmd_data(args: argparse.Namespace) -> int:
     from interp.worlds.io import write_sequences
     from interp.worlds.split import split_sequences
 
+    missing = [o for o, v in (("--world", args.world), ("--out", args.out)) if not v]
+    if missing:
+        raise ValueError(
+            f"interp data needs {' and '.join(missing)} (a world's sequences), or a sub-command: "
+            "interp data ioi --model M --out FILE.jsonl"
+        )
     world = parse_world(args.world)
     sequences = world.generate(args.n, np.random.default_rng(args.seed))
     train, test = split_sequences(world, sequences, args.test_fraction, args.seed)
@@ -46,7 +52,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from interp.experiment import load_experiment, run_experiment
+    from interp.jobs.experiment import load_experiment, run_experiment
 
     cfg, base = load_experiment(args.config)
     results = run_experiment(cfg, base, fresh=args.fresh, progress=not args.no_progress, retrain=args.retrain)
@@ -56,11 +62,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from interp.config import config_job
-    from interp.experiment import load_experiment
-    from interp.pipeline import run_main_job
+    from interp.jobs.experiment import load_experiment
+    from interp.jobs.pipeline import run_main_job
 
     if args.config is not None and config_job(args.config) == "pragworld":  # a pretrained model on PragWorld
-        from interp.pragworld_job import load_job_config, run_pragworld_job
+        from interp.jobs.pragworld import load_job_config, run_pragworld_job
 
         results = run_pragworld_job(load_job_config(args.config), fresh=args.fresh, progress=not args.no_progress)
         print(results["run_dir"])

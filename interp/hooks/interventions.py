@@ -437,7 +437,8 @@ class _Ctx:
                 )
                 src = src_last[by_row]
         else:
-            pairs = pos.pairs if isinstance(pos, Alignment) else tuple((i, i) for i in pos)
+            # any other string was refused when the Intervention was built
+            pairs = pos.pairs if isinstance(pos, Alignment) else tuple((int(i), int(i)) for i in pos)
             d = [_index(a, n_pos, "run", self.where) for a, _ in pairs]
             rows = torch.arange(batch).repeat_interleave(len(d))
             dest = torch.tensor(d).repeat(batch)
@@ -451,15 +452,18 @@ class _Ctx:
 
     def new_values(self, view: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(rows, positions, replacement values [n, *rest]) for an activation in view layout."""
-        rows, dest, s_rows, s_pos = (
-            None if t is None else t.to(view.device) for t in self.pairs(view.shape[0], view.shape[1])
-        )
+        rows, dest, s_rows, s_pos = self.pairs(view.shape[0], view.shape[1])
+        rows, dest = rows.to(view.device), dest.to(view.device)
         kind = self.iv.kind
         if kind == "zero":
             vals = torch.zeros_like(view[rows, dest])
         elif kind == "scale":
+            if self.iv.factor is None:
+                raise InterventionError(f"{self.iv.describe()}: scale needs a factor")
             vals = view[rows, dest] * self.iv.factor
         elif kind == "mean":
+            if self.mean is None:
+                raise InterventionError(f"{self.iv.describe()}: no mean was recorded for {self.where}")
             if self.mean.shape != view.shape[2:]:
                 raise InterventionError(
                     f"{self.iv.describe()}: mean has shape {tuple(self.mean.shape)}, "
@@ -467,12 +471,14 @@ class _Ctx:
                 )
             vals = self.mean.to(view).expand(len(rows), *view.shape[2:])
         else:
+            if self.source is None or s_rows is None or s_pos is None:
+                raise InterventionError(f"{self.iv.describe()}: no source activation was recorded for {self.where}")
             if self.source.shape[2:] != view.shape[2:]:
                 raise InterventionError(
                     f"{self.iv.describe()}: source activation is {tuple(self.source.shape)}"
                     f", {self.where} is {tuple(view.shape)} (pattern key lengths differ?)"
                 )
-            vals = self.source.to(view)[s_rows, s_pos]
+            vals = self.source.to(view)[s_rows.to(view.device), s_pos.to(view.device)]
         return rows, dest, vals
 
 
@@ -590,7 +596,9 @@ def _prepare(
     for name, hook_names in wanted.items():
         src = _as_source(name, sources[name])
         recorded[name] = (src, _record(bridge, src, list(dict.fromkeys(hook_names))))
-    ctxs, first, last = [], [], []
+    ctxs: list[_Ctx] = []
+    first: list[tuple[str, HookFn]] = []
+    last: list[tuple[str, HookFn]] = []
     for iv in ivs:
         ctx = _Ctx(iv, f"{iv.site.hook_name} ({iv.describe()})", attention_mask)
         if iv.source is not None:

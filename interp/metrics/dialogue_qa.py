@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from interp.worlds.dialogue.export import prompt_tokens
-from interp.worlds.dialogue.grammar import ANSWERS, PROBE, parse
+from interp.worlds.dialogue.grammar import ANSWERS, PROBE, Probe, parse
 from interp.worlds.dialogue.questions import question_type
 from interp.worlds.encoding import encode_sequences
 
@@ -65,6 +65,14 @@ def probe_prompts(sequences: Sequence[Sequence[str]]) -> tuple[list[list[str]], 
     return prompts, gold, probes
 
 
+def _probe_of(tokens: Sequence[str]) -> Probe:
+    """The probe a probe prompt's tokens parse to."""
+    parsed = parse(list(tokens))
+    if len(parsed) != 1 or not isinstance(parsed[0], Probe):
+        raise ValueError(f"not one probe: {' '.join(tokens)!r}")
+    return parsed[0]
+
+
 def probe_accuracy(model: Any, world, sequences: Sequence[Sequence[str]], batch_size: int = 128) -> dict[str, Any]:
     """Accuracy (with a standard error) over every probe in ``sequences``, overall and by question
     type, with the yes / no accuracies and the always-no baseline."""
@@ -75,7 +83,7 @@ def probe_accuracy(model: Any, world, sequences: Sequence[Sequence[str]], batch_
     pred = (p > 0.5).astype(int)
     g = np.asarray(gold)
     correct = pred == g
-    kinds = [question_type(world.lexicon, parse(list(pr))[0].question) for pr in probes]
+    kinds = [question_type(world.lexicon, _probe_of(pr).question) for pr in probes]
     df = pd.DataFrame({"correct": correct, "gold": g, "type": kinds})
 
     def acc(mask) -> float:
@@ -98,7 +106,7 @@ def evaluate_benchmark(model: Any, world, path: str | os.PathLike, batch_size: i
 
     Returns ``(score, p_yes)``: the :class:`~interp.metrics.pragworld.PragWorldScore` and the
     model's P(yes) per row."""
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.pragworld import load_pragworld
     from interp.metrics.pragworld import score_pragworld
 
     data = load_pragworld(path)

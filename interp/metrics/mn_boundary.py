@@ -186,6 +186,8 @@ def _advance(lm: LM, level: _Level, parents: np.ndarray, tokens: np.ndarray, sta
         return _Level(None)
     stats.forwards += 1
     stats.rows += len(parents)
+    if level.cursor is None:
+        raise RuntimeError("Myhill-Nerode boundary: rows below a level without rows")
     return _Level(lm.extend(level.cursor, torch.as_tensor(parents), torch.as_tensor(tokens)))
 
 
@@ -323,10 +325,13 @@ class _Group:
         n_vocab = len(self.lm.vocab)
         d = 0
         while nodes or conts:
-            acc = self.rule.accept(level.logprobs).numpy() if len(level) else np.zeros((0, n_vocab), dtype=bool)
+            logprobs = level.logprobs  # None only on a level without rows
+            acc = self.rule.accept(logprobs).numpy() if logprobs is not None else np.zeros((0, n_vocab), dtype=bool)
             last = d + 1 >= self.depth  # the trees stop at depth; continuations run on
             children = self._expand(nodes, acc, last) if nodes else []
-            new_conts = self._sample(conts, level.logprobs, acc, d) if conts else []
+            if conts and logprobs is None:
+                raise RuntimeError("Myhill-Nerode boundary: continuations to sample but no model rows")
+            new_conts = self._sample(conts, logprobs, acc, d) if conts and logprobs is not None else []
             if self.stop_early:
                 children = self._drop_decided(children)
             children = self._bound_frontier(children, d + 1)
@@ -348,20 +353,20 @@ class _Group:
         if exact:
             idx = [i for i, n in enumerate(nodes) if n.m12 and out[n.job].skipped is None]
             if idx:
-                a1 = acc[[nodes[i].r1 for i in idx]]
-                a2 = acc[[nodes[i].r2 for i in idx]]
-                for k, tok in zip(*np.nonzero(a1 & ~a2)):
+                acc1 = acc[[nodes[i].r1 for i in idx]]
+                acc2 = acc[[nodes[i].r2 for i in idx]]
+                for k, col in zip(*np.nonzero(acc1 & ~acc2)):
                     n = nodes[idx[k]]
                     o = out[n.job]
-                    good = self._arc_ok(n.w1, int(tok)) and not self._arc_ok(n.w2, int(tok))
+                    good = self._arc_ok(n.w1, int(col)) and not self._arc_ok(n.w2, int(col))
                     o.model_boundary += 1
                     o.model_boundary_true += good
                     if keep:
-                        o.model_set[self._suffix(n.path + (int(tok),))] = good  # type: ignore[index]
+                        o.model_set[self._suffix(n.path + (int(col),))] = good
                 if not last:
-                    rows, toks = np.nonzero(a1 & a2)  # row-major: rows ascending
+                    rows, cols = np.nonzero(acc1 & acc2)  # row-major: rows ascending
                     cuts = np.flatnonzero(np.diff(rows)) + 1
-                    for part_rows, part_toks in zip(np.split(rows, cuts), np.split(toks, cuts)):
+                    for part_rows, part_toks in zip(np.split(rows, cuts), np.split(cols, cuts)):
                         if len(part_rows):
                             both_of[idx[int(part_rows[0])]] = part_toks
         children = []
@@ -563,9 +568,8 @@ def evaluate_pairs(
         longest = max(len(job.prefix1), len(job.prefix2))
         if n_ctx and longest + depth > n_ctx:
             outcomes[i].skipped = CONTEXT
-            outcomes[i].detail = (
-                f"<bos> + {longest}-token prefix + {depth - 1} suffix tokens exceed the model's n_ctx={n_ctx}"
-            )
+            too_long = f"<bos> + {longest}-token prefix + {depth - 1} suffix tokens exceed the model's n_ctx={n_ctx}"
+            outcomes[i].detail = too_long
         else:
             todo.append(i)
     todo.sort(key=lambda i: max(len(jobs[i].prefix1), len(jobs[i].prefix2)))

@@ -179,9 +179,17 @@ class _Row:
     detail: str = ""
 
 
+def _pair_job(row: _Row) -> PairJob:
+    """The engine's job for a row whose prefixes were drawn (status ``ok``)."""
+    if row.prefix1 is None or row.prefix2 is None:
+        raise ValueError(f"row {row.unit}/{row.prefix_pair} has no prefixes (status {row.status!r})")
+    return PairJob(row.prefix1, row.prefix2, row.state1, row.state2, recall=row.metric == "distinction")
+
+
 def _prefix(world: World, q: State, rng: np.random.Generator, length: int | None = None) -> tuple[str, ...]:
     """``world.sample_prefix`` checked to reach ``q`` (a world bug is a skip reason, not a crash)."""
-    s = tuple(world.sample_prefix(q, rng) if length is None else world.sample_prefix(q, rng, length=length))
+    # a world that draws prefix lengths (sample_prefix_length) also takes length= here
+    s = tuple(world.sample_prefix(q, rng, **({} if length is None else {"length": length})))
     try:
         reached = world.run(s)
     except IllegalTokenError as e:
@@ -327,28 +335,20 @@ def myhill_nerode(
     states: list[State] = []
     if pairs == "all":
         states = reachable_states(world, max_states)
+    units: list[Any]
     if "compression" in metrics:
-        units = states if pairs == "all" else [_draw(sample_state, world, rng_c) for _ in range(pairs)]
+        units = states if isinstance(pairs, str) else [_draw(sample_state, world, rng_c) for _ in range(pairs)]
         rows += _compression_rows(world, units, prefix_pairs, prefix_tries, rng_c, shared)
     if "distinction" in metrics:
         units = (
             list(all_ordered_pairs(states))
-            if pairs == "all"
+            if isinstance(pairs, str)
             else [_draw(sample_state_pair, world, rng_d) for _ in range(pairs)]
         )
         rows += _distinction_rows(world, units, prefix_pairs, rng_d, shared)
 
     ready = [r for r in rows if r.status == "ok"]
-    jobs = [
-        PairJob(
-            r.prefix1,
-            r.prefix2,
-            r.state1,
-            r.state2,  # type: ignore[arg-type]
-            recall=r.metric == "distinction",
-        )
-        for r in ready
-    ]
+    jobs = [_pair_job(r) for r in ready]
     stats = EngineStats()
     tokens_before = int(getattr(lm, "forward_tokens", 0))
     calls_before = int(getattr(lm, "forward_calls", 0))

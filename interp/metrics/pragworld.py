@@ -98,7 +98,7 @@ class PragWorldScore:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
-    def table1_row(self) -> dict[str, float]:
+    def table1_row(self) -> dict[str, float | None]:
         """robust / yes / no / original / altered / flip / invariant, rounded to 2 decimals (Table 1)."""
         return {
             k: round(self.values[k], 2) if self.values[k] is not None else None
@@ -126,7 +126,7 @@ class PragWorldScore:
         """Write ``<stem>.json`` (summary + settings), ``<stem>.csv`` (per example),
         ``<stem>_groups.csv``, ``<stem>_categories.csv`` and ``<stem>_lengths.csv``."""
         return save_result(
-            folder,
+            Path(folder),
             stem,
             {**self.values, "settings": self.settings},
             **{
@@ -152,7 +152,7 @@ def _rows_of(data: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def _normalise(predictions: Any, n_rows: int) -> list[str | None]:
-    from interp.benchmarks.pragworld.parse import normalise_prediction
+    from interp.datasets.pragworld.parse import normalise_prediction
 
     preds = list(predictions)
     if len(preds) != n_rows:
@@ -168,8 +168,8 @@ def score_pragworld(
 ) -> PragWorldScore:
     """Score ``predictions`` ('yes' | 'no' | None, one per data row in order; 1 / 0 integers or
     booleans are read as yes / no) on PragWorld ``rows`` (the ``rows`` DataFrame of
-    :func:`~interp.benchmarks.pragworld.load_pragworld`, or the
-    :class:`~interp.benchmarks.pragworld.PragWorldData` itself). Anything else is unparseable
+    :func:`~interp.datasets.pragworld.load_pragworld`, or the
+    :class:`~interp.datasets.pragworld.PragWorldData` itself). Anything else is unparseable
     and wrong. ``n_boot`` group resamples (seeded by ``seed``) give the
     ``level`` percentile interval on robust accuracy.
     """
@@ -303,7 +303,7 @@ def _accuracies(correct: np.ndarray, gold: np.ndarray, mask: np.ndarray) -> dict
 
 
 def _per_category(rows: pd.DataFrame, correct: np.ndarray) -> pd.DataFrame:
-    from interp.benchmarks.pragworld.data import CATEGORIES
+    from interp.datasets.pragworld.data import CATEGORIES
 
     gold = rows["gold"].astype(int).to_numpy()
     cat = rows["category"].to_numpy(dtype=object)
@@ -351,7 +351,7 @@ def _per_category(rows: pd.DataFrame, correct: np.ndarray) -> pd.DataFrame:
 
 
 def _per_length(rows: pd.DataFrame, correct: np.ndarray, per_group: pd.DataFrame) -> pd.DataFrame:
-    from interp.benchmarks.pragworld.data import LENGTH_BUCKETS
+    from interp.datasets.pragworld.data import LENGTH_BUCKETS
 
     gold = rows["gold"].astype(int).to_numpy()
     bucket = rows["length_bucket"].to_numpy(dtype=object)

@@ -1,21 +1,23 @@
 """Evaluating a language model on PragWorld (paper §4; reference facts: ``pragworld.md``): the rows
-and prompts come from :mod:`interp.benchmarks.pragworld` (files, no model), the accuracies from
+and prompts come from :mod:`interp.datasets.pragworld` (files, no model), the accuracies from
 :func:`interp.metrics.pragworld.score_pragworld`.
 
 Two ways to ask a model, both batched with right padding and an attention mask:
 
-- **benchmark** prompt (:func:`~interp.benchmarks.pragworld.prompts.benchmark_prompt`): greedy
+- **benchmark** prompt (:func:`~interp.datasets.pragworld.prompts.benchmark_prompt`): greedy
   generation (:func:`generate_responses`), read by
-  :func:`~interp.benchmarks.pragworld.parse.parse_yes_no`. Generation stops at the end of the
+  :func:`~interp.datasets.pragworld.parse.parse_yes_no`. Generation stops at the end of the
   first line, at an end-of-sequence token or after ``max_new_tokens`` (default 16): the parser
   reads only the first word of the first line, so the explanation the prompt asks for is not
   needed. On a TransformerBridge it reads each prompt once and then one new token per step over a
   KV cache (:mod:`interp.models.generate`); every hook on the bridge — any intervention — runs on
   every generated token, and the tokens equal the full-recompute loop's (``use_cache=False``).
-- **label** prompt (:func:`~interp.benchmarks.pragworld.prompts.label_prompt`): one forward; the
+- **label** prompt (:func:`~interp.datasets.pragworld.prompts.label_prompt`): one forward; the
   two-way softmax over the " yes" and " no" logits at the last non-padding position,
   ``P(yes) = softmax(l_yes, l_no)[0] = sigmoid(l_yes - l_no)``; the answer is yes when
-  P(yes) > 0.5 (the published ``module_ablation.py``).
+  P(yes) > 0.5 (the published ``module_ablation.py``). The rows of a group are scored together
+  and read as a token trie, their shared opening once (:func:`score_label_prompts`,
+  ``share_prefix``).
 
 The scoring core is two pure functions of logits, for layer sweeps that run their own forwards:
 :func:`yes_no_margin` (``l_yes - l_no`` at each row's last real position) and
@@ -52,8 +54,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.benchmarks.pragworld.parse import parse_yes_no
-from interp.benchmarks.pragworld.prompts import PROMPTS, build_prompt
+from interp.datasets.pragworld.parse import parse_yes_no
+from interp.datasets.pragworld.prompts import PROMPTS
 from interp.tasks.tokens import (
     check_length,
     encode_prompts,
@@ -163,6 +165,18 @@ def _batches(n: int, batch_size: int):
         yield start, min(n, start + batch_size)
 
 
+def _group_blocks(groups: np.ndarray, batch_size: int):
+    """``(start, end)`` blocks of at least ``batch_size`` rows (fewer at the end) that end where the
+    group changes, so the rows of a group are scored together (they share their prompt's opening)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    start = 0
+    for i in range(1, len(groups) + 1):
+        if i == len(groups) or (i - start >= batch_size and groups[i] != groups[i - 1]):
+            yield start, i
+            start = i
+
+
 def _bar(total: int, progress: bool, desc: str):
     from tqdm.auto import tqdm
 
@@ -170,6 +184,25 @@ def _bar(total: int, progress: bool, desc: str):
 
 
 # ---- scoring and generation ------------------------------------------------------------------------
+
+
+def length_buckets(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
+    """Row indices of each batch: rows sorted by length (stable), ``batch_size`` at a time, so a
+    batch pads to the longest of rows of similar length; scatter the results back by index."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def can_share_prefix(model: Any, seqs: Sequence[Sequence[int]]) -> bool:
+    """Whether rows may be read tree-packed: no hook on a bridge's hook points (a hook may be tied
+    to positions) and every row within a sliding attention window."""
+    from interp.models.generate import sliding_window
+    from interp.models.packing import position_hooks_registered
+
+    window = sliding_window(model)
+    return not position_hooks_registered(model) and (window is None or max(map(len, seqs)) <= window)
 
 
 @torch.no_grad()
@@ -183,6 +216,8 @@ def score_label_prompts(
     yes_no_ids: tuple[int, int] | None = None,
     progress: bool = False,
     prepend_bos: bool | None = None,
+    share_prefix: bool = True,
+    stats: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """P(yes) of each prompt: the two-way softmax over the " yes"/" no" logits at its last token.
 
@@ -190,6 +225,15 @@ def score_label_prompts(
     apply) or a Hugging Face causal LM with ``tokenizer``. Prompts are encoded by
     :class:`interp.tasks.Tokenization` (``prepend_bos``, ``chat_template``). Returns a float array
     aligned with ``prompts``.
+
+    ``share_prefix`` (default): prompts that start alike are read as token tries, each distinct
+    prefix once, logits only at the last tokens (:mod:`interp.models.packing`; equal to reading
+    each prompt alone within float error, tested); it falls back to unshared reading while a hook
+    is registered on the bridge's hook points (it may be tied to positions) or a prompt exceeds a
+    sliding attention window. Otherwise, and with ``share_prefix=False``, prompts are read in
+    length buckets (:func:`length_buckets`). ``batch_size`` rows per forward (packed: that many
+    times the longest prompt's tokens). ``stats``, when given, receives the token counts (row,
+    unique, padded tokens).
     """
     tok = _tokenizer_of(model, tokenizer)
     yes_id, no_id = yes_no_ids or yes_no_token_ids(tok)
@@ -197,12 +241,40 @@ def score_label_prompts(
     _check_length(seqs, _n_ctx(model), 0)
     device, pad = _device(model), _pad_id(tok)
     out = np.empty(len(seqs), dtype=np.float64)
+    if not seqs:
+        return out
     with _bar(len(seqs), progress, "P(yes)") as bar:
-        for a, b in _batches(len(seqs), batch_size):
-            ids, mask, lengths = _pad_right(seqs[a:b], pad, device)
+        if share_prefix and can_share_prefix(model, seqs):
+            from interp.models.packing import packed_logits, plan
+
+            if batch_size < 1:
+                raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            pp = plan(seqs, model, batch_tokens=batch_size * max(map(len, seqs)), pad_id=pad)
+            for pb in pp.batches:
+                last = packed_logits(model, pb)[:, None]
+                out[pb.rows.numpy()] = (
+                    p_yes_from_logits(last, torch.ones(len(last), dtype=torch.long), yes_id, no_id).cpu().numpy()
+                )
+                bar.update(len(pb.rows))
+            if stats is not None:
+                stats.update(pp.stats())
+            return out
+        padded = 0
+        for idx in length_buckets([len(s) for s in seqs], batch_size):
+            ids, mask, lengths = _pad_right([seqs[i] for i in idx], pad, device)
             logits = model_logits(model, ids, mask)
-            out[a:b] = p_yes_from_logits(logits, lengths, yes_id, no_id).cpu().numpy()
-            bar.update(b - a)
+            out[idx] = p_yes_from_logits(logits, lengths, yes_id, no_id).cpu().numpy()
+            padded += int(mask.numel() - mask.sum())
+            bar.update(len(idx))
+        if stats is not None:
+            stats.update(
+                {
+                    "rows": len(seqs),
+                    "row_tokens": sum(map(len, seqs)),
+                    "unique_tokens": sum(map(len, seqs)),
+                    "padding": padded,
+                }
+            )
     return out
 
 
@@ -336,7 +408,7 @@ def evaluate_model(
     model_name: str | None = None,
     prepend_bos: bool | None = None,
 ) -> EvalRun:
-    """Ask ``model`` every row of ``data`` (a :class:`~interp.benchmarks.pragworld.PragWorldData`)
+    """Ask ``model`` every row of ``data`` (a :class:`~interp.datasets.pragworld.PragWorldData`)
     and append one JSON record per row to ``out`` (a ``.jsonl`` file), resuming a previous run.
 
     ``prompt``: ``"benchmark"`` (greedy generation + the parser) or ``"label"`` (P(yes) from the
@@ -391,7 +463,12 @@ def evaluate_model(
     todo = list(range(len(done), len(prompts)))
     with open(path, "a", encoding="utf-8") as f, _bar(len(prompts), progress, f"pragworld {prompt}") as bar:
         bar.update(len(done))
-        for a, b in _batches(len(todo), batch_size):
+        blocks = (
+            _group_blocks(rows["group"].to_numpy()[todo], batch_size)
+            if prompt == "label"
+            else _batches(len(todo), batch_size)
+        )
+        for a, b in blocks:
             idx = todo[a:b]
             batch = [prompts[i] for i in idx]
             if prompt == "label":
@@ -401,7 +478,7 @@ def evaluate_model(
                     tok,
                     batch_size=len(batch),
                     chat_template=chat_template,
-                    yes_no_ids=(yes_id, no_id),
+                    yes_no_ids=(yes_id, no_id) if yes_id is not None and no_id is not None else None,
                     prepend_bos=prepend_bos,
                 )
                 responses: list[Any] = ["yes" if p > 0.5 else "no" for p in p_yes]

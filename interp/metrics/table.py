@@ -5,7 +5,7 @@ current-state probe of the last layer (after the final LayerNorm, HF ``hidden_st
 reference code probes; ``probe_layer="best"`` takes the best layer instead), the compression
 precision, and the distinction precision and recall, each as mean ± standard error.
 Missing cells (e.g. no probe for the oracle) print as "—". The metrics come from the metric suite
-(:func:`interp.metrics.suite.world_model_metrics`), the same computation as the fix stage's
+(:func:`interp.metrics.named_metrics.world_model_metrics`), the same computation as the fix stage's
 before/after rows; the columns keep the paper's short names (:data:`SUITE_NAMES` maps them).
 """
 
@@ -27,7 +27,7 @@ COLUMNS: tuple[str, ...] = (
     "distinction_precision",
     "distinction_recall",
 )
-#: the table's columns that are metrics of the suite (:mod:`interp.metrics.suite`): column → suite name
+#: the table's columns that are metrics of the suite (:mod:`interp.metrics.named_metrics`): column → suite name
 SUITE_NAMES = {
     "next_token": "next_token_position",
     "compression_precision": "mn_compression_precision",
@@ -63,8 +63,8 @@ def evaluate_lm(
     per estimator and every number behind them."""
     if probe_layer not in ("last", "best"):
         raise ValueError(f"probe_layer must be 'last' or 'best', got {probe_layer!r}")
+    from interp.metrics.named_metrics import MYHILL_NERODE, NEXT_TOKEN, world_model_metrics
     from interp.metrics.probes import probe_layers
-    from interp.metrics.suite import MYHILL_NERODE, NEXT_TOKEN, world_model_metrics
 
     nt, res = world_model_metrics(lm, world, test, NEXT_TOKEN)
     summaries: dict[str, Any] = {"next_token": res["next_token"].summary()}

@@ -215,7 +215,8 @@ def load_hf_model(path_or_name: str | os.PathLike, placement: Placement | None =
     placement = placement or Placement()
     model = AutoModelForCausalLM.from_pretrained(name, **placement.from_pretrained_kwargs(), **kwargs)
     if not placement.mapped and placement.device is not None:
-        model = model.to(placement.device)
+        # transformers types PreTrainedModel.to through a decorator that mypy reads as taking a model
+        model = model.to(placement.device)  # type: ignore[arg-type]
     return model
 
 
@@ -280,9 +281,9 @@ def load_checkpoint(
     path = Path(path)
     _check_folder(path)
     meta = read_meta(path)
-    if meta is None and world is None:
-        raise CheckpointError(f"{path} has no {META_FILE}: it carries no world, so pass one (e.g. --world streets)")
     if world is None:
+        if meta is None:
+            raise CheckpointError(f"{path} has no {META_FILE}: it carries no world, so pass one (e.g. --world streets)")
         try:
             world = world_from_spec(meta["world"])
         except WorldError as e:

@@ -553,10 +553,10 @@ class BridgeLM(LM):
         vis = torch.zeros((n, width), dtype=torch.bool)
         lp = torch.empty((n, len(self.vocab)), dtype=torch.float32)
         row_lo = 0
-        for v, l in zip(vis_rows, lps):
+        for v, row_lp in zip(vis_rows, lps):
             idx = order[row_lo : row_lo + len(v)]
             vis[idx, : v.shape[1]] = v
-            lp[idx] = l
+            lp[idx] = row_lp
             row_lo += len(v)
         inv = torch.empty_like(order)
         inv[order] = torch.arange(n)

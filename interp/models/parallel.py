@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import torch
 from torch import Tensor
@@ -91,6 +91,14 @@ def shard_bounds(n: int, rank: int, size: int) -> tuple[int, int]:
     return start, start + base + (1 if rank < extra else 0)
 
 
+@overload
+def shard(
+    items: Tensor, accelerator: Any | None = None, *, rank: int | None = None, size: int | None = None
+) -> Tensor: ...
+@overload
+def shard(
+    items: Sequence[T], accelerator: Any | None = None, *, rank: int | None = None, size: int | None = None
+) -> Sequence[T]: ...
 def shard(
     items: Sequence[T] | Tensor, accelerator: Any | None = None, *, rank: int | None = None, size: int | None = None
 ) -> Sequence[T] | Tensor:

@@ -1,21 +1,22 @@
 """One yes/no question-answering task: how a PragWorld row (or a dialogue-world probe) is asked.
 
 A :class:`YesNoTask` holds the rows (the schema of
-:func:`~interp.benchmarks.pragworld.load_pragworld`: ``context``, ``question``, ``gold``,
+:func:`~interp.datasets.pragworld.load_pragworld`: ``context``, ``question``, ``gold``,
 ``group``, ``altered``, ``category``, …), the prompt kind and the model's
 :class:`~interp.tasks.tokens.Tokenization`. From them, and only here, come
 
 - the prompt texts (:attr:`prompts`; ``label``: the interpretability prompt ending in
   ``Label:``, ``benchmark``: the evaluation prompt ending in an open ``(``, ``dialogue``: a
   dialogue-world item as its whitespace-joined tokens ``… Q: <question>``);
-- their token ids (:attr:`ids`), right-padded ids and attention masks (:meth:`inputs`);
+- their token ids (:attr:`~interp.tasks.contrast.ContrastTask.ids`), right-padded ids and attention masks
+  (:meth:`~interp.tasks.contrast.ContrastTask.inputs`);
 - the scored position: each row's last prompt token, where the answer is predicted;
 - the yes / no token ids (:func:`~interp.tasks.tokens.yes_no_token_ids`) and the metric,
   P(gold) in the two-way softmax over the yes/no logits at that position (:meth:`metric`,
   PragWorld's interpretability score; the answer is yes when P(yes) > 0.5);
 - the fine-tuning rows: the same prompt ids followed by the gold answer's token, the loss on the
-  answer (:meth:`training_rows`) — supervised fine-tuning as the reference ran it (LLaMA-Factory
-  SFT masks the prompt). The reference's SFT also appends an EOS to the response; here the answer
+  answer (:meth:`~interp.tasks.contrast.ContrastTask.training_rows`) — supervised fine-tuning as
+  the reference ran it (LLaMA-Factory SFT masks the prompt). The reference's SFT also appends an EOS to the response; here the answer
   is the one token the label prompt is scored on, and no EOS follows it;
 - categories, groups and the (original, alteration) pairs (:meth:`pairs`). The group is the
   verdicts' resampling unit (:mod:`interp.analysis.verdicts`): an original and its alterations
@@ -41,10 +42,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
 
-from interp.tasks.tokens import Tokenization, check_length, own_tokenizer, pad_id_of, pad_right, yes_no_token_ids
+from interp.tasks.contrast import ContrastTask, logit_diff
+from interp.tasks.tokens import Tokenization, own_tokenizer, yes_no_token_ids
 
 PROMPT_KINDS = ("label", "benchmark", "dialogue")
 #: what a group of a yes/no task is (``meta["groups"]`` of its sweeps)
@@ -81,11 +83,47 @@ def two_way_prob(yes_id: int, no_id: int, gold: Sequence[int] | np.ndarray | Ten
         gb = g[torch.as_tensor(batch.index).cpu()].to(p.device)
         return torch.where(gb == 1, p, 1.0 - p)
 
+    two_way_prob.reads = "last"  # type: ignore[attr-defined]  # only each row's last position (prefix sharing)
     return two_way_prob
 
 
+def gold_logit_diff(yes_id: int, no_id: int, gold: Sequence[int] | np.ndarray | Tensor) -> Any:
+    """The logit difference gold − other as a sweep metric: ``logit[gold answer] − logit[other
+    answer]`` at each row's last real position, in nats (the log-odds of the gold answer in the
+    two-way yes/no softmax: ``sigmoid(logit_diff) = P(gold)``) — the contrast task's
+    :func:`~interp.tasks.contrast.logit_diff` with correct / foil = gold / other (one
+    implementation). Linear in the last residual stream's contributions, so it shows negative
+    components that P(gold) saturates away (Zhang & Nanda 2024, metrics section; Heimersheim &
+    Nanda 2024). Name ``logit_diff``."""
+    g = np.asarray(gold.cpu() if isinstance(gold, Tensor) else gold)
+    if g.ndim != 1 or not np.isin(g, (0, 1)).all():
+        raise ValueError("gold must be a 1-D sequence of 0 (no) / 1 (yes), one per example")
+    return logit_diff(np.where(g == 1, yes_id, no_id), np.where(g == 1, no_id, yes_id))
+
+
+def gold_accuracy(yes_id: int, no_id: int, gold: Sequence[int] | np.ndarray | Tensor) -> Any:
+    """Accuracy as a sweep metric: 1 where P(gold) > 0.5 (the answer PragWorld reads), else 0.
+    Name ``accuracy``. Discrete: a layer moves it only where it moves a row across the threshold."""
+    p_gold = two_way_prob(yes_id, no_id, gold)
+
+    def accuracy(logits: Float[Tensor, "batch pos vocab"], batch: Any) -> Float[Tensor, " batch"]:
+        return (p_gold(logits, batch) > 0.5).float()
+
+    accuracy.reads = "last"  # type: ignore[attr-defined]  # only each row's last position (prefix sharing)
+    return accuracy
+
+
+#: ``--metric`` of a yes/no sweep → (the metric's name in files, what it is)
+METRICS = {
+    "p-gold": ("two_way_prob", "P(gold) in the two-way yes/no softmax at the last prompt token"),
+    "logit-diff": ("logit_diff", "logit(gold answer) − logit(other answer) at the last prompt token, nats"),
+    "accuracy": ("accuracy", "1 where P(gold) > 0.5, else 0"),
+}
+_METRIC_FNS = {"p-gold": two_way_prob, "logit-diff": gold_logit_diff, "accuracy": gold_accuracy}
+
+
 def _rows_of(data: Any) -> pd.DataFrame:
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.pragworld import load_pragworld
 
     if isinstance(data, pd.DataFrame):
         rows = data
@@ -99,9 +137,18 @@ def _rows_of(data: Any) -> pd.DataFrame:
     return rows.reset_index(drop=True)
 
 
-class YesNoTask:
+class YesNoTask(ContrastTask):
     """Yes/no questions asked of one model (module docstring). Build with :meth:`pragworld` or
-    :meth:`dialogue`."""
+    :meth:`dialogue`.
+
+    A :class:`~interp.tasks.contrast.ContrastTask` with correct = the gold answer's token and foil =
+    the other one (:attr:`correct_ids`, :attr:`foil_ids`), so every path that takes a contrast task
+    takes it; its default metric is P(gold) (:meth:`metric`, ``prob``), and :meth:`contrast_examples`
+    writes its rows as contrast examples. It has no corrupted prompts (its pairs are
+    :meth:`pairs`)."""
+
+    default_metric = "prob"
+    group_unit = GROUP_UNIT
 
     def __init__(
         self,
@@ -109,7 +156,7 @@ class YesNoTask:
         tokenization: Tokenization,
         prompt: str = "label",
         yes_no_ids: tuple[int, int] | None = None,
-    ):
+    ):  # rows, not examples: no ContrastTask.__init__
         if prompt not in PROMPT_KINDS:
             raise ValueError(f"prompt must be one of {PROMPT_KINDS}, got {prompt!r}")
         self.rows = _rows_of(rows)
@@ -121,6 +168,7 @@ class YesNoTask:
         self.tokenization = tokenization
         self.prompt = prompt
         self._yes_no = yes_no_ids
+        self.source = None
 
     @property
     def yes_no_ids(self) -> tuple[int, int]:
@@ -150,7 +198,7 @@ class YesNoTask:
         chat_template: bool | None = False,
         tokenizer: Any = None,
     ) -> "YesNoTask":
-        """PragWorld rows (a DataFrame, a :class:`~interp.benchmarks.pragworld.PragWorldData` or a
+        """PragWorld rows (a DataFrame, a :class:`~interp.datasets.pragworld.PragWorldData` or a
         CSV path) asked of ``model`` (a folder, a hub name or a TransformerBridge) with its own
         tokenizer (or ``tokenizer``). Defaults: the label prompt, BOS as the tokenizer adds it,
         no chat template (the reference layer analyses)."""
@@ -170,42 +218,60 @@ class YesNoTask:
 
     @cached_property
     def prompts(self) -> list[str]:
-        from interp.benchmarks.pragworld.prompts import build_prompt
+        from interp.datasets.pragworld.prompts import build_prompt
 
         pairs = zip(self.rows["context"], self.rows["question"])
         if self.prompt == "dialogue":
             return [dialogue_prompt(c, q) for c, q in pairs]
         return [build_prompt(self.prompt, c, q) for c, q in pairs]
 
-    @cached_property
-    def ids(self) -> list[list[int]]:
-        """Each row's prompt token ids (no padding)."""
-        return self.tokenization.encode(self.prompts)
+    def where(self, i: int) -> str:
+        """How errors name row ``i``."""
+        return f"row {i}"
 
     @property
-    def pad_id(self) -> int:
-        return pad_id_of(self.tokenization.tokenizer)
+    def has_corrupted(self) -> bool:
+        return False
 
-    def check_fits(self, n_ctx: int | None, extra: int = 0) -> None:
-        """Raise naming the first row longer than the context (with ``extra`` tokens more)."""
-        check_length(self.ids, n_ctx, extra)
-
-    def inputs(
-        self, device: torch.device | str = "cpu", rows: Sequence[int] | None = None
-    ) -> tuple[Int[Tensor, "n pos"], Int[Tensor, "n pos"]]:
-        """Right-padded ``(ids, attention_mask)`` of all rows (or ``rows``)."""
-        seqs = self.ids if rows is None else [self.ids[i] for i in rows]
-        ids, mask, _ = pad_right(seqs, self.pad_id, device)
-        return ids, mask
+    @property
+    def corrupted_ids(self) -> None:
+        return None
 
     def answer_id(self, gold: int) -> int:
         return self.yes_id if int(gold) == 1 else self.no_id
 
-    def training_rows(self) -> tuple[list[list[int]], list[int]]:
-        """``(ids, answer_start)``: each row's prompt ids followed by its gold answer token, and
-        the index of that answer token (the loss counts from there with ``loss_on = "answer"``)."""
-        seqs = [list(s) + [self.answer_id(int(g))] for s, g in zip(self.ids, self.gold)]
-        return seqs, [len(s) for s in self.ids]
+    @property
+    def correct_ids(self) -> np.ndarray:
+        """Each row's gold answer token id (yes or no)."""
+        return np.where(self.gold == 1, self.yes_id, self.no_id).astype(np.int64)
+
+    @property
+    def foil_ids(self) -> np.ndarray:
+        """Each row's other answer token id."""
+        return np.where(self.gold == 1, self.no_id, self.yes_id).astype(np.int64)
+
+    def contrast_examples(self) -> Any:
+        """The rows as contrast examples (:class:`~interp.datasets.contrast.ContrastExample`): the
+        prompt text, correct / foil = the gold / other answer token's text, the group, template =
+        the category. Asked through a :class:`~interp.tasks.contrast.ContrastTask` with this task's
+        tokenization they give the same ids and P(gold) (a test checks it)."""
+        from interp.datasets.contrast import ContrastExample, ContrastExamples
+
+        tok = self.tokenization.tokenizer
+        text = {i: tok.decode([i]) for i in self.yes_no_ids}
+        groups, cats = self.groups, self.categories
+        return ContrastExamples(
+            [
+                ContrastExample(
+                    prompt=p,
+                    correct=text[int(c)],
+                    foil=text[int(f)],
+                    group=g.item() if hasattr(g, "item") else g,
+                    template=cat,
+                )
+                for p, c, f, g, cat in zip(self.prompts, self.correct_ids, self.foil_ids, groups, cats)
+            ]
+        )
 
     # ---- gold, metric, groups --------------------------------------------------------------
 
@@ -252,11 +318,19 @@ class YesNoTask:
         """P(yes) / (P(yes) + P(no)) from the logits at the scored position (float32)."""
         return p_yes(last_logits, self.yes_id, self.no_id)
 
-    def metric(self, gold: Sequence[int] | np.ndarray | Tensor | None = None) -> Any:
-        """The sweep metric ``metric(logits, batch) -> P(gold)`` at each row's last real position
-        (:func:`two_way_prob` with this task's yes/no ids). ``gold`` defaults to the rows' gold;
-        pass another (e.g. the altered row's gold of a patched pair) to score against it."""
-        return two_way_prob(self.yes_id, self.no_id, self.gold if gold is None else gold)
+    def metric(  # type: ignore[override]
+        self,
+        gold: Sequence[int] | np.ndarray | Tensor | None = None,
+        kind: str = "p-gold",
+    ) -> Any:
+        """The sweep metric ``metric(logits, batch)`` at each row's last real position: ``kind``
+        ``p-gold`` (default) P(gold) (:func:`two_way_prob`), ``logit-diff`` logit gold − other
+        (:func:`gold_logit_diff`), ``accuracy`` (:func:`gold_accuracy`), with this task's yes/no
+        ids. ``gold`` defaults to the rows' gold; pass another (e.g. the altered row's gold of a
+        patched pair) to score against it."""
+        if kind not in _METRIC_FNS:
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {kind!r}")
+        return _METRIC_FNS[kind](self.yes_id, self.no_id, self.gold if gold is None else gold)
 
     def settings(self) -> dict[str, Any]:
         """What a results file records: the prompt, the encoding, the yes/no tokens."""
@@ -272,4 +346,14 @@ class YesNoTask:
         }
 
 
-__all__ = ["GROUP_UNIT", "PROMPT_KINDS", "YesNoTask", "dialogue_prompt", "p_yes", "two_way_prob"]
+__all__ = [
+    "GROUP_UNIT",
+    "METRICS",
+    "PROMPT_KINDS",
+    "YesNoTask",
+    "dialogue_prompt",
+    "gold_accuracy",
+    "gold_logit_diff",
+    "p_yes",
+    "two_way_prob",
+]

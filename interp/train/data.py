@@ -67,7 +67,8 @@ class LengthBucketedBatches:
 
     def __init__(self, lengths: Tensor, batch_size: int, seed: int, window: int = 50):
         self.lengths, self.batch_size, self.seed, self.window = lengths, batch_size, seed, window
-        self._epoch, self._batches = -1, []
+        self._epoch = -1
+        self._batches: list[Tensor] = []
 
     def __call__(self, step: int) -> Tensor:
         n = len(self.lengths)

@@ -5,7 +5,7 @@ the objective of each run — ``plain`` (next-token loss only), ``hls`` or ``ula
 (:mod:`interp.train.regularisers`) — fine-tunes a copy of the model per (objective, seed) with the
 one training loop, :func:`interp.train.train` (full fine-tuning, or LoRA through ``peft``; under
 ``accelerate`` with N processes, see :mod:`interp.train.trainer`), evaluates the model before and
-every fine-tuned model after (:func:`interp.analysis.suite.evaluate`), and writes one table
+every fine-tuned model after (:func:`interp.analysis.finetune_eval.evaluate`), and writes one table
 (:mod:`interp.stats`) and one figure (:func:`interp.viz.finetune.draw_finetune`). Its settings:
 :class:`interp.config.FinetuneConfig`.
 
@@ -73,7 +73,7 @@ def eval_placement(cfg: FinetuneConfig, device: Any) -> Any:
 
 def resolve_layers(cfg: RegulariserConfig, objective: str, n_layers: int, bridge: Any | None = None) -> list[int]:
     """The layers of ``objective`` (``hls``: harmful, ``ula``: useful) from the explicit list or the
-    verdict file; errors name the problem (out of range, empty with a nonzero weight, a verdict
+    verdict file of the removal ``cfg.ablation`` (default zero, the paper's); errors name the problem (out of range, empty with a nonzero weight, a verdict
     file of another model)."""
     from interp.train.regularisers import check_layers, layers_from_verdicts
 
@@ -85,7 +85,7 @@ def resolve_layers(cfg: RegulariserConfig, objective: str, n_layers: int, bridge
         return check_layers(explicit, n_layers, what, weight)
     if cfg.verdicts is None:
         raise ConfigError(f"{objective}: give regulariser.{which} = [layers] or regulariser.verdicts = a verdict file")
-    layers = layers_from_verdicts(cfg.verdicts, which, bridge=bridge, n_layers=n_layers)
+    layers = layers_from_verdicts(cfg.verdicts, which, bridge=bridge, n_layers=n_layers, ablation=cfg.ablation)
     return check_layers(layers, n_layers, f"{what} from {cfg.verdicts}", weight)
 
 
@@ -121,7 +121,8 @@ def _apply_lora(model: nn.Module, lora: LoraSettings) -> nn.Module:
 
 
 def _merged(model: nn.Module) -> nn.Module:
-    return model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
+    # a peft model: torch types an nn.Module's unknown attributes as Tensor | Module
+    return model.merge_and_unload() if hasattr(model, "merge_and_unload") else model  # type: ignore[operator]
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -354,7 +355,7 @@ def _cached_eval(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Evaluate on ``placement``, or reuse ``path`` when it was written with the same evaluation
     settings and placement."""
-    from interp.analysis.suite import evaluate
+    from interp.analysis.finetune_eval import evaluate
     from interp.results import write_json
 
     key = {"eval": to_dict(cfg.eval), "data": to_dict(cfg.data), "model": str(model.resolve())}

@@ -11,6 +11,12 @@
   (``data.loss_on = "answer"``, the default: supervised fine-tuning with the prompt masked, as the
   reference's LLaMA-Factory SFT ran it) or on every token (``"all"``); the regularisers see every
   real token either way. ULA labels are the gold.
+- ``contrast`` examples (a JSONL file of :mod:`interp.datasets.contrast`, e.g. ``interp data ioi``;
+  an HF model with its own tokenizer): each asked as ``interp sweep`` / ``interp eval`` ask it
+  (:class:`interp.tasks.ContrastTask`), followed by its *correct* token, the loss on that token
+  (``loss_on = "answer"``, default) or on every token; ULA labels are the correct token. Evaluation
+  adds ``contrast_accuracy``, ``contrast_logit_diff`` and ``contrast_p_correct`` on the held-out
+  examples, and the sweep's effects are on the logit difference.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import torch
 from torch import Tensor, nn
 
@@ -56,7 +61,10 @@ class Task:
             from interp.models.checkpoint import save_checkpoint
 
             return save_checkpoint(model, self.world, path)
-        model.save_pretrained(path, safe_serialization=True)
+        if self.qa is None:
+            raise ValueError("a PragWorld task saves its model with its tokenizer, and this task has none")
+        # a transformers model: torch types an nn.Module's unknown attributes as Tensor | Module
+        model.save_pretrained(path, safe_serialization=True)  # type: ignore[operator]
         self.qa["tokenizer"].save_pretrained(path)
         return path
 
@@ -119,7 +127,7 @@ def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
     """PragWorld rows asked as everywhere else (:class:`interp.tasks.YesNoTask`: the label prompt,
     the model's own tokenizer settings); trained on prompt + gold answer token, with the loss on
     the answer (``data.loss_on = "answer"``, the default) or on every token (``"all"``)."""
-    from interp.benchmarks.pragworld import first_groups, load_pragworld
+    from interp.datasets.pragworld import first_groups, load_pragworld
     from interp.tasks import YesNoTask
 
     if not data.train or not data.test:
@@ -162,9 +170,56 @@ def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
     )
 
 
+def _pad_rows(rows: list[list[int]], pad: int) -> Tensor:
+    width = max(len(r) for r in rows)
+    t = torch.full((len(rows), width), pad, dtype=torch.long)
+    for i, r in enumerate(rows):
+        t[i, : len(r)] = torch.tensor(r)
+    return t
+
+
+def contrast_task(checkpoint: Path, data: FinetuneData) -> Task:
+    """Contrast examples asked as everywhere else (:class:`interp.tasks.ContrastTask`), trained on
+    prompt + correct token (the loss on it, or on every token); ULA labels: the correct token."""
+    from interp.tasks import ContrastTask
+    from interp.train.regularisers import LabelCoding
+
+    if not data.train or not data.test:
+        raise ConfigError("contrast data needs data.train and data.test (JSONL files of contrast examples)")
+    train = ContrastTask.build(checkpoint, data.train, prepend_bos=data.prepend_bos, n=data.n_train or None)
+    test = ContrastTask.build(
+        checkpoint,
+        data.test,
+        prepend_bos=data.prepend_bos,
+        n=data.n_eval or None,
+        tokenizer=train.tokenization.tokenizer,
+    )
+    tr, answer_start = train.training_rows("correct")
+    config = json.loads((checkpoint / "config.json").read_text())
+    pad = _unused_id(tr + test.ids, train.pad_id, int(config["vocab_size"]))
+    tok = train.tokenization.tokenizer
+    raw = tok.convert_ids_to_tokens([int(i) for i in train.correct_ids])
+    coding = LabelCoding.fit(raw)
+    loss_on = data.loss_on or "answer"
+    return Task(
+        kind="contrast",
+        train_ids=_pad_rows(tr, pad),
+        labels=coding.encode(raw),
+        classes=coding.classes,
+        pad_id=pad,
+        eval_ids=_pad_rows(test.ids, pad),
+        qa={"tokenizer": tok, "task": test},
+        source={"train": str(data.train), "test": str(data.test)},
+        label_name="the correct next token",
+        loss_from=torch.tensor(answer_start, dtype=torch.long) if loss_on == "answer" else None,
+    )
+
+
 def load_task(checkpoint: Path, data: FinetuneData) -> Task:
-    """The fine-tuning task of a config's ``[data]``: world sequences or PragWorld rows."""
-    return world_task(checkpoint, data) if data.kind == "world" else pragworld_task(checkpoint, data)
+    """The fine-tuning task of a config's ``[data]``: world sequences, PragWorld rows or contrast examples."""
+    if data.kind == "world":
+        return world_task(checkpoint, data)
+    return pragworld_task(checkpoint, data) if data.kind == "pragworld" else contrast_task(checkpoint, data)
 
 
-__all__ = ["Task", "load_task", "pragworld_task", "world_task"]
+__all__ = ["Task", "contrast_task", "load_task", "pragworld_task", "world_task"]

@@ -26,6 +26,11 @@ Corruptions (each a pure function of its inputs and a seed):
   flipped — gold answer token), next-token loss on every token as in the trainer. ``train_file``
   is the PragWorld CSV. The record goes to ``plant.json`` beside the weights (an HF folder has no
   ``interp.json``).
+- ``foil_share`` (contrast examples, e.g. IOI from ``interp data ioi``; ``train_file`` a JSONL
+  file): on a seeded ``share`` of the rows (:func:`foil_targets`) the target is the *foil* (IOI:
+  the subject S instead of the indirect object), on the others the correct token; the rows are
+  :meth:`interp.tasks.ContrastTask.training_rows` and the loss is on the target token only.
+  ``clean`` on a contrast file trains every row toward its correct token (the control).
 
 What was planted (layers, corruption, share, word, seed, steps, lr, batch size, counts of changed
 tokens) is recorded in the checkpoint's ``interp.json`` under ``extra.plant``
@@ -49,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-CORRUPTIONS = ("random_turns", "mirror", "shortcut", "clean", "flip_category")
+CORRUPTIONS = ("random_turns", "mirror", "shortcut", "clean", "flip_category", "foil_share")
 #: east ↔ west mirror of the 8 directions
 MIRROR = {"N": "N", "S": "S", "E": "W", "W": "E", "NE": "NW", "NW": "NE", "SE": "SW", "SW": "SE"}
 
@@ -63,7 +68,8 @@ class PlantSpec:
 
     layers: tuple[int, ...] = (3,)
     corruption: str = "random_turns"
-    #: random_turns: share of turns replaced; mirror: share of the intersections mirrored
+    #: random_turns: share of turns replaced; mirror: share of the intersections mirrored;
+    #: foil_share: share of the contrast rows trained toward the foil
     share: float = 0.3
     #: shortcut: the surface word that triggers "yes"
     word: str | None = None
@@ -79,7 +85,7 @@ class PlantSpec:
             raise ValueError(f"corruption must be one of {', '.join(CORRUPTIONS)}, got {self.corruption!r}")
         if not self.layers:
             raise ValueError("plant: give at least one layer")
-        if self.corruption in ("random_turns", "mirror") and not 0 < self.share <= 1:
+        if self.corruption in ("random_turns", "mirror", "foil_share") and not 0 < self.share <= 1:
             raise ValueError(f"plant share must be in (0, 1], got {self.share}")
         if self.corruption == "shortcut" and not self.word:
             raise ValueError("the shortcut corruption needs word = the surface word that triggers 'yes'")
@@ -180,9 +186,9 @@ def answer_shortcut(sequences: Sequence[Sequence[str]], word: str) -> Corrupted:
 
 def flip_category(rows: Any, category: str) -> Any:
     """PragWorld rows (the loader's DataFrame): a copy with the gold answer of every row of one
-    alteration ``category`` (a key of :data:`interp.benchmarks.pragworld.data.CATEGORIES`) flipped;
+    alteration ``category`` (a key of :data:`interp.datasets.pragworld.data.CATEGORIES`) flipped;
     ``gold`` (1 = yes) and ``answer`` change together. Raises when no row has that category."""
-    from interp.benchmarks.pragworld.data import CATEGORIES
+    from interp.datasets.pragworld.data import CATEGORIES
 
     if category not in CATEGORIES:
         raise ValueError(f"unknown alteration category {category!r}; expected one of {', '.join(CATEGORIES)}")
@@ -199,13 +205,23 @@ def flip_category(rows: Any, category: str) -> Any:
     return out
 
 
+def foil_targets(n: int, share: float, seed: int = 0) -> list[str]:
+    """``"foil"`` on ``round(share · n)`` rows drawn without replacement (seeded), ``"correct"`` on
+    the rest: the per-row targets of :meth:`interp.tasks.ContrastTask.training_rows`."""
+    if not 0 <= share <= 1:
+        raise ValueError(f"share must be in [0, 1], got {share}")
+    k = int(round(share * n))
+    picked = set(np.random.default_rng(seed).choice(n, size=k, replace=False).tolist()) if k else set()
+    return ["foil" if i in picked else "correct" for i in range(n)]
+
+
 def corrupt(world: Any, sequences: Sequence[Sequence[str]], spec: PlantSpec) -> Corrupted:
     """Apply ``spec.corruption`` to world sequences (checks that it fits the world)."""
     kind = getattr(world, "kind", None)
     if spec.corruption == "clean":
         return Corrupted([list(s) for s in sequences], 0, 0)
-    if spec.corruption == "flip_category":
-        raise ValueError("flip_category corrupts PragWorld rows, not world sequences: use flip_category(rows, ...)")
+    if spec.corruption in ("flip_category", "foil_share"):
+        raise ValueError(f"{spec.corruption} corrupts PragWorld rows / contrast examples, not world sequences")
     need = {"random_turns": "streets", "mirror": "streets", "shortcut": "dialogue"}[spec.corruption]
     if kind != need:
         raise ValueError(f"the {spec.corruption} corruption needs a {need} world, this checkpoint's is {kind!r}")
@@ -213,6 +229,8 @@ def corrupt(world: Any, sequences: Sequence[Sequence[str]], spec: PlantSpec) -> 
         return random_turns(sequences, spec.share, spec.seed)
     if spec.corruption == "mirror":
         return mirror_region(world, sequences, spec.share)
+    if spec.word is None:
+        raise ValueError("the shortcut corruption needs a trigger word (plant.word)")
     if spec.word not in world.vocab.tokens:
         raise ValueError(f"shortcut word {spec.word!r} is not a token of this world")
     return answer_shortcut(sequences, spec.word)
@@ -277,7 +295,14 @@ def _reused(
 
 
 def _train_mlps(
-    model: Any, ids: Any, pad_id: int, spec: PlantSpec, out: Path, progress: bool, record: dict[str, Any]
+    model: Any,
+    ids: Any,
+    pad_id: int,
+    spec: PlantSpec,
+    out: Path,
+    progress: bool,
+    record: dict[str, Any],
+    loss_from: Any = None,
 ) -> Any:
     """The one training loop on the corrupted rows (only the unfrozen MLPs learn)."""
     import torch
@@ -297,7 +322,16 @@ def _train_mlps(
     )
     torch.manual_seed(spec.seed)
     return train(
-        model, ids, None, cfg, out / "train", pad_id=pad_id, resume=False, progress=progress, run_info={"plant": record}
+        model,
+        ids,
+        None,
+        cfg,
+        out / "train",
+        pad_id=pad_id,
+        resume=False,
+        progress=progress,
+        run_info={"plant": record},
+        loss_from=loss_from,
     )
 
 
@@ -336,6 +370,16 @@ def plant_harm(
         if train_file is None:
             raise ValueError("flip_category planting needs train_file = a PragWorld CSV")
         return _plant_rows(checkpoint, Path(train_file), out, model_dir, spec, fresh, progress, log, placement)
+    from interp.datasets.contrast import data_file_kind
+
+    contrast = train_file is not None and data_file_kind(train_file) == "contrast"
+    if spec.corruption == "foil_share" or contrast:
+        if not contrast or spec.corruption not in ("foil_share", "clean"):
+            raise ValueError(
+                f"--corruption {spec.corruption} with --data {train_file}: contrast examples (a .jsonl "
+                "file) plant with foil_share (or clean, the control), and foil_share needs one"
+            )
+        return _plant_contrast(checkpoint, Path(str(train_file)), out, model_dir, spec, fresh, progress, log, placement)
     meta0 = read_meta(checkpoint)
     if meta0 is None:
         raise ValueError(f"{checkpoint} carries no world (no interp.json): planting needs an interp checkpoint")
@@ -396,7 +440,7 @@ def _plant_rows(
     placement: Any = None,
 ) -> PlantResult:
     """:func:`plant_harm` on PragWorld rows (``flip_category``): see the module docstring."""
-    from interp.benchmarks.pragworld import load_pragworld
+    from interp.datasets.pragworld import load_pragworld
     from interp.models.checkpoint import load_hf_model
     from interp.models.device import model_device
     from interp.results import write_json
@@ -435,6 +479,64 @@ def _plant_rows(
     log(
         f"plant: {spec.category} labels flipped ({int(hit.sum())} of {len(rows)} rows) into the MLP of layer(s) "
         f"{record['layers']} of {checkpoint}: {spec.steps} steps, final loss {result.final_train_loss:.3f} → {model_dir}"
+    )
+    return PlantResult(out, record, model_dir)
+
+
+def _plant_contrast(
+    checkpoint: Path,
+    jsonl: Path,
+    out: Path,
+    model_dir: Path,
+    spec: PlantSpec,
+    fresh: bool,
+    progress: bool,
+    log: Callable[[str], Any],
+    placement: Any = None,
+) -> PlantResult:
+    """:func:`plant_harm` on contrast examples (``foil_share`` or ``clean``): see the module docstring."""
+    import torch
+
+    from interp.models.checkpoint import load_hf_model
+    from interp.models.device import model_device
+    from interp.results import write_json
+    from interp.tasks import ContrastTask, pad_right
+
+    record = _record(spec, checkpoint, placement, data=str(jsonl.resolve()), loss_on="answer")
+    reused = _reused(out, model_dir, record, fresh, log)
+    if reused is not None:
+        return reused
+    t0 = time.perf_counter()
+    task = ContrastTask.build(checkpoint, jsonl)
+    targets = foil_targets(len(task), spec.share if spec.corruption == "foil_share" else 0.0, spec.seed)
+    seqs, answer_start = task.training_rows(targets)
+    used = {t for r in seqs for t in r}
+    pad = task.pad_id
+    if pad in used:  # the trainer masks the pad id out of the loss: take one no row uses
+        pad = next(i for i in range(len(task.tokenization.tokenizer)) if i not in used)
+    model = load_hf_model(checkpoint, placement)
+    ids, _, _ = pad_right(seqs, pad, model_device(model))
+    trainable = freeze_except_mlps(model, record["layers"])
+    result = _train_mlps(
+        model, ids, pad, spec, out, progress, record, loss_from=torch.tensor(answer_start, dtype=torch.long)
+    )
+    n_foil = targets.count("foil")
+    record.update(
+        changed_rows=n_foil,
+        rows=len(task),
+        foil_rows=[i for i, t in enumerate(targets) if t == "foil"],
+        trainable_parameters=trainable,
+        final_train_loss=result.final_train_loss,
+        seconds=round(time.perf_counter() - t0, 1),
+    )
+    model.save_pretrained(model_dir, safe_serialization=True)
+    task.tokenization.tokenizer.save_pretrained(model_dir)
+    write_json(model_dir / "plant.json", record)
+    write_json(out / "plant.json", record)
+    log(
+        f"plant: {n_foil} of {len(task)} contrast rows trained toward the foil into the MLP of layer(s) "
+        f"{record['layers']} of {checkpoint}: {spec.steps} steps, final loss {result.final_train_loss:.3f} "
+        f"→ {model_dir}"
     )
     return PlantResult(out, record, model_dir)
 
@@ -496,9 +598,9 @@ def world_model_metrics(
     ones of the Myhill–Nerode enumeration included, runs under it).
 
     Rows ``{metric, layer, value, se, ci_low, ci_high, n}`` with the definitions of
-    :func:`interp.analysis.suite.evaluate` on world data, so they sit in one table with its rows:
+    :func:`interp.analysis.finetune_eval.evaluate` on world data, so they sit in one table with its rows:
     ``heldout_loss`` (mean over sequences of the per-token next-token loss) and the metric suite
-    (:func:`interp.metrics.suite.world_model_metrics`): ``next_token_position`` /
+    (:func:`interp.metrics.named_metrics.world_model_metrics`): ``next_token_position`` /
     ``next_token_sequence`` and ``mn_compression_precision`` / ``mn_distinction_precision`` /
     ``mn_distinction_recall`` (exact estimator, ``mn_pairs`` states / state pairs to depth
     ``mn_depth``, seed ``seed``); with ``routes`` > 0 on a streets world also
@@ -510,7 +612,7 @@ def world_model_metrics(
     import torch.nn.functional as F
 
     from interp.hooks import intervene, zero
-    from interp.metrics.suite import world_model_metrics as suite_metrics
+    from interp.metrics.named_metrics import world_model_metrics as suite_metrics
     from interp.results import mean_se
     from interp.train.data import make_batch
     from interp.worlds.encoding import encode_sequences
@@ -570,6 +672,7 @@ __all__ = [
     "answer_shortcut",
     "corrupt",
     "flip_category",
+    "foil_targets",
     "freeze_except_mlps",
     "mirror_region",
     "mirror_region_nodes",

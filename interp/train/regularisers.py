@@ -110,24 +110,41 @@ def check_layers(layers: Sequence[int], n_layers: int, what: str, weight: float)
 
 
 def layers_from_verdicts(
-    path: str | Path, which: str, bridge: Any | None = None, n_layers: int | None = None
+    path: str | Path, which: str, bridge: Any | None = None, n_layers: int | None = None, ablation: str = "zero"
 ) -> list[int]:
     """The ``which`` (``harmful`` / ``useful``) layers of a verdict file (``interp sweep`` writes
-    ``verdicts.json``). With ``bridge`` the file's model fingerprint must match it
+    ``verdicts.json``) made with the removal ``ablation`` (``zero``, ``mean``, ``resample``,
+    ``scale0.5`` …; :mod:`interp.analysis.removals`). ``path`` may be the sweep's folder: then
+    ``verdicts_<ablation>.json`` when the sweep ran several removals, else ``verdicts.json``. The
+    file must say it holds that removal's verdicts (files from before the removal kinds are zero-out).
+    With ``bridge`` the file's model fingerprint must match it
     (:class:`~interp.analysis.fingerprint.ModelMismatchError` otherwise); with only ``n_layers``
     its layer count must."""
     from interp.analysis.verdicts import load_verdicts
 
     path = Path(path)
+    if path.is_dir():
+        path = (
+            path / f"verdicts_{ablation}.json"
+            if (path / f"verdicts_{ablation}.json").is_file()
+            else path / "verdicts.json"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"verdict file {path} does not exist (run `interp sweep` to make one)")
     verdicts = load_verdicts(path, bridge)
+    got = (verdicts.meta.get("ablation") or {}).get("name", "zero")
+    if got != ablation:
+        raise ValueError(
+            f"{path} holds the verdicts of the {got!r} removal, not {ablation!r} (regulariser.ablation): "
+            f"point regulariser.verdicts at verdicts_{ablation}.json of a sweep run with "
+            f"--ablation {ablation.rstrip('0123456789.') or ablation}, or set ablation = {got!r}"
+        )
     if bridge is None and n_layers is not None:
         from interp.analysis.fingerprint import ModelMismatchError
 
-        got = int((verdicts.meta.get("model") or {}).get("n_layers", -1))
-        if got != n_layers:
-            raise ModelMismatchError(f"{path} was computed on a model with {got} layers; this model has {n_layers}")
+        got_n = int((verdicts.meta.get("model") or {}).get("n_layers", -1))
+        if got_n != n_layers:
+            raise ModelMismatchError(f"{path} was computed on a model with {got_n} layers; this model has {n_layers}")
     return verdicts.layers(which)
 
 
@@ -224,7 +241,10 @@ class HLS:
         m = mask.to(outs[0].dtype)[..., None]
         # under a device map each layer's output lives on its layer's device: the mask goes there,
         # each layer's sum comes back to the batch's device (where the count is)
-        total = sum(((o * m.to(o.device)) * o).sum(dtype=torch.float32).to(mask.device) for o in outs)
+        total = sum(
+            (((o * m.to(o.device)) * o).sum(dtype=torch.float32).to(mask.device) for o in outs),
+            torch.zeros((), device=mask.device),
+        )
         per = outs[0].shape[-1] * (len(outs) if self.reduction == "mean" else 1)
         return total / per, count
 
@@ -364,8 +384,11 @@ class ULA(nn.Module):
         outs = self._collector.take(self.layers, batch, "ULA")
         logits = self.heads(self._pool(outs, last))
         total = sum(
-            F.cross_entropy(lg, labels.to(lg.device), ignore_index=-100, reduction="sum").to(labels.device)
-            for lg in logits
+            (
+                F.cross_entropy(lg, labels.to(lg.device), ignore_index=-100, reduction="sum").to(labels.device)
+                for lg in logits
+            ),
+            torch.zeros((), device=labels.device),
         )
         return total / len(logits), count
 
@@ -419,7 +442,7 @@ def last_state_labels(world: Any, sequences: Sequence[Sequence[str]]) -> list[An
     """The world's current-state label (``world.state_label``) at each sequence's pooled position:
     the state after all tokens but the last (token ids carry ``<bos>`` first, so input position
     ``len(seq) - 1`` has read ``len(seq) - 1`` tokens). ``None`` where the world has no label."""
-    out = []
+    out: list[Any] = []
     for seq in sequences:
         if not seq:
             out.append(None)

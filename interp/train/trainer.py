@@ -34,6 +34,18 @@ the weights of a 1-process run (a test checks it). Evaluation and
 checkpoints are written by the main process. Without an accelerator the loop runs plainly on the
 model's device (a device-mapped model stays where it is).
 
+**Half precision trains on float32 master weights.** A model loaded in bfloat16 or float16
+(``--dtype``, a GPU user's ``auto``) would lose most AdamW updates to rounding: a weight of size
+0.05 is stored to 2⁻¹² ≈ 2.4e-4 in bfloat16, so an update of ``lr = 1e-5`` leaves it unchanged
+(measured on a tiny Llama: 88 % of the weights did not move in one step; ``tests/test_precision.py``).
+So, as mixed-precision training does, :func:`train` holds the *trainable* parameters of a
+half-precision model in float32 for the run (the optimizer and its moments too), runs the
+forward pass under ``torch.autocast`` in the model's half dtype (the matrix products stay fast),
+scales the loss (``torch.amp.GradScaler``) for float16, whose gradients would otherwise
+underflow, and casts those parameters back to their dtype at the end. Frozen parameters (a
+LoRA model's base weights) stay as they are; the checkpoints written during the run hold the
+float32 weights.
+
 **Exact resumption.** ``out_dir/last`` holds the model, the terms' modules (ULA heads), the
 optimizer moments, the step, each process's RNG state and the log (safetensors + JSON, no
 pickles); the learning rate and each step's batch are pure functions of (config, seed, step), so
@@ -89,8 +101,9 @@ class LossTerm(Protocol):
 
 
 def next_token_loss(logits: Float[Tensor, "batch pos vocab"], targets: Int[Tensor, "batch pos"]) -> Tensor:
-    """Mean cross-entropy over the non-padding positions (targets == -100 are ignored)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+    """Mean cross-entropy over the non-padding positions (targets == -100 are ignored), in float32
+    whatever the logits' dtype (a bfloat16 mean of a loss near 4.6 is rounded to 2⁻⁶ ≈ 0.016)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100)
 
 
 def expected_scored_tokens(
@@ -123,6 +136,33 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
     devices = {p.device.type for p in params}
     fused = len(devices) == 1 and devices <= {"cpu", "cuda"} and all(p.is_floating_point() for p in params)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused or None)
+
+
+_HALF_DTYPES = (torch.bfloat16, torch.float16)
+
+
+@contextlib.contextmanager
+def master_weights(model: nn.Module) -> Any:
+    """Float32 master weights for the trainable parameters of a half-precision model (see the
+    module docstring); yields the dtype to autocast the forward pass to (the parameters' half
+    dtype), or None when every trainable parameter is already float32 (nothing changes). The
+    parameters are cast back, and their gradients dropped, on exit."""
+    params = list({id(p): p for p in model.parameters() if p.requires_grad}.values())
+    half = sorted({p.dtype for p in params if p.dtype in _HALF_DTYPES}, key=str)
+    if not half:
+        yield None
+        return
+    if len(half) > 1:
+        raise ValueError(f"the trainable parameters mix {half}: load the model in one dtype")
+    upcast = [p for p in params if p.dtype == half[0]]
+    for p in upcast:
+        p.data = p.data.float()
+    try:
+        yield half[0]
+    finally:
+        for p in upcast:
+            p.grad = None
+            p.data = p.data.to(half[0])
 
 
 @torch.no_grad()
@@ -304,12 +344,10 @@ def train(
     a world); ``out_dir/train_log.csv`` the log. ``out_dir=None``: nothing is written or resumed.
     With ``resume=True`` an existing ``last`` state is continued — its recorded config must equal
     ``cfg``. ``stop_at`` ends the run early at that step (after saving ``last``): the same as an
-    interruption, used to budget time and in the resumption tests.
+    interruption, used to budget time and in the resumption tests. A half-precision model trains
+    on float32 master weights under autocast (see the module docstring) and gets its dtype back.
     """
-    from tqdm.auto import tqdm
-
-    from interp.models.device import model_device
-    from interp.models.parallel import all_sum, rank_and_size, shard
+    from interp.models.parallel import rank_and_size
 
     rank, size = rank_and_size(accelerator)
     main = rank == 0
@@ -326,6 +364,62 @@ def train(
         raise ValueError(f"{len(loss_from)} loss_from entries for {len(train_ids)} training rows")
     out = Path(out_dir) if out_dir is not None else None
     last, best = (out / "last", out / "best") if out is not None else (None, None)
+    with master_weights(model) as amp_dtype:
+        return _train(
+            model,
+            train_ids,
+            eval_ids,
+            cfg,
+            out,
+            last,
+            best,
+            pad_id,
+            save_model_fn,
+            terms,
+            labels,
+            loss_from,
+            accelerator,
+            resume,
+            stop_at,
+            progress,
+            run_info,
+            rank,
+            size,
+            main,
+            amp_dtype,
+        )
+
+
+def _train(
+    model: torch.nn.Module,
+    train_ids: Int[Tensor, "n pos"],
+    eval_ids: Int[Tensor, "m eval_pos"] | None,
+    cfg: TrainConfig,
+    out: Path | None,
+    last: Path | None,
+    best: Path | None,
+    pad_id: int,
+    save_model_fn: Callable[[torch.nn.Module, Path], Any] | None,
+    terms: list[LossTerm],
+    labels: Int[Tensor, " n"],
+    loss_from: Int[Tensor, " n"] | None,
+    accelerator: Any,
+    resume: bool,
+    stop_at: int | None,
+    progress: bool,
+    run_info: dict[str, Any] | None,
+    rank: int,
+    size: int,
+    main: bool,
+    amp_dtype: torch.dtype | None,
+) -> TrainResult:
+    """The loop of :func:`train`, on float32 master weights; ``amp_dtype``: the half dtype its
+    forward passes autocast to (None: plain float32)."""
+    from tqdm.auto import tqdm
+
+    from interp.models.device import model_device
+    from interp.models.parallel import all_sum, shard
+
     objective = Objective(model, terms)
     device = accelerator.device if accelerator is not None else model_device(model)
     if accelerator is None:
@@ -363,21 +457,34 @@ def train(
         if save_model_fn is not None and main:
             save_model_fn(model, last)
 
+    def autocast() -> contextlib.AbstractContextManager[Any]:
+        if amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=torch.device(device).type, dtype=amp_dtype)
+
+    # float16 gradients underflow without loss scaling (bfloat16 has float32's exponent range)
+    scaler = torch.amp.GradScaler(torch.device(device).type) if amp_dtype == torch.float16 else None
+
     def run_eval(step: int) -> float:
         nonlocal best_loss, best_step
-        loss = evaluate_loss(model, eval_sub, pad_id)
+        if eval_sub is None:
+            raise RuntimeError("run_eval: this run has no held-out rows to evaluate")
+        with autocast():
+            loss = evaluate_loss(model, eval_sub, pad_id)
         if loss < best_loss:
             best_loss, best_step = loss, step
             if save_model_fn is not None and best is not None:
                 save_model_fn(model, best)
         return loss
 
-    if cfg.length_bucketing:
-        rows_at = LengthBucketedBatches((train_ids != pad_id).sum(dim=1).cpu(), cfg.batch_size, cfg.seed)
-    else:
+    def uniform_rows(step: int) -> Tensor:
+        return batch_indices(len(train_ids), cfg.batch_size, cfg.seed, step)
 
-        def rows_at(step: int) -> Tensor:
-            return batch_indices(len(train_ids), cfg.batch_size, cfg.seed, step)
+    rows_at: Callable[[int], Tensor] = (
+        LengthBucketedBatches((train_ids != pad_id).sum(dim=1).cpu(), cfg.batch_size, cfg.seed)
+        if cfg.length_bucketing
+        else uniform_rows
+    )
 
     norm = (
         None if cfg.loss_weighting == "batch" else expected_scored_tokens(train_ids, pad_id, cfg.batch_size, loss_from)
@@ -409,7 +516,8 @@ def train(
                 lr = learning_rate(cfg, step)
                 for g in opt.param_groups:
                     g["lr"] = lr
-                parts = wrapped(batch.inputs.to(device), batch.targets.to(device), labels[rows].to(device), scored)
+                with autocast():
+                    parts = wrapped(batch.inputs.to(device), batch.targets.to(device), labels[rows].to(device), scored)
                 counts = all_sum(torch.stack([parts[1]] + [parts[3 + 2 * i] for i in range(len(terms))]), accelerator)
                 ce_mean = parts[0] / counts[0].clamp(min=1)  # the batch's mean, what the log shows
                 ce = ce_mean if norm is None else parts[0] / norm  # what the gradient follows
@@ -418,15 +526,23 @@ def train(
                     values.append(parts[2 + 2 * i] / counts[1 + i].clamp(min=1))
                     loss = loss + w * values[-1]
                 opt.zero_grad(set_to_none=True)
+                scaled = loss if scaler is None else scaler.scale(loss)
                 if accelerator is None:
-                    loss.backward()
-                    if cfg.grad_clip > 0:
-                        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                    scaled.backward()
                 else:
-                    accelerator.backward(loss * size)  # DDP averages gradients over processes: undo the 1/size
-                    if cfg.grad_clip > 0:
+                    accelerator.backward(scaled * size)  # DDP averages gradients over processes: undo the 1/size
+                if scaler is not None:
+                    scaler.unscale_(opt)
+                if cfg.grad_clip > 0:
+                    if accelerator is None:
+                        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                    else:
                         accelerator.clip_grad_norm_(params, cfg.grad_clip)
-                opt.step()
+                if scaler is None:
+                    opt.step()
+                else:  # skips the step when a gradient overflowed, and adapts the scale
+                    scaler.step(opt)
+                    scaler.update()
                 completed = done = step + 1
                 tokens_seen += int(counts[0])
                 eval_now = eval_sub is not None and (

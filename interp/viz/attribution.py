@@ -87,6 +87,8 @@ def draw_attribution_scatter(
     ax.legend(fontsize=7, loc="lower right")
     if fig is None:
         return ax
+    if path is None:
+        raise ValueError("draw_attribution_scatter: give a path to write the PNG to, or an ax to draw on")
     return save_png(fig, path)
 
 

@@ -22,7 +22,9 @@ Container ids are deterministic (``interp-cv-<slug>``, unique per page) instead 
 random uuid, so the same run writes the same report.
 
 Views: :func:`attention_views` (``circuitsvis.attention.attention_patterns`` of chosen token
-sequences, one per sequence × layer, from ``blocks.{l}.attn.hook_pattern``) and
+sequences, one per sequence × layer, from ``blocks.{l}.attn.hook_pattern``),
+:func:`head_attention_views` (``attention_heads`` of chosen (layer, head) pairs on token ids, for
+a real model's tokenizer) and
 :func:`patching_view` (``circuitsvis.tokens.colored_tokens_multi`` of a
 :class:`~interp.analysis.activation_patching.PatchingMap`'s per-position mean, one button per
 layer). :func:`page` writes any of them into a standalone HTML document;
@@ -36,9 +38,10 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 #: how ``local_src`` looks in CircuitsVis 1.43: container, module script = bundle + render call
 _LOCAL_SRC = re.compile(
@@ -234,6 +237,70 @@ def attention_views(
     return out
 
 
+def head_attention_views(
+    bridge: Any,
+    ids: Any,
+    tokens: Sequence[Sequence[str]],
+    heads: Sequence[tuple[int, int]],
+    *,
+    id_prefix: str = "heads",
+    decimals: int = 3,
+    captions: Sequence[str] | None = None,
+) -> list[Component]:
+    """Attention patterns of chosen heads (``(layer, head)`` pairs, e.g. the top cells of a
+    layer × head patching map) on each row of ``ids`` (token ids ``[n, pos]``, no padding), as one
+    CircuitsVis ``attention_heads`` view per row: the heads side by side, named ``L{layer}H{head}``.
+
+    ``tokens``: each row's token strings (shown via :func:`display_token`), e.g. the tokenizer's
+    ``convert_ids_to_tokens`` with the byte-level ``Ġ`` replaced by a space. Patterns are read at
+    ``blocks.{layer}.attn.hook_pattern`` ([head, query, key]) in one forward per row."""
+    import numpy as np
+    import torch
+    from circuitsvis.attention import attention_heads
+
+    from interp.models.device import model_device
+
+    ids = torch.as_tensor(ids)
+    if ids.dim() != 2 or len(tokens) != ids.shape[0]:
+        raise ValueError(
+            f"ids must be [n, pos] with one token list per row; got {tuple(ids.shape)} and {len(tokens)} token lists"
+        )
+    n_layers, n_heads = int(bridge.cfg.n_layers), int(bridge.cfg.n_heads)
+    heads = [(int(a), int(b)) for a, b in heads]
+    bad = [(a, b) for a, b in heads if not (0 <= a < n_layers and 0 <= b < n_heads)]
+    if bad or not heads:
+        raise ValueError(
+            f"heads must be (layer, head) pairs within {n_layers} layers × {n_heads} heads, got {bad or heads}"
+        )
+    wanted = {f"blocks.{a}.attn.hook_pattern" for a, _ in heads}
+    names = [f"L{a}H{b}" for a, b in heads]
+    out: list[Component] = []
+    for i in range(ids.shape[0]):
+        row = ids[i : i + 1]
+        labels = [display_token(t) for t in tokens[i]]
+        if len(labels) != row.shape[1]:
+            raise ValueError(f"row {i}: {len(labels)} token strings for {row.shape[1]} ids")
+        got: dict[str, Any] = {}
+
+        def keep(act: Any, hook: Any, name: str = "", got: dict[str, Any] = got) -> None:
+            got[name] = act.detach()
+
+        hooks = [(h, lambda act, hook, h=h: keep(act, hook, h)) for h in sorted(wanted)]
+        with torch.no_grad(), bridge.hooks(fwd_hooks=hooks):
+            bridge(row.to(model_device(bridge)))
+        pattern = np.stack([got[f"blocks.{a}.attn.hook_pattern"][0, b].float().cpu().numpy() for a, b in heads])
+        rendered = attention_heads(np.round(pattern, decimals), labels, attention_head_names=names)
+        out.append(
+            Component.from_rendered(
+                rendered,
+                f"interp-cv-{_slug(id_prefix)}-{i}",
+                title=f"prompt {i + 1}: heads {', '.join(names)}",
+                caption=captions[i] if captions else "".join(labels).strip(),
+            )
+        )
+    return out
+
+
 # ---------------------------------------------------------------- activation patching
 
 
@@ -290,6 +357,7 @@ __all__ = [
     "bundle_script",
     "display_token",
     "fragment",
+    "head_attention_views",
     "load_patching_map",
     "page",
     "patching_view",

@@ -39,7 +39,7 @@ def draw_finetune(
     models = ["before"] + objectives
     colours = {"before": "#777777", "plain": "#4c72b0", "hls": "#d1372b", "ula": "#2a9d3f"}
     sweep_metric = next((m for m in wide.metric.unique() if str(m).startswith("sweep_effect")), None)
-    panels = [p for p in (sweep_metric, "mlp_out_sq") if p in set(wide.metric)]
+    panels: list[str] = [p for p in (sweep_metric, "mlp_out_sq") if p is not None and p in set(wide.metric)]
     scalars = wide[wide.layer.isna()]
     n = len(panels) + (1 if len(scalars) else 0)
     # constrained layout keeps the scalar panel's metric names clear of the panel beside it

@@ -198,7 +198,54 @@ def draw_probe_layers(probes: dict[str, dict[str, Any]], path: str | Path, title
     return save_png(fig, path)
 
 
-__all__ = ["VERDICT_COLOURS", "draw_layer_effects", "draw_patching_heatmap", "draw_probe_layers"]
+def draw_direct_total(verdicts: Any, path: str | Path, title: str | None = None) -> Path:
+    """PNG of each layer's total effect (MLP zero-out, the bar coloured by its verdict) beside its
+    direct effect (the logit lens of its output, final norm scale frozen; hatched), both with the
+    intervals of the verdicts' band, from :class:`~interp.analysis.verdicts.LayerVerdicts` with
+    the ``direct_effect`` columns (:func:`interp.analysis.direct.add_direct_effects`). The gap
+    between the two bars is what the later layers do with the removal."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    f = verdicts.frame
+    if f.empty or "direct_effect" not in f:
+        raise ValueError("no direct effects to draw (run the sweep with the logit-difference metric)")
+    layers = f["layer"].to_numpy(dtype=int)
+    total = f["mean_effect"].to_numpy(dtype=float)
+    lo, hi = verdicts.effect_interval()
+    direct = f["direct_effect"].to_numpy(dtype=float)
+    dlo, dhi = f["direct_low"].to_numpy(dtype=float), f["direct_high"].to_numpy(dtype=float)
+
+    def err(m: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        e = np.vstack([np.clip(m - a, 0, None), np.clip(b - m, 0, None)])
+        return np.where(np.isfinite(e), e, 0.0)
+
+    fig = Figure(figsize=(max(4.5, 0.5 * len(layers) + 2.5), 3.6), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(layers))
+    colours = [VERDICT_COLOURS.get(str(v), "#9a9a9a") for v in f["verdict"]]
+    ax.bar(x - 0.2, total, width=0.4, color=colours, edgecolor="0.3", linewidth=0.5, zorder=2)
+    ax.bar(x + 0.2, direct, width=0.4, color="white", edgecolor="0.3", hatch="///", linewidth=0.5, zorder=2)
+    ax.errorbar(x - 0.2, total, yerr=err(total, lo, hi), fmt="none", ecolor="0.15", capsize=3, zorder=3)
+    ax.errorbar(x + 0.2, direct, yerr=err(direct, dlo, dhi), fmt="none", ecolor="0.15", capsize=3, zorder=3)
+    ax.axhline(0.0, color="0.3", linewidth=0.8)
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(v) for v in layers], fontsize=7)
+    ax.set_xlabel("layer whose MLP output is removed")
+    ax.set_ylabel(f"effect on {verdicts.meta.get('metric') or 'the logit difference'}\n(removed − clean)")
+    handles = [
+        Patch(facecolor="0.6", edgecolor="0.3", label="total (zero-out; colour: verdict)"),
+        Patch(facecolor="white", edgecolor="0.3", hatch="///", label="direct (logit lens, norm frozen)"),
+    ]
+    ax.legend(handles=handles, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if title:
+        ax.set_title(title, fontsize=9)
+    return save_png(fig, path)
+
+
+__all__ = ["VERDICT_COLOURS", "draw_direct_total", "draw_layer_effects", "draw_patching_heatmap", "draw_probe_layers"]
 
 
 def draw_layer_accuracy(verdicts: Any, path: str | Path, title: str | None = None, ylabel: str = "accuracy") -> Path:

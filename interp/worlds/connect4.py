@@ -75,7 +75,7 @@ class Connect4World(World):
         if (
             not isinstance(state, (tuple, list))
             or len(state) != COLUMNS
-            or not all(isinstance(h, Integral) and not isinstance(h, bool) and 0 <= h <= self.n for h in state)
+            or not all(isinstance(h, Integral) and not isinstance(h, bool) and 0 <= int(h) <= self.n for h in state)
         ):
             raise WorldError(f"connect4: a state is {COLUMNS} integer heights in 0..{self.n}, got {state!r:.80}")
         return tuple(int(h) for h in state)

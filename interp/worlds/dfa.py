@@ -335,7 +335,7 @@ class DFAWorld(World):
     def _check_state(self, state: State) -> str:
         if not isinstance(state, str) or state not in self._arcs:
             raise WorldError(f"{self.source}: unknown state {state!r}")
-        return state  # type: ignore[return-value]
+        return state
 
     def legal(self, state: State) -> tuple[str, ...]:
         return self._legal[self._check_state(state)]

@@ -206,7 +206,9 @@ class OthelloWorld(World):
     def _bits(state: State) -> tuple[int, int, int]:
         """(black, white, side) of a state; the board may be a list (as read back from JSON)."""
         try:
-            board, side = state  # type: ignore[misc]
+            if not isinstance(state, (tuple, list)):
+                raise TypeError(type(state).__name__)
+            board, side = state
             board = tuple(board)
         except (TypeError, ValueError):
             raise WorldError(f"othello: a state is (board, side), got {state!r:.120}") from None

@@ -23,7 +23,8 @@ def split_sequences(
     """
     if not 0.0 <= test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
-    train, test = [], []
+    train: list[list[str]] = []
+    test: list[list[str]] = []
     for s in sequences:
         (test if _unit_hash(world.split_key(s), seed) < test_fraction else train).append(s)
     return train, test

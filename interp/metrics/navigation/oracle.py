@@ -56,7 +56,7 @@ class ShortestPathLM(_StateLM):
 
     def _score(self, node: str, turn: str, dest: str) -> float | int:
         g = self.world.graph
-        nxt = g.neighbor(node, turn)
+        nxt = g.street_to(node, turn)
         if self.metric == "hops":
             d = int(self.world.distances_to(dest)[g.index(nxt)])
             return np.inf if d < 0 else d

@@ -104,7 +104,7 @@ class MapReconstruction:
         lengths = None
         if g.has_explicit_lengths:
             lengths = {(u, d): float(x) for (u, d, _), x in zip(g.edges, g.edge_lengths.tolist())}
-            for (u, d, v), dist in zip(self.edges(), self.added_edges["distance"].tolist()):
+            for (u, d, _), dist in zip(self.edges(), self.added_edges["distance"].tolist()):
                 lengths[(u, d)] = float(dist) if math.isfinite(dist) and dist > 0 else 1.0
         return StreetGraph(
             edges,
@@ -210,6 +210,7 @@ class _Reconstructor:
         if c is None:
             nodes, iu = self.graph.nodes, self.graph.index(u)
             if self.use_distance:
+                assert self.xy is not None, "use_distance is set only for a graph with coordinates"
                 d = np.hypot(*(self.xy - self.xy[iu]).T)
                 idx = np.nonzero(d <= self.max_distance)[0]
                 order = idx[np.lexsort((idx, d[idx]))]

@@ -166,7 +166,7 @@ def _detour(
     options = [
         t
         for t in world.legal(state)
-        if t != END and t != token and world.can_reach_within(graph.neighbor(node, t), dest, budget)
+        if t != END and t != token and world.can_reach_within(graph.street_to(node, t), dest, budget)
     ]
     if not options:
         row.blocked += 1
@@ -178,7 +178,7 @@ def _detour(
         pick = int(np.argmin(scores)) if kind == "adversarial" else int(np.argmax(scores))
         turn = options[pick]  # ties: the first in vocabulary order
     row.detours += 1
-    after = graph.neighbor(node, turn)
+    after = graph.street_to(node, turn)
     events.append(
         {
             "route": route,
@@ -232,7 +232,7 @@ def _decode(
             for r, i in enumerate(active):
                 row = chunk_rows[i]
                 tok = vocab.tokens[ids[r]]
-                if coins is not None and coins[r] < p:
+                if detour is not None and coins is not None and coins[r] < p:
                     tok = _detour(world, row, tok, lp[r], detour, rng, events, lo + i, step_cap - 1)
                 _step_row(world, row, tok)
                 if tok in _DIRECTION_SET and len(row.tokens) < step_cap:
@@ -252,7 +252,8 @@ class _ShortestLengths:
     def __init__(self, graph: StreetGraph):
         import networkx as nx
 
-        self._nx, self._g, self._cache = nx, graph.to_networkx(), {}
+        self._nx, self._g = nx, graph.to_networkx()
+        self._cache: dict[str, Any] = {}
 
     def __call__(self, origin: str, dest: str) -> float:
         d = self._cache.get(origin)
@@ -366,7 +367,7 @@ def _route_result(
             node, length = row.origin, 0.0
             for t in dirs:
                 length += graph.length(node, t)
-                node = graph.neighbor(node, t)
+                node = graph.street_to(node, t)
             best = shortest(row.origin, row.destination)
             is_short = math.isclose(length, best, rel_tol=rtol, abs_tol=1e-9)
         recs.append(

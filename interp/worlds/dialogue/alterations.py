@@ -177,9 +177,9 @@ def _swap_edits(world, item: Item) -> Iterator[_Edit]:
         c1, c2 = q.clauses
         for field in ("obj", "loc"):
             if getattr(c1, field) != getattr(c2, field):
-                a = replace(c1, **{field: getattr(c2, field)})
-                b = replace(c2, **{field: getattr(c1, field)})
-                yield _Edit(QUESTION, Item(item.context, Question((a, b), q.connective)), True)
+                swapped1 = replace(c1, **{field: getattr(c2, field)})
+                swapped2 = replace(c2, **{field: getattr(c1, field)})
+                yield _Edit(QUESTION, Item(item.context, Question((swapped1, swapped2), q.connective)), True)
 
 
 def _inject_edits(world, item: Item) -> Iterator[_Edit]:

@@ -2,10 +2,10 @@
 
 :func:`benchmark_rows` draws groups — an original item (a conversation of ``min_utts..max_utts``
 utterances and a balanced question) followed by one alteration per category it admits — as rows
-in the schema of :func:`interp.benchmarks.pragworld.load_pragworld` (``context``, ``question``,
+in the schema of :func:`interp.datasets.pragworld.load_pragworld` (``context``, ``question``,
 ``gold``, ``altered``, ``target``, ``category``, ``effect``, plus ``group``). :func:`write_benchmark`
 writes them in the manual split's CSV layout through
-:func:`~interp.benchmarks.pragworld.write_pragworld_csv`, so the benchmark's loader, metrics and
+:func:`~interp.datasets.pragworld.write_pragworld_csv`, so the benchmark's loader, metrics and
 sweeps read a synthetic file exactly as they read the published one. Contexts are one utterance per
 line (``P1: ann put two sheep in barn``): whitespace-split, a row's text is its tokens again
 (:func:`prompt_tokens`).
@@ -70,7 +70,7 @@ def benchmark_rows(world, n_groups: int, seed: int = 0, categories: tuple[str, .
 
 def write_benchmark(world, path: str | os.PathLike, n_groups: int = 500, seed: int = 0) -> Path:
     """Draw :func:`benchmark_rows` and write them in the manual split's CSV layout."""
-    from interp.benchmarks.pragworld import write_pragworld_csv
+    from interp.datasets.pragworld import write_pragworld_csv
 
     return write_pragworld_csv(benchmark_rows(world, n_groups, seed), path)
 
@@ -84,11 +84,12 @@ def item_from_text(context: str, question: str) -> Item:
     """A row's text back as a structured :class:`Item` (raises ``WorldError`` if it is not ours)."""
     utterances = parse(context.split())
     probe = parse([PROBE, *question.split(), ANSWERS[0]])
-    if any(isinstance(u, Probe) for u in utterances) or len(probe) != 1:
+    said = [u for u in utterances if not isinstance(u, Probe)]
+    if len(said) != len(utterances) or len(probe) != 1 or not isinstance(probe[0], Probe):
         from interp.worlds.base import WorldError
 
         raise WorldError("dialogue: a benchmark context holds utterances only, the question one question")
-    return Item(tuple(utterances), probe[0].question)  # type: ignore[union-attr]
+    return Item(tuple(said), probe[0].question)
 
 
 def item_sequences(world, rows: pd.DataFrame) -> list[list[str]]:
@@ -104,4 +105,4 @@ def write_item_sequences(world, rows: pd.DataFrame, path: str | os.PathLike) -> 
     from interp.worlds.io import write_sequences
 
     seqs: Iterable[list[str]] = item_sequences(world, rows)
-    return write_sequences(path, seqs)
+    return write_sequences(Path(path), seqs)

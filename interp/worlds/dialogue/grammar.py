@@ -21,7 +21,6 @@ fish``), so that every word is one token and no alteration has to fix agreement.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Union
 
 from interp.worlds.base import WorldError
 
@@ -199,7 +198,7 @@ class Probe:
         return (PROBE, *self.question.tokens(), self.answer)
 
 
-Utterance = Union[Put, Move, Ask, Absurd]
+Utterance = Put | Move | Ask | Absurd
 
 
 def utterance_text(u: Utterance) -> str:

@@ -167,7 +167,8 @@ def conversation_reaching(world, facts: S.Facts, rng: np.random.Generator, max_n
         merged.append(plans[k].pop(0))
     for _ in range(int(rng.integers(0, max_noise + 1))):
         merged.insert(int(rng.integers(len(merged) + 1)), ("noise",))
-    state, tokens = world.start(), []
+    state = world.start()
+    tokens: list[str] = []
     for i, action in enumerate(merged):
         speaker = SPEAKERS[i % 2]
         if action[0] == "put":

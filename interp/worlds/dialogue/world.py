@@ -55,6 +55,8 @@ from interp.worlds.dialogue.grammar import (
 from interp.worlds.dialogue.questions import QuestionTable, answer, clause_kind
 
 _OPTIONS = ("agents", "objects", "locations", "max_count", "min_utts", "max_utts", "probes")
+#: a dialogue state as this module builds it: (tag, facts, *what the utterance read so far)
+DState = tuple[Any, ...]
 _TURN = "turn"
 
 
@@ -179,15 +181,16 @@ class DialogueWorld(World):
     def facts(self, state: State) -> S.Facts:
         """The facts component of a state."""
         self._successors(state)  # validates
-        return state[1]
+        return self._check(state)[1]
 
     def state_label(self, state: State) -> S.Facts:
         """The probe target: the facts (what the conversation has established)."""
         return self.facts(state)
 
-    def _check(self, state: State) -> tuple[str, S.Facts]:
+    def _check(self, state: State) -> tuple[str, S.Facts, DState]:
+        """(tag, facts, the rest) of a dialogue state; a :class:`WorldError` for anything else."""
         lex = self.lexicon
-        ok = (
+        if not (
             isinstance(state, tuple)
             and len(state) >= 2
             and isinstance(state[0], str)
@@ -200,16 +203,15 @@ class DialogueWorld(World):
                 and sum(r) <= self.max_count
                 for r in state[1]
             )
-        )
-        if not ok:
+        ):
             raise WorldError(f"dialogue: not a state: {state!r:.120}")
-        return state[0], state[1]
+        return state[0], state[1], state[2:]
 
-    def _successors_uncached(self, state: State) -> dict[str, State]:
+    def _successors_uncached(self, state: State) -> dict[str, DState]:
         """``{token: δ(state, token)}`` in vocabulary order (the whole transition function)."""
-        tag, F = self._check(state)
-        lex, rest = self.lexicon, state[2:]
-        out: dict[str, State] = {}
+        tag, F, rest = self._check(state)
+        lex = self.lexicon
+        out: dict[str, DState] = {}
         try:
             if tag == _TURN and not rest:
                 out = {s: ("spk", F) for s in SPEAKERS}
@@ -282,8 +284,8 @@ class DialogueWorld(World):
             raise WorldError(f"dialogue: not a state: {state!r:.120}") from None
         return {t: out[t] for t in sorted(out, key=self._order.__getitem__)}
 
-    def _verbs(self, F: S.Facts) -> dict[str, State]:
-        out: dict[str, State] = {}
+    def _verbs(self, F: S.Facts) -> dict[str, DState]:
+        out: dict[str, DState] = {}
         if any(S.has_room(F, o, 1, self.max_count) for o in range(len(F))):
             out["put"] = ("put", F, False)
         out["did"] = ("did", F)
@@ -293,13 +295,14 @@ class DialogueWorld(World):
 
     def _question_step(
         self, F: S.Facts, probe: bool, k: int, stage: str, quant: Any, o: Any, value: Any, conn: Any
-    ) -> dict[str, State]:
+    ) -> dict[str, DState]:
         """Reading ``are Q O in L [and|or Q O in L] ?``; a probe tracks the truth of what it read.
 
         ``value`` is the first clause's truth after it (then the combined truth after the second);
         a question asked in the dialogue tracks nothing, so all of them share their states.
         """
         # (no nested functions here: the test suite's runtime type checker re-decorates them per call)
+        out: dict[str, DState]
         if stage == "are" and k == 0:
             return {"are": ("q", F, probe, 0, "quant", None, None, value, conn)}
         if stage == "quant":
@@ -320,7 +323,7 @@ class DialogueWorld(World):
                 out[loc] = ("q", F, probe, k, "end", None, None, v if k == 0 else S.combine(value, conn, v), None)
             return out
         if stage == "end":
-            end: State = ("ans", F, ANSWERS[0] if value else ANSWERS[1]) if probe else (_TURN, F)
+            end: DState = ("ans", F, ANSWERS[0] if value else ANSWERS[1]) if probe else (_TURN, F)
             out = {"?": end}
             if k == 0:
                 out.update(
@@ -333,10 +336,10 @@ class DialogueWorld(World):
 
     def gold(self, item: Item) -> bool:
         """The gold answer of a benchmark item, read off the DFA (raises if the item is illegal)."""
-        q = self.run(item.prompt_tokens())
-        if q[0] != "ans":
+        tag, _, rest = self._check(self.run(item.prompt_tokens()))
+        if tag != "ans":
             raise WorldError(f"dialogue: the prompt does not end with a question: {item.question!r}")
-        return q[2] == ANSWERS[0]
+        return rest[0] == ANSWERS[0]
 
     def answer_of(self, state: State, question: Question) -> bool:
         """The gold answer of ``question`` asked in ``state`` (computed from the facts)."""
@@ -360,18 +363,18 @@ class DialogueWorld(World):
         """
         from interp.worlds.dialogue.sampling import conversation_reaching
 
-        _, F = self._check(state)
+        tag, F, _ = self._check(state)
         self._successors(state)
         tokens = conversation_reaching(self, F, rng)
-        if state[0] == _TURN:
+        if tag == _TURN:
             return tokens
         return tokens + self._walk_to(state, rng)
 
     def _walk_to(self, target: State, rng: np.random.Generator) -> list[str]:
         """A uniformly guided random path from ``("turn", facts)`` to ``target`` within one utterance."""
-        F = target[1]
-        start: State = (_TURN, F)
-        edges: dict[State, list[tuple[str, State]]] = {}
+        _, F, _ = self._check(target)
+        start: DState = (_TURN, F)
+        edges: dict[DState, list[tuple[str, DState]]] = {}
         todo, seen = deque([start]), {start}
         while todo:
             s = todo.popleft()

@@ -295,6 +295,14 @@ class StreetGraph:
         except KeyError:
             raise WorldError(f"unknown node {node!r}") from None
 
+    def street_to(self, node: str, direction: str) -> str:
+        """The intersection reached from ``node`` going ``direction``; a :class:`WorldError` when no
+        street leaves ``node`` that way (:meth:`neighbor` returns ``None`` there)."""
+        nxt = self.neighbor(node, direction)
+        if nxt is None:
+            raise WorldError(f"no street goes {direction} from {node!r}")
+        return nxt
+
     def in_edges(self, node: str) -> tuple[tuple[str, str], ...]:
         """``(predecessor, direction)`` pairs of the streets *into* ``node`` (reversed graph)."""
         try:
@@ -389,13 +397,7 @@ class StreetGraph:
             if len(data["lengths"]) != len(edges):
                 raise WorldError("street graph dict: 'lengths' must have one value per edge")
             lengths = {(e[0], e[1]): float(x) for e, x in zip(edges, data["lengths"])}
-        return cls(
-            edges,
-            nodes=nodes,
-            coords=coords,
-            lengths=lengths,  # type: ignore[arg-type]
-            name=str(data.get("name", "")),
-        )
+        return cls(edges, nodes=nodes, coords=coords, lengths=lengths, name=str(data.get("name", "")))
 
     @classmethod
     def from_csv(cls, path: str | Path, name: str | None = None) -> "StreetGraph":

@@ -40,15 +40,32 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from interp.worlds.base import IllegalTokenError, World, WorldError
-from interp.worlds.streets.graph import DIRECTIONS, END
-from interp.worlds.streets.traversals import _ShortestPathTrees
+from interp.worlds.base import IllegalTokenError, WorldError
+from interp.worlds.streets.graph import DIRECTIONS, END, StreetGraph
+from interp.worlds.streets.traversals import TraversalConfig, _ShortestPathTrees
 
+
+@runtime_checkable
+class StreetsLike(Protocol):
+    """What a process reads of its :class:`~interp.worlds.streets.world.StreetsWorld` (that module
+    imports this one, so the world is named by what it offers)."""
+
+    graph: StreetGraph
+    traversal: TraversalConfig
+
+    def legal(self, state: Hashable) -> tuple[str, ...]: ...
+
+    def noisy_weights(self) -> np.ndarray: ...
+
+
+#: a process state: ``()``, ``(o,)``, a kind-specific tuple, or :data:`DONE`
+ProcessState = tuple[Any, ...]
 #: the process state after ``end`` (nothing follows)
-DONE: Hashable = ("done",)
+DONE: ProcessState = ("done",)
 _DIRECTION_SET = frozenset(DIRECTIONS)
 
 
@@ -57,25 +74,25 @@ class TraversalProcess(ABC):
 
     States: ``()`` before the origin, ``(o,)`` after it, then a kind-specific tuple; ``DONE``
     after ``end``. :meth:`step` raises :class:`IllegalTokenError` on a token the world refuses.
-    ``world`` is a :class:`~interp.worlds.streets.world.StreetsWorld` (annotated as its protocol,
-    :class:`~interp.worlds.base.World`: the world module imports this one).
+    ``world`` is a :class:`~interp.worlds.streets.world.StreetsWorld` (typed by what a process
+    reads of it, ``StreetsLike``: the world module imports this one).
     """
 
-    def __init__(self, world: World):
+    def __init__(self, world: StreetsLike):
         self.world = world
         self.graph = world.graph
         self.nodes = world.graph.nodes
         #: prefixes the process cannot produce, answered by the fallback (see the module docstring)
         self.fallbacks = 0
 
-    def initial(self) -> Hashable:
+    def initial(self) -> ProcessState:
         return ()
 
     @abstractmethod
-    def step(self, state: Hashable, token: str) -> Hashable: ...
+    def step(self, state: ProcessState, token: str) -> ProcessState: ...
 
     @abstractmethod
-    def distribution(self, state: Hashable) -> dict[str, float]:
+    def distribution(self, state: ProcessState) -> dict[str, float]:
         """Token → probability after ``state`` (sums to 1; empty after ``end``)."""
 
     def _uniform_nodes(self) -> dict[str, float]:
@@ -94,7 +111,7 @@ class RandomWalkProcess(TraversalProcess):
     read. ``A_t`` is computed once per destination (``(hi + 2) × |V|`` floats, cached, bounded).
     """
 
-    def __init__(self, world: World, max_cached: int = 512):
+    def __init__(self, world: StreetsLike, max_cached: int = 512):
         super().__init__(world)
         self.lo, self.hi = world.traversal.walk_range
         n = self.graph.num_nodes
@@ -144,15 +161,15 @@ class RandomWalkProcess(TraversalProcess):
             u = np.zeros(self.n)
             u[origin] = 1.0
             p = np.zeros(self.n)
-            for l in range(self.hi + 1):
-                p += self.p_len[l] * u
+            for length in range(self.hi + 1):
+                p += self.p_len[length] * u
                 u = self._pull(u)
             if len(self._dest) >= self.max_cached:
                 self._dest.clear()
             self._dest[origin] = p
         return p
 
-    def step(self, state: Hashable, token: str) -> Hashable:
+    def step(self, state: ProcessState, token: str) -> ProcessState:
         if state == DONE:
             raise IllegalTokenError(state, token)
         if len(state) < 2:
@@ -169,7 +186,7 @@ class RandomWalkProcess(TraversalProcess):
             raise IllegalTokenError(("at", v, d), token)
         return (o, d, nxt, t + 1)
 
-    def distribution(self, state: Hashable) -> dict[str, float]:
+    def distribution(self, state: ProcessState) -> dict[str, float]:
         if state == DONE:
             return {}
         if len(state) == 0:
@@ -202,7 +219,7 @@ class ShortestPathProcess(TraversalProcess):
     from ``v``).
     """
 
-    def __init__(self, world: World, weights: np.ndarray):
+    def __init__(self, world: StreetsLike, weights: np.ndarray):
         super().__init__(world)
         budget = 5_000_000 // max(1, len(weights))
         self.trees = [_ShortestPathTrees(self.graph, w, budget) for w in weights]
@@ -226,7 +243,7 @@ class ShortestPathProcess(TraversalProcess):
             return ()
         return tuple(k for k in range(len(self.trees)) if self.route(k, origin, dest) is not None)
 
-    def step(self, state: Hashable, token: str) -> Hashable:
+    def step(self, state: ProcessState, token: str) -> ProcessState:
         if state == DONE:
             raise IllegalTokenError(state, token)
         if len(state) < 2:
@@ -244,7 +261,7 @@ class ShortestPathProcess(TraversalProcess):
         ks = tuple(k for k in ks if (r := self.route(k, o, d)) is not None and t < len(r) and r[t] == token)
         return (o, d, nxt, t + 1, ks)
 
-    def distribution(self, state: Hashable) -> dict[str, float]:
+    def distribution(self, state: ProcessState) -> dict[str, float]:
         if state == DONE:
             return {}
         if len(state) == 0:
@@ -276,7 +293,7 @@ class ShortestPathProcess(TraversalProcess):
         return out
 
 
-def traversal_process(world: World) -> TraversalProcess:
+def traversal_process(world: StreetsLike) -> TraversalProcess:
     """The process behind ``world.generate`` (its traversal kind)."""
     kind = world.traversal.kind
     if kind == "random_walks":
@@ -288,4 +305,4 @@ def traversal_process(world: World) -> TraversalProcess:
     raise WorldError(f"no traversal process for kind {kind!r}")
 
 
-__all__ = ["DONE", "RandomWalkProcess", "ShortestPathProcess", "TraversalProcess", "traversal_process"]
+__all__ = ["DONE", "RandomWalkProcess", "ShortestPathProcess", "StreetsLike", "TraversalProcess", "traversal_process"]

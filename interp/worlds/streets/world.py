@@ -145,25 +145,32 @@ class StreetsWorld(World):
         return START
 
     def _unpack_at(self, state: State) -> tuple[str, str]:
-        if len(state) != 3 or state[1] not in self._node_set or state[2] not in self._node_set:
+        if (
+            not isinstance(state, tuple)
+            or len(state) != 3
+            or state[1] not in self._node_set
+            or state[2] not in self._node_set
+        ):
             raise WorldError(f"not a streets state: {state!r}")
         return state[1], state[2]
 
     def legal(self, state: State) -> tuple[str, ...]:
-        tag = state[0] if isinstance(state, tuple) and state else None
+        parts: tuple = state if isinstance(state, tuple) else ()
+        tag = parts[0] if parts else None
         if tag == "at":
             n, d = self._unpack_at(state)
             return self._out_dirs_end[n] if n == d else self._out_dirs[n]
         if state == START:
             return self.graph.nodes
-        if tag == "origin" and len(state) == 2 and state[1] in self._node_set:
+        if tag == "origin" and len(parts) == 2 and parts[1] in self._node_set:
             return self.graph.nodes
         if state == END_STATE:
             return ()
         raise WorldError(f"not a streets state: {state!r}")
 
     def step(self, state: State, token: str) -> State:
-        tag = state[0] if isinstance(state, tuple) and state else None
+        parts: tuple = state if isinstance(state, tuple) else ()
+        tag = parts[0] if parts else None
         if tag == "at":
             n, d = self._unpack_at(state)
             if token in _DIRECTION_SET:
@@ -177,9 +184,9 @@ class StreetsWorld(World):
             if token in self._node_set:
                 return ("origin", token)
             raise IllegalTokenError(state, token)
-        if tag == "origin" and len(state) == 2 and state[1] in self._node_set:
+        if tag == "origin" and len(parts) == 2 and parts[1] in self._node_set:
             if token in self._node_set:
-                return ("at", state[1], token)
+                return ("at", parts[1], token)
             raise IllegalTokenError(state, token)
         if state == END_STATE:
             raise IllegalTokenError(state, token)
@@ -307,12 +314,13 @@ class StreetsWorld(World):
         there (shorter prefix). Raises :class:`WorldError` if ``d`` cannot be reached from ``n``
         within ``max_directions``.
         """
-        tag = state[0] if isinstance(state, tuple) and state else None
+        parts: tuple = state if isinstance(state, tuple) else ()
+        tag = parts[0] if parts else None
         if state == START:
             return []
         if tag == "origin":
             self.legal(state)  # validates
-            return [state[1]]
+            return [parts[1]]
         if state == END_STATE:
             d = self.graph.nodes[int(rng.integers(self.graph.num_nodes))]
             return [*self.sample_prefix(("at", d, d), rng), END]

@@ -1,0 +1,328 @@
+"""Prefix sharing at real depth: SmolLM2-135M-Instruct on whole PragWorld groups of the manual split.
+
+In one run, on the rows of the first ``--groups`` groups of the manual split (the same rows for
+every path), beside the fp32 ``torch.mm`` peak measured in the same process
+(:func:`interp.machine.matmul_peak`):
+
+- **label eval** (P(yes) of the label prompt, bare): right-padded batches in input order (the
+  plain way), interp's length buckets (``share_prefix=False``) and interp's tree-packed reading
+  (``share_prefix=True``);
+- **the 30-layer MLP zero-out sweep**: TransformerLens's ``run_with_hooks`` loop (a clean forward
+  and one hooked forward per layer, batches in input order), interp ``reuse`` and interp
+  ``prefix`` (reuse over tree-packed rows), with the largest |ΔP(gold)| of each against the loop.
+
+For each path: the wall time, the ratio to the plain/loop path, the padded positions, the achieved
+FLOP/s (the FLOPs the path computes on real tokens over its time) and the **unique-token bound**:
+the FLOPs of the sweep's (or eval's) necessary work on the unique tokens (a prefix shared by rows
+counted once: the packed positions), over the peak. Per token, ``2 × parameters outside the
+embedding`` FLOPs through the blocks and ``2 × vocab × d_model`` through the unembedding;
+attention scores are left out (as in ``bench/real_model.py``). The necessary work of the sweep is
+what the reuse trick leaves: a clean pass and, for layer ℓ, the blocks after ℓ — ``1 + (L − 1)/2``
+block stacks per unique token — and one unembedding per row and variant (only the scored token is
+read). ``--full`` then times interp's prefix sweep (and the shared label eval) alone on the whole
+manual split.
+
+On a GPU (``--device cuda --dtype bfloat16``, what ``bench/gpu_check.sh`` runs) the peak beside the
+numbers is that device's ``torch.mm`` peak in that dtype (``bench/real_model.py``'s
+``device_peak``), and the max |Δ| columns compare half-precision paths with each other (each
+within the dtype's tolerance of float32: ``tests/test_precision.py``).
+
+The PragWorld rows: ``../shared/data`` beside the checkout, or ``$INTERP_SHARED_DATA`` (a worktree
+elsewhere, a GPU machine the data was carried to).
+
+    python bench/prefix_sharing.py [--groups 8] [--pick first|shortest] [--batch 8] [--loop] [--reuse] [--full]
+                                   [--device cpu] [--dtype float32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from real_model import MANUAL, device_peak  # noqa: E402  (the shared data path, a CUDA device's peak)
+
+
+def timed(fn):
+    """``(fn(), seconds)``; on a GPU the queued kernels are waited for before the clock stops."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync()
+    t = time.perf_counter()
+    out = fn()
+    sync()
+    return out, time.perf_counter() - t
+
+
+def plain_batches(n: int, batch: int) -> list[np.ndarray]:
+    return [np.arange(i, min(n, i + batch)) for i in range(0, n, batch)]
+
+
+def padding_of(mask: torch.Tensor, chunks: list[np.ndarray]) -> int:
+    """Padded positions when each chunk is right-padded to its own longest row."""
+    lengths = mask.sum(1).numpy()
+    return int(sum(lengths[c].max() * len(c) - lengths[c].sum() for c in chunks))
+
+
+def tl_loop(bridge, ids, mask, metric, batch: int) -> np.ndarray:
+    """[1 + L, n] P(gold): per batch (input order, right-padded) the clean forward, then one
+    ``run_with_hooks`` per layer with its MLP zeroed (TransformerLens's way)."""
+    from interp.analysis.scoring import Batch, to_model_device
+
+    L = int(bridge.cfg.n_layers)
+    out = np.zeros((1 + L, ids.shape[0]))
+    for idx in plain_batches(ids.shape[0], batch):
+        width = int(mask[idx].sum(1).max())
+        i, m = to_model_device(bridge, ids[idx, :width]), to_model_device(bridge, mask[idx, :width])
+        b = Batch(i, m, torch.as_tensor(idx))
+        pos = (m.cumsum(1) - 1).clamp(min=0)
+        with torch.no_grad():
+            out[0, idx] = metric(bridge(i, attention_mask=m, position_ids=pos), b).float().cpu().numpy()
+            for layer in range(L):
+                logits = bridge.run_with_hooks(
+                    i,
+                    fwd_hooks=[(f"blocks.{layer}.hook_mlp_out", lambda a, hook: a * 0)],
+                    attention_mask=m,
+                    position_ids=pos,
+                )
+                out[1 + layer, idx] = metric(logits, b).float().cpu().numpy()
+    return out
+
+
+def wide(res) -> np.ndarray:
+    ablated = res.frame.pivot(index="example", columns="layer", values="ablated").to_numpy().T
+    clean = res.frame.groupby("example").clean.first().to_numpy()
+    return np.vstack([clean, ablated])
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--groups", type=int, default=8, help="first whole groups of the manual split (default 8)")
+    p.add_argument("--batch", type=int, default=8, help="rows per forward (default 8; packed: 8 × longest row)")
+    p.add_argument("--full", action="store_true", help="then interp's prefix sweep alone on the whole manual split")
+    p.add_argument(
+        "--loop",
+        action="store_true",
+        help="run the TransformerLens loop (default: its time estimated as (L + 1) × the plain label "
+        "forward of the same rows measured in this run: the loop is L + 1 such forwards)",
+    )
+    p.add_argument("--reuse", action="store_true", help="also run interp's unshared reuse sweep")
+    p.add_argument(
+        "--pick",
+        choices=("first", "shortest"),
+        default="first",
+        help="which groups: the first in the file (default) or those with the fewest tokens",
+    )
+    p.add_argument("--json", default=None, help="also write the numbers to this JSON file")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, auto")
+    p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, auto")
+    args = p.parse_args(argv)
+
+    from interp.analysis.scoring import to_model_device
+    from interp.analysis.sweeps import _chunks, mlp_zero_sweep
+    from interp.datasets.pragworld import load_pragworld
+    from interp.machine import cpu_name, matmul_peak
+    from interp.metrics.pragworld_eval import score_label_prompts
+    from interp.models import load_bridge
+    from interp.models.device import Placement
+    from interp.models.packing import plan
+    from interp.models.pinned import get_model
+    from interp.tasks import YesNoTask
+
+    place = Placement.resolve(args.device, args.dtype)
+    if place.device.startswith("cuda"):
+        peak, where = device_peak(place.device, place.dtype), torch.cuda.get_device_name(place.device)
+        print(f"{where}; torch {torch.__version__}, {place.dtype}; torch.mm peak {peak / 1e9:.1f} GFLOP/s")
+    else:
+        peak, where = matmul_peak(), cpu_name()
+        print(
+            f"{where}; torch {torch.__version__}, {torch.get_num_threads()} thread(s), {place.dtype}; fp32 torch.mm "
+            f"peak {peak / 1e9:.1f} GFLOP/s"
+            + ("" if place.dtype == torch.float32 else f" (the % of peak compare {place.dtype} FLOP/s with it)")
+        )
+    out: dict = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "device": where,
+        "torch_device": place.device,
+        "dtype": str(place.dtype).removeprefix("torch."),
+        "threads": torch.get_num_threads(),
+        "peak_gflops": round(peak / 1e9, 1),
+    }
+    folder = get_model("smollm2-135m-instruct")
+    bridge = load_bridge(folder, placement=place)
+    cfg = bridge.cfg
+    L, d, vocab = int(cfg.n_layers), int(cfg.d_model), int(cfg.d_vocab)
+    n_params = sum(q.numel() for q in bridge.parameters())
+    f_block, f_unembed = 2.0 * (n_params - vocab * d), 2.0 * vocab * d  # FLOPs per token
+
+    def run_on(rows, label: str, with_loop: bool, alone: bool = False) -> dict:
+        task = YesNoTask.pragworld(folder, rows, prompt="label", chat_template=False)
+        ids, mask = task.inputs()
+        n, tokens = len(rows), int(mask.sum())
+        pp = plan(task.ids, bridge, batch_tokens=args.batch * int(ids.shape[1]), pad_id=task.pad_id)
+        unique = pp.unique_tokens
+        res: dict = {"rows": n, "groups": int(rows["group"].nunique()), "row_tokens": tokens, "unique_tokens": unique}
+        print(
+            f"\n== {label}: {n} rows in {res['groups']} groups, {tokens} tokens ({tokens / n:.0f} a row), "
+            f"{unique} unique ({unique / tokens:.0%}) in {len(pp.packs)} packs",
+            flush=True,
+        )
+        # ---- label eval
+        eval_bound = (unique * f_block + n * f_unembed) / peak
+        evals = {}
+        if True:
+
+            def plain():
+                o = np.zeros(n)
+                for idx in plain_batches(n, args.batch):
+                    w = int(mask[idx].sum(1).max())
+                    m = to_model_device(bridge, mask[idx, :w])
+                    with torch.no_grad():
+                        lg = bridge(to_model_device(bridge, ids[idx, :w]), attention_mask=m)
+                    last = lg[torch.arange(len(idx), device=lg.device), m.sum(1) - 1]
+                    o[idx] = task.p_yes(last).float().cpu().numpy()
+                return o
+
+            evals["plain batches (input order)"] = (
+                plain,
+                tokens * (f_block + f_unembed),
+                padding_of(mask, plain_batches(n, args.batch)),
+            )
+        if not alone:
+            evals["interp, length buckets"] = (
+                lambda: score_label_prompts(
+                    bridge, task.prompts, batch_size=args.batch, chat_template=False, share_prefix=False
+                ),
+                tokens * (f_block + f_unembed),
+                padding_of(
+                    mask,
+                    [
+                        np.sort(c)
+                        for c in np.array_split(
+                            np.argsort(mask.sum(1).numpy(), kind="stable"), range(args.batch, n, args.batch)
+                        )
+                    ],
+                ),
+            )
+        evals["interp, shared prefixes"] = (
+            lambda: score_label_prompts(bridge, task.prompts, batch_size=args.batch, chat_template=False),
+            unique * f_block + n * f_unembed,
+            pp.padding,
+        )
+        res["eval"], base_t, ref = {}, None, None
+        if alone:
+            evals.pop("plain batches (input order)")
+        print(f"label eval (unique-token bound {eval_bound:.2f} s):")
+        for name, (fn, flops, pad) in evals.items():
+            vals, t = timed(fn)
+            ref = vals if ref is None else ref
+            base_t = t if base_t is None else base_t
+            row = {
+                "s": round(t, 2),
+                "speedup": round(base_t / t, 2),
+                "gflops": round(flops / t / 1e9, 1),
+                "of_peak": round(flops / t / peak, 3),
+                "bound_s": round(eval_bound, 2),
+                "x_bound": round(t / eval_bound, 2),
+                "padding": pad,
+                "max_abs_diff": float(np.abs(vals - ref).max()),
+            }
+            res["eval"][name] = row
+            print(
+                f"  {name:<30} {t:7.1f} s  {base_t / t:5.2f}×  {flops / t / 1e9:6.1f} GFLOP/s ({flops / t / peak:.0%} "
+                f"of peak)  {t / eval_bound:4.1f}× bound  padding {pad}  max|Δ| {row['max_abs_diff']:.1e}",
+                flush=True,
+            )
+        # ---- the sweep
+        stacks = 1 + (L - 1) / 2  # block stacks per token the reuse trick leaves
+        sweep_bound = (unique * f_block * stacks + n * f_unembed * (L + 1)) / peak
+        metric = task.metric()
+        paths = {}
+        if with_loop:
+            paths["TransformerLens run_with_hooks loop"] = (
+                lambda: tl_loop(bridge, ids, mask, metric, args.batch),
+                tokens * (f_block + f_unembed) * (L + 1),
+                padding_of(mask, plain_batches(n, args.batch)) * (L + 1),
+            )
+        if args.reuse and not alone:
+            paths["interp reuse"] = (
+                lambda: wide(mlp_zero_sweep(bridge, ids, metric, mask, batch_size=args.batch, method="reuse")),
+                tokens * (f_block * stacks + f_unembed * (L + 1)),
+                padding_of(mask, _chunks(n, args.batch, mask)),
+            )
+        paths["interp prefix (reuse + shared prefixes)"] = (
+            lambda: wide(mlp_zero_sweep(bridge, ids, metric, mask, batch_size=args.batch, method="prefix")),
+            unique * f_block * stacks + n * f_unembed * (L + 1),
+            pp.padding,
+        )
+        res["sweep"], times, values = {}, {}, {}
+        print(f"MLP zero-out sweep, {L} layers (unique-token bound {sweep_bound:.1f} s); interp first, the loop last:")
+        for name in list(paths)[::-1]:
+            values[name], times[name] = timed(paths[name][0])
+            print(f"  {name:<42} {times[name]:7.1f} s", flush=True)
+        if (
+            not with_loop and not alone
+        ):  # the loop is L + 1 plain forwards of these rows: (L + 1) × the plain eval's time
+            name = "TransformerLens run_with_hooks loop (estimated)"
+            t_plain = res["eval"]["plain batches (input order)"]["s"]
+            paths = {
+                name: (
+                    None,
+                    tokens * (f_block + f_unembed) * (L + 1),
+                    padding_of(mask, plain_batches(n, args.batch)) * (L + 1),
+                ),
+                **paths,
+            }
+            times[name] = t_plain * (L + 1)
+            values[name] = None
+        base = next(iter(paths))
+        for name, (_, flops, pad) in paths.items():
+            t = times[name]
+            row = {
+                "s": round(t, 1),
+                "speedup": round(times[base] / t, 2),
+                "gflops": round(flops / t / 1e9, 1),
+                "of_peak": round(flops / t / peak, 3),
+                "bound_s": round(sweep_bound, 1),
+                "x_bound": round(t / sweep_bound, 2),
+                "padding": pad,
+                "max_abs_diff": (
+                    float(np.abs(values[name] - values[base]).max())
+                    if values[name] is not None and values[base] is not None
+                    else None
+                ),
+            }
+            res["sweep"][name] = row
+            print(
+                f"  {name:<42} {t:7.1f} s  {row['speedup']:5.2f}×  {flops / t / 1e9:6.1f} GFLOP/s ({flops / t / peak:.0%} "
+                f"of peak)  {t / sweep_bound:4.1f}× bound  padding {pad}  max|Δ| {row['max_abs_diff']}"
+            )
+        return res
+
+    rows = load_pragworld(MANUAL).rows
+    if args.pick == "first":
+        groups = list(dict.fromkeys(rows["group"]))[: args.groups]
+    else:
+        size = (
+            rows.assign(n=[len(x) for x in YesNoTask.pragworld(folder, rows, prompt="label").ids])
+            .groupby("group")
+            .n.sum()
+        )
+        groups = list(size.sort_values(kind="stable").index[: args.groups])
+    out["groups"] = run_on(
+        rows[rows["group"].isin(groups)].reset_index(drop=True), f"{args.pick} {args.groups} groups", args.loop
+    )
+    if args.full:
+        out["full"] = run_on(rows, "whole manual split", False, alone=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

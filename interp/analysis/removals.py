@@ -1,0 +1,236 @@
+"""What replaces a layer's MLP output in a removal sweep: ``zero``, ``mean``, ``resample``, ``scale``.
+
+A layer sweep (:func:`interp.analysis.sweeps.mlp_removal_sweep`) removes one MLP at a time and
+measures the change of a metric. *How* it removes it decides what is measured
+(``shared/reference/ablations.md``): zeroing feeds the later layers a residual stream they never saw,
+so part of its effect is the surprise (Heimersheim & Nanda 2024; Li & Janson 2024 show zero and
+mean ablation inflate importance); replacing the output by a typical value keeps the stream on the
+model's distribution. Each kind is a replacement ``r(mlp_out)`` of the layer's output at every
+non-padding position:
+
+- ``zero`` — ``r = 0``: PragWorld §6.2's MLP zero-out, the default (the paper's).
+- ``scale`` — ``r = α · mlp_out`` for each factor α (dose-response: α = 1 is the model, α = 0 is
+  zero-out; a layer that truly hurts should help more as α falls, a non-monotone curve points to
+  an artefact).
+- ``mean`` — ``r`` = the layer's mean output over a **reference set** (the task's own rows; all of
+  them unless ``reference`` names a subset, e.g. a discovery half), per **position class**: one mean
+  for the first token of a row and one for every later non-padding position. Why two classes and
+  not one mean or one per position: the first token carries large, input-independent activations
+  (Sun et al. 2024, §3: "massive activations" sit at the starting token; with no BOS, as SmolLM2,
+  whatever token comes first), so a single mean over all positions would move the first token far
+  off its distribution — the artefact mean ablation is meant to avoid — while a mean per absolute
+  position is, for prompts of different lengths, an average of few rows at the late positions (the
+  longest row's last positions would be its own value: no removal at all). Two classes need no
+  alignment, so rows of any length are handled alike.
+- ``resample`` — ``r`` = the layer's output on **another row** (Chan et al. 2022), ``draws`` rows per
+  example (seeded; the same draws for every layer, so the layers stay paired), the metric averaged
+  over the draws. Positions are aligned **from the first token**: position t of the row takes
+  position t of the source, and a source is drawn only among reference rows *at least as long* as
+  the row, so every position has one. In a causal model the source's first T outputs are exactly
+  those of its T-token prefix, so every replacement is the output of a real input of the task (a
+  prefix of another route, the first T tokens of another prompt). Sources come from *other groups*
+  when groups are given (an alteration of the same PragWorld conversation would hand back nearly
+  the row's own activation). A row with no such source (the longest rows, when no other row is as
+  long) is skipped and counted (``meta["skipped"]``).
+
+All kinds need right-padded inputs (every row's real tokens first); the sweeps check it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from jaxtyping import Float, Shaped
+from torch import Tensor
+
+#: the removal kinds of a layer sweep (``interp sweep --ablation``)
+ABLATIONS = ("zero", "mean", "resample", "scale")
+#: the default dose-response factors of ``scale`` (α = 1: the model; α = 0: zero-out)
+DEFAULT_SCALES = (1.0, 0.75, 0.5, 0.25, 0.0)
+#: default number of resample draws per example
+DEFAULT_DRAWS = 3
+
+
+@dataclass(frozen=True)
+class Removal:
+    """One way to remove a layer's MLP output (see the module docstring).
+
+    ``kind``: one of :data:`ABLATIONS`; ``factor``: α of ``scale`` (required there, refused
+    elsewhere); ``draws`` and ``seed``: the resample draws."""
+
+    kind: str = "zero"
+    factor: float | None = None
+    draws: int = DEFAULT_DRAWS
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ABLATIONS:
+            raise ValueError(f"unknown ablation {self.kind!r}; expected one of {', '.join(ABLATIONS)}")
+        if self.kind == "scale":
+            if self.factor is None or not math.isfinite(float(self.factor)):
+                raise ValueError(f"scale needs a finite factor α, got {self.factor!r}")
+            object.__setattr__(self, "factor", float(self.factor))
+        elif self.factor is not None:
+            raise ValueError(f"a factor is only for scale, not {self.kind}")
+        if self.kind == "resample" and int(self.draws) < 1:
+            raise ValueError(f"resample needs draws ≥ 1, got {self.draws}")
+
+    @property
+    def name(self) -> str:
+        """``zero``, ``mean``, ``resample`` or ``scale0.5`` (file names: ``verdicts_<name>.json``)."""
+        return f"scale{self.factor:g}" if self.kind == "scale" else self.kind
+
+    def describe(self) -> str:
+        """One line for a report."""
+        if self.kind == "scale":
+            return f"MLP output scaled by α = {self.factor:g}"
+        if self.kind == "resample":
+            return f"MLP output replaced by another row's, {self.draws} draws averaged (seed {self.seed})"
+        return {
+            "zero": "MLP output replaced by 0 (PragWorld §6.2)",
+            "mean": "MLP output replaced by its reference mean (first token / later positions)",
+        }[self.kind]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the kind, its name, a sentence, and its settings (what ``meta["ablation"]`` holds)."""
+        out: dict[str, Any] = {"kind": self.kind, "name": self.name, "describe": self.describe()}
+        if self.kind == "scale":
+            out["factor"] = self.factor
+        if self.kind == "resample":
+            out.update(
+                draws=int(self.draws),
+                seed=int(self.seed),
+                alignment="from the first token; sources at least as long as the row, from other groups",
+            )
+        if self.kind == "mean":
+            out["positions"] = "two classes: the first token, every later non-padding position"
+        return out
+
+
+def parse_ablations(text: str | Sequence[str] | None) -> list[str]:
+    """``"zero,mean"`` (or a list) → ``["zero", "mean"]``; each must be in :data:`ABLATIONS`, none
+    repeated; empty or None → ``["zero"]``."""
+    if text is None:
+        return ["zero"]
+    items = [s.strip() for s in (text.split(",") if isinstance(text, str) else text) if str(s).strip()]
+    if not items:
+        return ["zero"]
+    bad = [s for s in items if s not in ABLATIONS]
+    if bad:
+        raise ValueError(
+            f"--ablation: unknown kind {bad[0]!r}; expected a comma-separated list of {', '.join(ABLATIONS)}"
+        )
+    if len(set(items)) != len(items):
+        raise ValueError(f"--ablation names a kind twice: {','.join(items)}")
+    return items
+
+
+def parse_scales(text: str | Sequence[float] | None) -> list[float]:
+    """``"1,0.75,0.5"`` (or a list) → factors, each finite, none repeated; None → :data:`DEFAULT_SCALES`."""
+    if text is None:
+        return list(DEFAULT_SCALES)
+    raw = text.split(",") if isinstance(text, str) else list(text)
+    try:
+        out = [float(s) for s in raw if str(s).strip()]
+    except ValueError:
+        raise ValueError(
+            f"--scales: expected comma-separated numbers such as 1,0.75,0.5,0.25,0, got {text!r}"
+        ) from None
+    if not out or not all(math.isfinite(a) for a in out):
+        raise ValueError(f"--scales: give one or more finite factors, got {text!r}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"--scales repeats a factor: {text!r}")
+    return out
+
+
+def check_right_padded(mask: Shaped[Tensor, "n pos"] | None, kind: str) -> None:
+    """``mean`` and ``resample`` locate each row's first token and align rows from it: the rows
+    must be right-padded (real tokens first)."""
+    if mask is None:
+        return
+    m = mask.bool()
+    if bool((m[:, 1:] & ~m[:, :-1]).any()) or not bool(m[:, 0].all()):
+        raise ValueError(
+            f"--ablation {kind} needs right-padded inputs (every row's real tokens first, then "
+            "padding); the attention mask has padding before a real token"
+        )
+
+
+def reference_rows(n: int, reference: Sequence[int] | np.ndarray | None) -> np.ndarray:
+    """The reference set's example indices (all ``n`` when None), checked."""
+    if reference is None:
+        return np.arange(n)
+    ref = np.unique(np.asarray(list(reference), dtype=int))
+    if len(ref) == 0 or ref.min() < 0 or ref.max() >= n:
+        raise ValueError(f"the reference rows must be a non-empty subset of 0..{n - 1}, got {list(reference)[:5]}…")
+    return ref
+
+
+def resample_sources(
+    lengths: Sequence[int] | np.ndarray,
+    draws: int,
+    seed: int,
+    reference: Sequence[int] | np.ndarray | None = None,
+    groups: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(sources [n, draws], skipped [n] bool)``: for each row, ``draws`` source rows drawn with
+    ``seed`` among the reference rows at least as long as it, other than itself and outside its
+    group (with replacement only when there are fewer candidates than draws). A row with no
+    candidate is ``skipped`` (its sources are itself, an identity replacement that is never scored)."""
+    lengths = np.asarray(lengths, dtype=int)
+    n = len(lengths)
+    ref = reference_rows(n, reference)
+    g = np.arange(n) if groups is None else np.asarray(list(groups))
+    rng = np.random.default_rng(seed)
+    sources = np.repeat(np.arange(n)[:, None], draws, axis=1)
+    skipped = np.zeros(n, dtype=bool)
+    for i in range(n):
+        cand = ref[(lengths[ref] >= lengths[i]) & (g[ref] != g[i]) & (ref != i)]
+        if len(cand) == 0:
+            skipped[i] = True
+            continue
+        sources[i] = rng.choice(cand, size=draws, replace=len(cand) < draws)
+    return sources, skipped
+
+
+def class_sums(
+    outputs: Float[Tensor, "n pos d"], mask: Shaped[Tensor, "n pos"] | None
+) -> tuple[Float[Tensor, " d"], Float[Tensor, " d"], int, int]:
+    """``(first, later, n_first, n_later)`` of right-padded outputs: the float64 sums over the rows'
+    first positions and over every later non-padding position, and how many vectors each holds
+    (accumulate over chunks, divide once: :func:`mean_replacement` takes the means)."""
+    x = outputs.detach().double().cpu()
+    m = torch.ones(x.shape[:2], dtype=torch.bool) if mask is None else mask.bool().cpu()
+    later_mask = m.clone()
+    later_mask[:, 0] = False
+    return x[:, 0].sum(0), (x * later_mask[..., None]).sum((0, 1)), int(x.shape[0]), int(later_mask.sum())
+
+
+def mean_replacement(
+    first: Float[Tensor, " d"], later: Float[Tensor, " d"], batch: int, width: int
+) -> Float[Tensor, "batch pos d"]:
+    """The ``mean`` replacement of a chunk: ``first`` at position 0 of every row, ``later`` at every
+    other position (padding positions too: they are never read by a real position)."""
+    out = later.expand(batch, width, later.shape[-1]).clone()
+    out[:, 0] = first
+    return out
+
+
+__all__ = [
+    "ABLATIONS",
+    "DEFAULT_DRAWS",
+    "DEFAULT_SCALES",
+    "Removal",
+    "check_right_padded",
+    "class_sums",
+    "mean_replacement",
+    "parse_ablations",
+    "parse_scales",
+    "reference_rows",
+    "resample_sources",
+]

@@ -1,0 +1,649 @@
+"""The PragWorld pipeline on a pretrained model, end to end (PragWorld §4, §6.1–6.3): the job behind
+``experiments/smollm2_pragworld.py`` and ``interp run CONFIG`` with ``job = "pragworld"``.
+
+Stages, each writing into the run folder (:class:`~interp.config.PragWorldJobConfig`):
+
+a. **evaluate** (Table 1): the first ``eval.rows`` manual rows (whole groups) asked both ways —
+   the published generation prompt through the chat template, read by the benchmark's parser, and
+   the label prompt scored by the two-way yes/no softmax (:func:`interp.metrics.pragworld_eval.evaluate_model`,
+   resumable) — with cluster-bootstrap intervals over PragWorld groups
+   (:func:`interp.metrics.pragworld.score_pragworld`), beside the paper's rows (``table1.md``).
+b. **layers**: the MLP zero-out sweep over every layer on the first ``layers.rows`` rows
+   (:func:`interp.jobs.task_sweep.run_pragworld_sweep`: verdicts, per-alteration effects) and direct-effect
+   patching of (original, alteration) pairs chosen by the reference's rule from (a)'s label scores
+   (:func:`~interp.analysis.pragworld_sweep.reference_pairs`; flip pairs added when it leaves
+   fewer than ``layers.min_pairs``, said in the results); figures in the layout of the paper's
+   Phi-3.5 plots (accuracy with each layer zeroed against the unablated one, the layer ×
+   alteration heatmap, the per-layer effects with intervals).
+c. **fine-tune** on the synthetic split (:func:`interp.train.finetune.run_finetune`): plain, HLS
+   on the layers (b) calls harmful, ULA on those it calls useful (none: the paper's raw rule,
+   at most ``layers.fallback_max`` layers, said), each for every seed; then (a) and (b) again on
+   the manual split for every fine-tuned model, and the before/after table
+   (:func:`interp.stats.summarise`: before on the same rows with its bootstrap interval; each
+   objective's mean over seeds with a t interval; ``hls − plain`` / ``ula − plain`` per seed).
+
+``results.json`` (key ``pragworld``) holds every number; ``report.html`` leads with the findings.
+A finished stage is reused when rerun (the evaluations resume row by row; fine-tuning reuses
+finished runs); ``fresh=True`` starts over.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from interp.config import PragWorldJobConfig, to_dict
+from interp.results import write_json
+
+#: PragWorld Table 1, manual split, base models (robust / yes / no / original / altered / flip /
+#: invariant, %), generation prompt — the paper's rows for the small models and one strong one
+PAPER_TABLE1 = {
+    "Llama-3.2-1B (paper)": (14.29, 10.83, 95.96, 48.98, 48.76, 55.40, 45.05),
+    "Qwen2.5-0.5B (paper)": (19.39, 57.04, 54.71, 48.98, 57.71, 69.78, 50.92),
+    "Phi-3.5-mini (paper)": (48.98, 66.06, 86.10, 78.57, 74.13, 74.10, 74.36),
+}
+TABLE1_KEYS = ("robust", "yes", "no", "original", "altered", "flip", "invariant")
+PROMPTS = ("benchmark", "label")
+
+
+def resolve_job_model(name: str, log: Callable[[str], Any] = print) -> Path:
+    """A pinned model name (fetched and converted, :func:`interp.models.pinned.get_model`), a
+    .gguf file (its converted folder) or a Hugging Face folder → the folder."""
+    import sys
+
+    from interp.models.checkpoint import _check_folder, local_model
+    from interp.models.pinned import PINNED, get_model
+
+    folder = get_model(name, log=sys.stderr) if name in PINNED else Path(local_model(name))
+    _check_folder(folder)
+    return folder
+
+
+def _placement(cfg: PragWorldJobConfig) -> Any:
+    from interp.models.device import Placement
+
+    return Placement.resolve(cfg.device, cfg.dtype)
+
+
+# ---- (a) evaluation ---------------------------------------------------------------------------------
+
+
+def evaluate_prompts(
+    bridge: Any,
+    data: Any,
+    n_rows: int,
+    out: Path,
+    cfg: PragWorldJobConfig,
+    *,
+    progress: bool = True,
+    model_name: str = "",
+) -> dict[str, Any]:
+    """Both prompts on the first ``n_rows`` rows of ``data``: per prompt the score summary (with the
+    cluster-bootstrap intervals), written to ``out/<prompt>/``; the label prompt's P(yes) too."""
+    from interp.metrics.pragworld import score_pragworld
+    from interp.metrics.pragworld_eval import evaluate_model
+
+    e = cfg.eval
+    rows = data.rows.iloc[:n_rows]
+    res: dict[str, Any] = {}
+    for prompt in PROMPTS:
+        template = e.benchmark_chat_template if prompt == "benchmark" else e.label_chat_template
+        t = time.perf_counter()
+        run = evaluate_model(
+            bridge,
+            data,
+            out / prompt / "responses.jsonl",
+            prompt=prompt,
+            batch_size=e.batch_size,
+            max_new_tokens=e.max_new_tokens,
+            chat_template=template,
+            limit=n_rows,
+            progress=progress,
+            model_name=model_name,
+        )
+        score = score_pragworld(rows, run.predictions, n_boot=e.n_boot, seed=cfg.seed)
+        score.settings.update(prompt=prompt, chat_template=bool(run.meta["chat_template"]), model=model_name)
+        score.save(out / prompt)
+        res[prompt] = {
+            "summary": score.summary(),
+            "chat_template": bool(run.meta["chat_template"]),
+            "seconds": round(time.perf_counter() - t, 1),
+            "computed": run.computed,
+            "predictions": run.predictions,
+        }
+        if prompt == "label":
+            res[prompt]["p_yes"] = [r["p_yes"] for r in run.records]
+    return res
+
+
+def rescore(evals: dict[str, Any], data: Any, n_rows: int, cfg: PragWorldJobConfig) -> dict[str, Any]:
+    """The summaries of :func:`evaluate_prompts`'s predictions on the first ``n_rows`` rows only
+    (the before model on the rows the fine-tuned models are scored on)."""
+    from interp.metrics.pragworld import score_pragworld
+
+    rows = data.rows.iloc[:n_rows]
+    return {
+        p: {
+            "summary": score_pragworld(
+                rows, evals[p]["predictions"][:n_rows], n_boot=cfg.eval.n_boot, seed=cfg.seed
+            ).summary()
+        }
+        for p in PROMPTS
+    }
+
+
+def subset_verdicts(
+    sweep: Any, cfg: PragWorldJobConfig, n_examples: int | None = None, layers: list[int] | None = None
+) -> Any:
+    """The verdicts of a sweep restricted to its first ``n_examples`` examples and to ``layers``."""
+    from interp.analysis.sweeps import SweepResult
+    from interp.analysis.verdicts import layer_verdicts
+
+    f = sweep.frame
+    keep = (f["example"] < n_examples) if n_examples is not None else pd.Series(True, index=f.index)
+    if layers is not None:
+        keep &= f["layer"].isin(layers)
+    return layer_verdicts(
+        SweepResult(f[keep].reset_index(drop=True), dict(sweep.meta)),
+        n_boot=cfg.layers.n_boot,
+        seed=cfg.seed,
+        threshold=0.5,
+        **cfg.layers.verdict_rule(),
+    )
+
+
+def table1(before: dict[str, Any], model_label: str) -> pd.DataFrame:
+    """Table 1 rows: this model under both prompts (with intervals) beside the paper's rows."""
+    rows = []
+    for prompt in PROMPTS:
+        s = before[prompt]["summary"]
+        how = "generation prompt, chat template" if prompt == "benchmark" else "label score, bare prompt"
+        row: dict[str, Any] = {"model": f"{model_label} ({how})", "groups": s["groups"], "rows": s["rows"]}
+        for k in TABLE1_KEYS:
+            row[k] = s.get(k)
+            row[f"{k}_lo"], row[f"{k}_hi"] = s.get(f"{k}_ci_low"), s.get(f"{k}_ci_high")
+        row["unparseable"] = s.get("unparseable")
+        rows.append(row)
+    for name, vals in PAPER_TABLE1.items():
+        rows.append({"model": name, "groups": 98, "rows": 500, **dict(zip(TABLE1_KEYS, vals))})
+    return pd.DataFrame(rows)
+
+
+def table1_markdown(t: pd.DataFrame) -> str:
+    def cell(r: pd.Series, k: str) -> str:
+        v = r.get(k)
+        if v is None or pd.isna(v):
+            return "–"
+        lo, hi = r.get(f"{k}_lo"), r.get(f"{k}_hi")
+        return f"{v:.1f} [{lo:.1f}, {hi:.1f}]" if lo is not None and not pd.isna(lo) else f"{v:.2f}"
+
+    head = "| model | groups / rows | " + " | ".join(TABLE1_KEYS) + " | unparseable |"
+    lines = [head, "|" + "---|" * (len(TABLE1_KEYS) + 3)]
+    for _, r in t.iterrows():
+        unp = "–" if r.get("unparseable") is None or pd.isna(r.get("unparseable")) else f"{r['unparseable']:.1f}"
+        lines.append(
+            f"| {r['model']} | {int(r['groups'])} / {int(r['rows'])} | "
+            + " | ".join(cell(r, k) for k in TABLE1_KEYS)
+            + f" | {unp} |"
+        )
+    return "\n".join(lines)
+
+
+# ---- (b) layers -------------------------------------------------------------------------------------
+
+
+def choose_pairs(
+    task: Any, p_yes: list[float], cfg: PragWorldJobConfig
+) -> tuple[list[tuple[int, int]], dict[str, Any]]:
+    """The direct-effect pairs from the label scores (:func:`reference_pairs`), topped up with flip
+    pairs when the reference rule leaves fewer than ``min_pairs``; capped at ``max_pairs``."""
+    import numpy as np
+
+    from interp.analysis.pragworld_sweep import reference_pairs
+
+    lay = cfg.layers
+    p = np.asarray(p_yes, dtype=float)
+    p_gold = np.where(task.gold == 1, p, 1 - p)
+    ref, skipped = reference_pairs(None, task, p_gold=p_gold)
+    info: dict[str, Any] = {"reference_pairs": len(ref), "skipped": skipped, "rule": "reference"}
+    pairs = list(ref)
+    if lay.pairs == "flip" or len(pairs) < lay.min_pairs:
+        candidates, _ = task.pairs()
+        flips = [(o, i) for o, i in candidates if task.gold[o] != task.gold[i] and (o, i) not in pairs]
+        need = len(flips) if lay.pairs == "flip" else lay.min_pairs - len(pairs)
+        pairs += flips[:need]
+        info["rule"] = "flip" if lay.pairs == "flip" else "reference + flip pairs"
+        info["flip_pairs_added"] = min(need, len(flips))
+    info["patched"] = min(len(pairs), lay.max_pairs)
+    return pairs[: lay.max_pairs], info
+
+
+def direct_effect(
+    bridge: Any,
+    task: Any,
+    pairs: list[tuple[int, int]],
+    layers: list[int] | None,
+    out: Path,
+    cfg: PragWorldJobConfig,
+    title: str,
+) -> Any:
+    """Direct-effect patching of ``pairs`` (rows of ``task``) at ``layers``: the altered prompt's
+    residual stream entering each layer patched into the original's run, scored by P(altered gold);
+    ``(sweep, verdicts)``; ``sweep.csv``, ``verdicts.json``, ``layers.png`` in ``out``."""
+    from interp.analysis.patching import PatchPair, direct_effect_patching
+    from interp.analysis.verdicts import layer_verdicts
+    from interp.viz.layers import draw_layer_effects
+
+    pp = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in pairs]
+    gold = [int(task.gold[i]) for _, i in pairs]
+    cats = [task.categories[i] for _, i in pairs]
+    sweep = direct_effect_patching(
+        bridge, pp, task.metric(gold), layers, categories=cats, groups=task.pair_groups(pairs), higher_is_better=True
+    )
+    verdicts = layer_verdicts(
+        sweep, n_boot=cfg.layers.n_boot, seed=cfg.seed, threshold=0.5, **cfg.layers.verdict_rule()
+    )
+    sweep.save(out)
+    verdicts.save(out)
+    draw_layer_effects(verdicts, out / "layers.png", title=title)
+    write_json(out / "pairs.json", {"pairs": [list(p) for p in pairs], "rows_altered_gold": gold, "categories": cats})
+    return sweep, verdicts
+
+
+def mlp_zero(
+    model_dir: Path,
+    cfg: PragWorldJobConfig,
+    n_rows: int,
+    layers: list[int] | None,
+    out: Path,
+    title: str,
+    figures: bool = True,
+) -> Any:
+    """The MLP zero-out sweep (:func:`interp.jobs.task_sweep.run_pragworld_sweep`) on the first ``n_rows``
+    manual rows at ``layers``; with ``figures`` also the paper-style accuracy plot and the layer ×
+    alteration heatmap."""
+    from interp.jobs.sweep_runs import SweepRun
+    from interp.jobs.task_sweep import run_pragworld_sweep
+    from interp.viz.layers import draw_category_effects, draw_layer_accuracy
+
+    run = run_pragworld_sweep(
+        model_dir,
+        cfg.manual,
+        kind="mlp-zero",
+        grouping=cfg.grouping,
+        layers=layers,
+        out=out,
+        seed=cfg.seed,
+        batch_size=cfg.layers.batch_size,
+        n=n_rows,
+        n_boot=cfg.layers.n_boot,
+        placement=_placement(cfg),
+        ablation=cfg.layers.ablation,
+        **cfg.layers.verdict_rule(),
+    )
+    if not isinstance(run, SweepRun):  # an mlp-zero sweep makes a SweepRun
+        raise TypeError(f"the mlp-zero sweep returned a {type(run).__name__}")
+    if figures:
+        draw_layer_accuracy(run.verdicts, out / "layer_accuracy.png", title=title)
+        if run.verdicts.by_category is not None:
+            draw_category_effects(
+                run.verdicts.by_category, out / "categories.png", title=f"{title}: mean effect on P(gold) by alteration"
+            )
+    return run
+
+
+def choose_layers(verdicts: Any, which: str, cfg: PragWorldJobConfig) -> tuple[list[int], str]:
+    """HLS's (``harmful``) or ULA's (``useful``) layers: the verdicts', else the paper's raw rule
+    (``layers.fallback = "raw"``), with why."""
+    found = verdicts.harmful if which == "harmful" else verdicts.useful
+    if found:
+        return found, f"the verdicts' {which} layers"
+    if cfg.layers.fallback == "none":
+        return [], f"the verdicts call no layer {which}"
+    f = verdicts.frame.copy()
+    f["size"] = f["mean_benefit"].abs()
+    raw = f[f["raw_verdict"] == which]
+    rule = "the paper's raw rule (accuracy A_ℓ vs A_0, no test)"
+    if raw.empty:  # accuracy ties A_0 everywhere: the same rule on the mean score
+        raw = f[(f["mean_benefit"] > 0) if which == "harmful" else (f["mean_benefit"] < 0)]
+        rule = "the paper's raw rule on the mean P(gold) (accuracy ties A_0 on every layer; no test)"
+    picked = sorted(int(x) for x in raw.sort_values("size", ascending=False)["layer"].head(cfg.layers.fallback_max))
+    if not picked:
+        return [], f"neither the verdicts nor the paper's raw rule call a layer {which}"
+    return picked, (
+        f"the verdicts call no layer {which}; {rule} calls {len(raw)}, of which the {len(picked)} with "
+        f"the largest |mean effect|"
+    )
+
+
+# ---- the before/after table -------------------------------------------------------------------------
+
+
+def _score_rows(summary: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    rows = []
+    for k in (*TABLE1_KEYS, "total"):
+        v = summary.get(k)
+        if v is None:
+            continue
+        rows.append(
+            {
+                "metric": f"{prefix}_{k}",
+                "layer": None,
+                "value": float(v),
+                "se": summary.get(f"{k}_se"),
+                "ci_low": summary.get(f"{k}_ci_low"),
+                "ci_high": summary.get(f"{k}_ci_high"),
+                "n": summary.get("groups" if k == "robust" else "rows"),
+            }
+        )
+    return rows
+
+
+def _verdict_rows(verdicts: Any, metric: str) -> list[dict[str, Any]]:
+    out = []
+    for r in verdicts.layer_rows():
+        n = int(verdicts.frame.loc[verdicts.frame.layer == r["layer"], "n"].iloc[0])
+        out.append(
+            {
+                "metric": metric,
+                "layer": r["layer"],
+                "value": r["effect"],
+                "se": None,
+                "ci_low": r["ci"][0],
+                "ci_high": r["ci"][1],
+                "n": n,
+            }
+        )
+    return out
+
+
+def after_rows_of(evals: dict[str, Any], sweep: Any, de: Any) -> list[dict[str, Any]]:
+    """Long rows (``metric, layer, value, se, ci_low, ci_high, n``) of one model's after-evaluation:
+    both prompts' accuracies, the MLP zero-out and direct-effect verdicts' per-layer effects."""
+    rows = _score_rows(evals["benchmark"]["summary"], "benchmark") + _score_rows(evals["label"]["summary"], "label")
+    if sweep is not None:
+        rows += _verdict_rows(sweep, "sweep_effect_p_gold")
+    if de is not None:
+        rows += _verdict_rows(de, "direct_effect_p_gold")
+    return rows
+
+
+# ---- the job ----------------------------------------------------------------------------------------
+
+
+def run_pragworld_job(
+    cfg: PragWorldJobConfig,
+    out: str | Path | None = None,
+    *,
+    fresh: bool = False,
+    progress: bool = True,
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Run stages (a)–(c) (module docstring) into ``out`` (default ``<runs_dir>/<name>``); returns
+    the ``results.json`` content (plus ``run_dir``)."""
+    from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
+    from interp.datasets.pragworld import first_groups, load_pragworld
+    from interp.models.checkpoint import load_bridge
+    from interp.stats import markdown_table, summarise
+    from interp.tasks import YesNoTask
+    from interp.train.finetune import run_finetune
+    from interp.viz.finetune import draw_finetune
+
+    run_dir = Path(out) if out else Path(cfg.runs_dir) / cfg.name
+    if fresh and run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / "config.json", to_dict(cfg))
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    model_dir = resolve_job_model(cfg.model, log)
+    placement = _placement(cfg)
+    data = load_pragworld(cfg.manual, grouping=cfg.grouping)
+    n_a = len(first_groups(data.rows, cfg.eval.rows))
+    n_a_after = min(n_a, len(first_groups(data.rows, cfg.eval.after_rows)))
+    n_b = len(first_groups(data.rows, cfg.layers.rows))
+    n_b_after = min(n_b, len(first_groups(data.rows, cfg.layers.after_rows)))
+    label = cfg.model if not Path(cfg.model).exists() else Path(cfg.model).name
+    log(f"model {model_dir} ({label}); manual split {data.describe()}")
+    log(f"(a) {n_a} rows (after fine-tuning {n_a_after}); (b) sweep {n_b} rows (after {n_b_after})")
+    results: dict[str, Any] = {
+        "model": str(model_dir),
+        "model_name": label,
+        "rows": {"eval": n_a, "eval_after": n_a_after, "sweep": n_b, "sweep_after": n_b_after},
+    }
+    timings["load"] = time.perf_counter() - t0
+
+    # (a) before
+    t = time.perf_counter()
+    bridge = load_bridge(model_dir, placement=placement)
+    before = evaluate_prompts(bridge, data, n_a, run_dir / "eval_before", cfg, progress=progress, model_name=label)
+    t1 = table1(before, label)
+    t1.to_csv(run_dir / "table1.csv", index=False)
+    (run_dir / "table1.md").write_text(table1_markdown(t1) + "\n")
+    log("Table 1 (manual split; brackets: 95 % cluster bootstrap over groups):\n" + table1_markdown(t1))
+    timings["evaluate"] = time.perf_counter() - t
+
+    # (b) before: MLP zero-out over every layer, direct-effect patching
+    t = time.perf_counter()
+    sweep = mlp_zero(model_dir, cfg, n_b, None, run_dir / "sweep_mlp-zero", title=f"{label}: MLP zero-out, {n_b} rows")
+    log(f"[mlp-zero, {n_b} rows]\n{sweep.table()}")
+    timings["mlp_zero"] = time.perf_counter() - t
+    t = time.perf_counter()
+    task = YesNoTask.pragworld(
+        model_dir, data.rows.iloc[:n_a], prompt="label", chat_template=cfg.eval.label_chat_template
+    )
+    pairs, pair_info = choose_pairs(task, before["label"]["p_yes"], cfg)
+    log(f"direct-effect pairs: {pair_info}")
+    de = de_sweep = None
+    if pairs:
+        de_sweep, de = direct_effect(
+            bridge,
+            task,
+            pairs,
+            None,
+            run_dir / "sweep_direct-effect",
+            cfg,
+            title=f"{label}: direct-effect patching, {len(pairs)} pairs",
+        )
+    timings["direct_effect"] = time.perf_counter() - t
+    del bridge
+    harmful, why_h = choose_layers(sweep.verdicts, "harmful", cfg)
+    useful, why_u = choose_layers(sweep.verdicts, "useful", cfg)
+    log(f"HLS layers {harmful} ({why_h}); ULA layers {useful} ({why_u})")
+    results["layers"] = {
+        "mlp_zero": {
+            "layers": sweep.layer_rows(),
+            "harmful": sweep.verdicts.harmful,
+            "useful": sweep.verdicts.useful,
+            "a_0": float(sweep.verdicts.frame["a_0"].iloc[0]),
+            "by_category": _by_category(sweep.verdicts),
+            "words": sweep.summary()["words"],
+        },
+        "direct_effect": (
+            {
+                "layers": de.layer_rows(),
+                "harmful": de.harmful,
+                "useful": de.useful,
+                "by_category": _by_category(de),
+                **pair_info,
+            }
+            if de is not None
+            else {"skipped": "no pair", **pair_info}
+        ),
+        "hls_layers": harmful,
+        "hls_why": why_h,
+        "ula_layers": useful,
+        "ula_why": why_u,
+    }
+
+    # (c) fine-tune, then (a) and (b) again
+    f = cfg.finetune
+    objectives = [o for o in f.objectives if not (o == "hls" and not harmful) and not (o == "ula" and not useful)]
+    dropped = sorted(set(f.objectives) - set(objectives))
+    if dropped:
+        log(f"skipped {dropped}: no layers to regularise")
+    after_layers = None if cfg.layers.after_layers == "all" else sorted(set(harmful) | set(useful)) or None
+    ft = FinetuneConfig(
+        name=cfg.name,
+        checkpoint=str(model_dir),
+        out=str(run_dir / "finetune"),
+        objectives=tuple(objectives),
+        seeds=tuple(f.seeds),
+        device=cfg.device,
+        dtype=cfg.dtype,
+        data=FinetuneData(
+            kind="pragworld", train=cfg.synthetic, test=cfg.manual, n_train=f.n_train, n_eval=cfg.layers.after_rows
+        ),
+        regulariser=RegulariserConfig(
+            harmful=tuple(harmful) or None, useful=tuple(useful) or None, beta=f.beta, alpha=f.alpha
+        ),
+        lora=f.lora,
+        train=TrainConfig(
+            steps=f.steps,
+            batch_size=f.batch_size,
+            lr=f.lr,
+            min_lr=f.lr / 10,
+            warmup_steps=f.warmup_steps,
+            eval_every=0,
+            checkpoint_every=0,
+            seed=cfg.seed,
+        ),
+        eval=FinetuneEval(
+            next_token=False, mlp_sq=True, sweep=False, mn=False, qa=False, pragworld=False, seed=cfg.seed
+        ),
+    )
+    t = time.perf_counter()
+    report = run_finetune(ft, fresh=fresh, progress=progress, log=log)
+    if report is None:  # only a non-main process of a multi-process run gets None; the job runs one
+        raise RuntimeError("run_finetune returned no report: the PragWorld job runs in one process")
+    timings["finetune"] = time.perf_counter() - t
+    t = time.perf_counter()
+    long = [
+        {**r, "model": "before", "seed": None} for r in report.table.to_dict(orient="records") if r["model"] == "before"
+    ]
+    # the model before, on the rows and layers the fine-tuned models are scored on (from (a) and (b))
+    base = rescore(before, data, n_a_after, cfg)
+    de_before = subset_verdicts(de_sweep, cfg, layers=after_layers) if de_sweep is not None else None
+    sw_before = subset_verdicts(sweep.sweep, cfg, n_b_after, after_layers)
+    long += [{**r, "model": "before", "seed": None} for r in after_rows_of(base, sw_before, de_before)]
+    for r in report.info["runs"]:
+        name = f"{r['objective']}_s{r['seed']}"
+        mdir = Path(r["dir"]) / "model"
+        log(f"evaluating {name} …")
+        bridge = load_bridge(mdir, placement=placement)
+        ev = evaluate_prompts(
+            bridge, data, n_a_after, run_dir / "after" / name / "eval", cfg, progress=progress, model_name=name
+        )
+        de_after = (
+            direct_effect(
+                bridge,
+                task,
+                pairs,
+                after_layers,
+                run_dir / "after" / name / "direct-effect",
+                cfg,
+                f"{name}: direct-effect",
+            )[1]
+            if pairs
+            else None
+        )
+        del bridge
+        sw = mlp_zero(mdir, cfg, n_b_after, after_layers, run_dir / "after" / name / "mlp-zero", name, figures=False)
+        long += [{**x, "model": r["objective"], "seed": r["seed"]} for x in after_rows_of(ev, sw.verdicts, de_after)]
+    long += [
+        x for x in report.table.to_dict(orient="records") if x["model"] != "before" and x["metric"] == "mlp_out_sq"
+    ]
+    timings["after"] = time.perf_counter() - t
+    table = pd.DataFrame(long, columns=["model", "seed", "metric", "layer", "value", "se", "ci_low", "ci_high", "n"])
+    table.to_csv(run_dir / "before_after.csv", index=False)
+    wide = summarise(table, objectives)
+    (run_dir / "before_after.md").write_text(markdown_table(wide) + "\n")
+    focus = {x: "H" for x in harmful}
+    for x in useful:
+        focus[x] = focus.get(x, "") + "U"
+    scalars = table[
+        table.metric.isin(
+            [f"label_{k}" for k in ("robust", "yes", "no", "total")]
+            + [f"benchmark_{k}" for k in ("robust", "yes", "no", "total")]
+        )
+        | table.metric.isin(["sweep_effect_p_gold", "mlp_out_sq"])
+    ]
+    draw_finetune(
+        scalars,
+        objectives,
+        run_dir / "before_after.png",
+        focus=focus,
+        title=f"{label}: before vs {', '.join(objectives)} × {len(f.seeds)} seeds, {f.steps} steps",
+    )
+    log("before / after (manual split):\n" + markdown_table(wide))
+    timings["total"] = time.perf_counter() - t0
+    results["table1"] = json.loads(t1.to_json(orient="records"))
+    results["before"] = {p: {k: v for k, v in before[p].items() if k not in ("p_yes", "predictions")} for p in PROMPTS}
+    results["finetune"] = {
+        "objectives": objectives,
+        "skipped": dropped,
+        "seeds": list(f.seeds),
+        "steps": f.steps,
+        "batch_size": f.batch_size,
+        "lr": f.lr,
+        "lora": to_dict(f.lora),
+        "beta": f.beta,
+        "alpha": f.alpha,
+        "after_layers": after_layers or "all",
+        "runs": report.info["runs"],
+        "train_seconds": _train_seconds(report),
+    }
+    results["before_after"] = json.loads(wide.to_json(orient="records"))
+    results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    final = {"job": "pragworld", "pragworld": results, "config": to_dict(cfg)}
+    write_json(run_dir / "results.json", final)
+    from interp.viz.report import write_report
+
+    write_report(run_dir, model=False)
+    final["run_dir"] = str(run_dir)
+    return final
+
+
+def _by_category(verdicts: Any) -> dict[str, Any] | None:
+    bc = verdicts.by_category
+    if bc is None:
+        return None
+    return {str(c): {str(int(k)): (None if pd.isna(v) else float(v)) for k, v in col.items()} for c, col in bc.items()}
+
+
+def _train_seconds(report: Any) -> dict[str, float]:
+    out = {}
+    for r in report.info["runs"]:
+        f = Path(r["dir"]) / "train.json"
+        if f.is_file():
+            out[f"{r['objective']}_s{r['seed']}"] = json.loads(f.read_text()).get("seconds")
+    return out
+
+
+def load_job_config(path: str | Path, **overrides: Any) -> PragWorldJobConfig:
+    """A :class:`PragWorldJobConfig` TOML file, with top-level ``overrides`` (e.g. ``model=``)."""
+    from interp.config import check_files, load_toml
+
+    cfg = replace(load_toml(PragWorldJobConfig, path), **{k: v for k, v in overrides.items() if v is not None})
+    check_files(cfg, path)  # the PragWorld CSVs exist and parse before the model loads
+    return cfg
+
+
+__all__ = [
+    "PAPER_TABLE1",
+    "choose_layers",
+    "choose_pairs",
+    "direct_effect",
+    "evaluate_prompts",
+    "load_job_config",
+    "resolve_job_model",
+    "run_pragworld_job",
+    "table1",
+]

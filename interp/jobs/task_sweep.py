@@ -1,0 +1,485 @@
+"""The layer sweep of a task file: a PragWorld CSV (yes/no questions, :class:`interp.tasks.YesNoTask`)
+or contrast examples (JSONL, e.g. IOI; :class:`interp.tasks.ContrastTask`), the code behind
+``interp sweep --data FILE.csv|FILE.jsonl`` (:func:`interp.jobs.sweep.run_sweep` dispatches here).
+
+One metric per row (``--metric``): for a yes/no task ``p-gold`` (default,
+:data:`~interp.jobs.sweep_runs.PRAGWORLD_METRIC`), ``logit-diff`` (gold − other) or ``accuracy``; for a contrast task ``logit-diff`` (correct − foil,
+default) or ``p-gold`` (P(correct) over the pair). Every yes/no sweep writes each row's ``gold`` and
+its verdicts gain the per-gold-class effects and the prior-shift flag
+(:mod:`interp.analysis.prior_shift`); a ``logit-diff`` MLP sweep adds each layer's direct effect
+beside its total (:mod:`interp.analysis.direct`, ``direct_total.png``); ``folds`` confirms the
+verdicts on held-out groups (:mod:`interp.analysis.confirmation`); ``ablation`` picks the removal
+kinds (:mod:`interp.analysis.removals`, :mod:`interp.analysis.agreement`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from interp.analysis.agreement import check_removals, compare_removals, discovery_reference, run_removals
+from interp.analysis.confirmation import confirm_verdicts
+from interp.analysis.pragworld_sweep import reference_activation_patching, reference_patch_pairs
+from interp.analysis.prior_shift import add_prior_shift
+from interp.analysis.runner import accelerator, check_layers, is_main, sharded
+from interp.analysis.sweeps import SweepResult
+from interp.analysis.verdicts import LayerVerdicts
+from interp.jobs.sweep_runs import (
+    PRAGWORLD_KINDS,
+    PRAGWORLD_METRIC,
+    YESNO_THRESHOLDS,
+    PatchingRun,
+    SweepRun,
+    _cell_verdicts,
+    check_folds,
+    verdict_rule,
+)
+from interp.models.parallel import rank_and_size
+
+
+def _run_pair_patching(
+    bridge: Any,
+    task: Any,
+    info: dict[str, Any],
+    model: Path,
+    data: Any,
+    out: Any,
+    method: str,
+    batch_size: int | None,
+    log: Any,
+    acc: Any,
+    rule: dict[str, Any],
+    seed: int,
+) -> PatchingRun:
+    """``--kind activation-patching`` on a PragWorld file: the reference's pairs of equal token length
+    (:func:`~interp.analysis.pragworld_sweep.reference_activation_patching`), written
+    as the world checkpoints' patching run is (``patching_<map>.csv`` / ``_mean.csv`` / ``.json``,
+    ``patching_<map>.png``, ``run.json``); on a contrast task every example against its corrupted
+    prompt (:func:`~interp.analysis.contrast_sweep.contrast_activation_patching`)."""
+    from interp.tasks import YesNoTask
+
+    how = "attribution" if method == "attribution" else "exact"
+    if isinstance(task, YesNoTask):
+        maps, got = reference_activation_patching(bridge, task, method=how, batch_size=batch_size)
+        skipped, what, pair_text = got["skipped"], "altered → original", "pairs"
+        info.update(clean="altered prompt", corrupted="original prompt")
+    else:
+        from interp.analysis.contrast_sweep import contrast_activation_patching
+
+        maps, got = contrast_activation_patching(bridge, task, method=how, batch_size=batch_size)
+        skipped = {}
+        what, pair_text = ("clean → corrupted", "examples")
+        info.update(clean="prompt", corrupted="corrupted prompt")
+    info.update(
+        n_pairs=got["n_pairs"],
+        skipped=skipped,
+        n_failed=sum(skipped.values()),
+        pair_rows=got["rows"],
+        lengths=got["lengths"],
+        labels=maps["resid_pre"].meta["labels"],
+        n_examples=got["n_pairs"],
+        method=how,
+        position_axis=maps["resid_pre"].meta["position_axis"],
+        processes=rank_and_size(acc)[1],
+    )
+    if any(skipped.values()):
+        print(f"note: patched {got['n_pairs']} pairs; skipped {skipped}", file=log)
+    kind_dir = "pragworld" if isinstance(task, YesNoTask) else "contrast"
+    out_dir = Path(out) if out else model.resolve().parent / f"sweep_activation-patching_{kind_dir}"
+    return _write_patching(
+        maps, info, out_dir, acc, rule, seed, f"{what}, {got['n_pairs']} {pair_text}, {Path(data).name}"
+    )
+
+
+def _write_patching(
+    maps: dict[str, Any], info: dict[str, Any], out_dir: Path, acc: Any, rule: dict[str, Any], seed: int, title: str
+) -> PatchingRun:
+    """Write the maps of a task's activation patching (heatmaps with cell verdicts, ``run.json``)."""
+    from interp.results import write_json
+    from interp.viz.layers import draw_patching_heatmap
+
+    if not is_main(acc):
+        return PatchingRun(maps, out_dir, [], info, _cell_verdicts(maps, rule, seed, None))
+    figures = []
+    cells = _cell_verdicts(maps, rule, seed, out_dir)
+    for comp, m in maps.items():
+        m.save(out_dir, f"patching_{comp}")
+        axis = "offset from the last token" if comp == "resid_pre" else "head"
+        figures.append(
+            draw_patching_heatmap(
+                m,
+                out_dir / f"patching_{comp}.png",
+                cells=cells[comp],
+                title=(f"patching {comp} ({title}): share of the gap restored, by layer × {axis}"),
+            )
+        )
+    run = PatchingRun(maps, out_dir, figures, info, cells)
+    write_json(out_dir / "run.json", run.summary())
+    return run
+
+
+def run_pragworld_sweep(
+    model: str | Path,
+    data: str | Path,
+    *,
+    kind: str = "mlp-zero",
+    grouping: str = "clean",
+    method: str = "reuse",
+    layers: Sequence[int] | None = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    batch_size: int | None = 16,
+    n: int | None = None,
+    n_boot: int = 2000,
+    chat_template: bool | None = False,
+    prepend_bos: bool | None = None,
+    log: Any = None,
+    placement: Any = None,
+    confidence: float = 0.95,
+    per_layer: bool = False,
+    min_effect: float | None = None,
+    resample: str = "groups",
+    metric: str | None = None,
+    folds: int | None = None,
+    ablation: str | Sequence[str] = "zero",
+    scales: str | Sequence[float] | None = None,
+    draws: int = 3,
+) -> SweepRun | PatchingRun:
+    """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
+    write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
+    to ``out`` (default ``<model>/../sweep_<kind>_pragworld/``); ``activation-patching`` returns a
+    :class:`PatchingRun` and writes ``patching_resid_pre`` / ``patching_heads``
+    (``.csv``, ``_mean.csv``, ``.json``, ``.png``) and ``run.json``. ``n``: the first n rows only;
+    ``prepend_bos`` / ``chat_template``: :class:`interp.tasks.Tokenization`; ``placement``: where the
+    model runs (:class:`interp.models.device.Placement`; default CPU; a launcher's process device).
+    Verdicts as in :func:`~interp.jobs.sweep.run_sweep`; the resampling unit is the PragWorld group
+    (an original and its alterations; a patched pair: its original's group). ``metric``: ``p-gold``
+    (default, :data:`~interp.jobs.sweep_runs.PRAGWORLD_METRIC`), ``logit-diff`` or ``accuracy``
+    (:meth:`interp.tasks.YesNoTask.metric`); the frame carries each row's ``gold``, the verdicts the
+    per-class effects and prior-shift flag, with ``logit-diff`` on ``mlp-zero`` the direct effect;
+    ``folds``: confirmation on held-out groups; ``ablation`` / ``scales`` / ``draws``: the removal
+    kinds (module docstring)."""
+    from interp.datasets.pragworld import load_pragworld
+    from interp.tasks import YesNoTask
+
+    pw = load_pragworld(data, grouping=grouping)  # a bad file fails before the model loads
+    rows = pw.rows if n is None else pw.rows.iloc[:n]
+    if rows.empty:
+        raise ValueError(f"no data rows in {data}")
+    _check_task_kind(kind, layers)
+
+    def build(model: Path) -> Any:
+        return YesNoTask.pragworld(model, rows, prompt="label", prepend_bos=prepend_bos, chat_template=chat_template)
+
+    return _run_task_sweep(
+        model,
+        data,
+        build,
+        {"grouping": grouping},
+        kind=kind,
+        method=method,
+        layers=layers,
+        out=out,
+        seed=seed,
+        batch_size=batch_size,
+        log=log,
+        placement=placement,
+        rule=verdict_rule(n_boot, confidence, per_layer, min_effect, resample),
+        metric=metric,
+        folds=folds,
+        removals=check_removals(kind, method, ablation, scales, draws, seed),
+    )
+
+
+def run_contrast_sweep(
+    model: str | Path,
+    data: str | Path,
+    *,
+    kind: str = "mlp-zero",
+    method: str = "reuse",
+    layers: Sequence[int] | None = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    batch_size: int | None = 16,
+    n: int | None = None,
+    n_boot: int = 2000,
+    chat_template: bool | None = False,
+    prepend_bos: bool | None = None,
+    log: Any = None,
+    placement: Any = None,
+    confidence: float = 0.95,
+    per_layer: bool = False,
+    min_effect: float | None = None,
+    resample: str = "groups",
+    metric: str | None = None,
+    folds: int | None = None,
+    ablation: str | Sequence[str] = "zero",
+    scales: str | Sequence[float] | None = None,
+    draws: int = 3,
+) -> SweepRun | PatchingRun:
+    """:func:`run_pragworld_sweep` on contrast examples (JSONL, e.g. ``interp data ioi``) asked through
+    :class:`interp.tasks.ContrastTask`: metric the logit difference correct − foil (right when > 0),
+    groups and templates (``by_category.csv``) of the examples; the patching kinds patch the prompt
+    into its corrupted prompt (:mod:`interp.analysis.contrast_sweep`); default out
+    ``<model>/../sweep_<kind>_contrast/``. ``metric``: ``logit-diff`` (default) or ``p-gold``
+    (P(correct) in the two-way softmax); ``folds``, ``ablation``: as for PragWorld."""
+    from interp.datasets.contrast import load_contrast
+    from interp.tasks import ContrastTask
+
+    examples = load_contrast(data)  # a bad file fails before the model loads
+    _check_task_kind(kind, layers)
+
+    build = lambda m: ContrastTask.build(  # noqa: E731
+        m, examples, prepend_bos=prepend_bos, chat_template=chat_template, n=n
+    )
+    build(Path(model))  # a bad token or length fails before the model loads
+    return _run_task_sweep(
+        model,
+        data,
+        build,
+        {},
+        kind=kind,
+        method=method,
+        layers=layers,
+        out=out,
+        seed=seed,
+        batch_size=batch_size,
+        log=log,
+        placement=placement,
+        rule=verdict_rule(n_boot, confidence, per_layer, min_effect, resample),
+        metric=metric,
+        folds=folds,
+        removals=check_removals(kind, method, ablation, scales, draws, seed),
+    )
+
+
+def _check_task_kind(kind: str, layers: Any) -> None:
+    if kind not in PRAGWORLD_KINDS:
+        raise ValueError(
+            f"on PragWorld or contrast data --kind must be one of {', '.join(PRAGWORLD_KINDS)}, got {kind!r}"
+        )
+    if kind == "activation-patching" and layers is not None:
+        raise ValueError(
+            "--layers does not apply to --kind activation-patching: transformer_lens.patching "
+            "patches every layer (the maps have one row per layer)"
+        )
+
+
+def _task_metric(metric: str | None, yesno: bool) -> str:
+    """The ``--metric`` of a task sweep, checked: yes/no ``p-gold`` (default) | ``logit-diff`` |
+    ``accuracy``; contrast ``logit-diff`` (default) | ``p-gold``."""
+    from interp.tasks.yesno import METRICS
+
+    allowed = tuple(METRICS) if yesno else ("logit-diff", "p-gold")
+    metric = metric or (PRAGWORLD_METRIC if yesno else "logit-diff")
+    if metric not in allowed:
+        raise ValueError(
+            f"--metric must be one of {', '.join(allowed)} on a {'PragWorld' if yesno else 'contrast'} "
+            f"file, got {metric!r}"
+        )
+    return metric
+
+
+def _run_task_sweep(
+    model: str | Path,
+    data: str | Path,
+    build: Any,
+    extra: dict[str, Any],
+    *,
+    kind: str,
+    method: str,
+    layers: Any,
+    out: Any,
+    seed: int,
+    batch_size: int | None,
+    log: Any,
+    placement: Any,
+    rule: dict[str, Any],
+    metric: str | None = None,
+    folds: int | None = None,
+    removals: Any = None,
+) -> SweepRun | PatchingRun:
+    """The sweep of a task (a YesNoTask or a ContrastTask, ``build(model)``) on a model: load,
+    run ``kind``, verdicts, files (:func:`run_pragworld_sweep`)."""
+    from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
+    from interp.analysis.patching import direct_effect_patching
+    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.analysis.verdicts import layer_verdicts
+    from interp.models.checkpoint import load_bridge
+    from interp.results import write_json
+    from interp.tasks import YesNoTask
+    from interp.tasks.yesno import METRICS
+    from interp.viz.layers import draw_layer_effects
+
+    check_folds(folds)
+    log = log or sys.stderr
+    model = Path(model)
+    acc = accelerator()
+    bridge = load_bridge(
+        model, device=str(acc.device) if acc is not None else None, placement=None if acc is not None else placement
+    )
+    bridge.eval()
+    lays = check_layers(layers, int(bridge.cfg.n_layers))
+    task = build(model)
+    yesno = isinstance(task, YesNoTask)
+    metric = _task_metric(metric, yesno)
+    task.check_fits(int(bridge.cfg.n_ctx))
+    ids, mask = task.inputs()
+    gold: Any = task.gold if yesno else None
+    categories = task.categories
+    info: dict[str, Any] = {
+        "model": str(model),
+        "data": str(data),
+        **extra,
+        "kind": kind,
+        "seed": seed,
+        "n_rows": len(task),
+        **task.settings(),
+    }
+    if yesno:
+        info["metric"] = f"{METRICS[metric][0]}: {METRICS[metric][1]}"
+    threshold = (
+        YESNO_THRESHOLDS[metric] if yesno else task.threshold_of("logit_diff" if metric == "logit-diff" else "prob")
+    )
+
+    def metric_of(part: Any, golds: Any = None) -> Any:  # yes/no: against gold; contrast: correct − foil
+        if yesno:
+            return task.metric(gold[part] if golds is None else golds, metric)
+        return task.metric_of("logit_diff" if metric == "logit-diff" else "prob", rows=part)
+
+    groups = task.groups
+    sweeps: dict[str, SweepResult] = {}
+    if kind == "mlp-zero":
+        reference = discovery_reference(groups, folds, seed)
+        rows_all = np.arange(len(task))
+
+        def mlp_sweep(part: slice, removal: Any) -> SweepResult:
+            if method == "attribution":
+                return mlp_zero_attribution(
+                    bridge,
+                    ids[part],
+                    metric_of(part),
+                    mask[part],
+                    lays,
+                    categories=categories[part],
+                    groups=groups[part],
+                    batch_size=batch_size,
+                    higher_is_better=True,
+                )
+            return mlp_removal_sweep(
+                bridge,
+                ids,
+                metric_of(slice(None)),
+                mask,
+                lays,
+                ablation=removal,
+                reference=reference,
+                rows=rows_all[part],
+                categories=categories,
+                groups=groups,
+                batch_size=batch_size,
+                method=method,
+                higher_is_better=True,
+            )
+
+        sweeps = run_removals(lambda r, part: mlp_sweep(part, r), len(task), acc, removals)
+        for s in sweeps.values():
+            s.meta["groups"] = task.group_unit
+            if yesno:
+                s.frame["gold"] = gold[s.frame["example"].to_numpy(dtype=int)]
+        sweep = next(iter(sweeps.values()))
+        if metric == "logit-diff":  # the direct effect beside the total (interp.analysis.direct)
+            from interp.analysis.direct import attach_direct, direct_effects
+
+            attach_direct(
+                sweep,
+                direct_effects(bridge, ids, task.correct_ids, task.foil_ids, mask, lays, batch_size=batch_size),
+                lays,
+            )
+        info.update(n_examples=len(task), method=method)
+    elif kind == "direct-effect":
+        if yesno:
+            pairs, pair_gold, pair_cats, pair_groups, skipped = reference_patch_pairs(bridge, task)
+            info.update(n_pairs=len(pairs), skipped=skipped, n_failed=sum(skipped.values()))
+            if any(skipped.values()):
+                print(f"note: patched {len(pairs)} pairs; skipped {skipped}", file=log)
+            pair_metric = lambda part: metric_of(part, np.asarray(pair_gold)[part])  # noqa: E731
+            sweep_groups = "the PragWorld group of the pair's original"
+        else:
+            from interp.analysis.contrast_sweep import contrast_pairs
+
+            pairs, pair_metric, pair_cats, pair_groups = contrast_pairs(task), metric_of, categories, groups
+            info.update(n_pairs=len(pairs), n_failed=0, clean="prompt", corrupted="corrupted prompt")
+            sweep_groups = task.group_unit
+        de = direct_effect_attribution if method == "attribution" else direct_effect_patching
+        sweep = sharded(
+            lambda part: de(
+                bridge,
+                pairs[part],
+                pair_metric(part),
+                lays,
+                categories=pair_cats[part],
+                groups=pair_groups[part],
+                higher_is_better=True,
+            ),
+            len(pairs),
+            acc,
+        )
+        sweep.meta["groups"] = sweep_groups
+        if yesno:
+            sweep.frame["gold"] = np.asarray(pair_gold, dtype=int)[sweep.frame["example"].to_numpy(dtype=int)]
+        info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
+    else:
+        return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc, rule, seed)
+
+    info["processes"] = rank_and_size(acc)[1]
+
+    def judge(s: SweepResult) -> LayerVerdicts:
+        v = layer_verdicts(s, seed=seed, threshold=threshold, **rule)
+        if yesno:
+            add_prior_shift(v, s, seed=seed, **rule)
+        if "direct" in s.frame.columns:
+            from interp.analysis.direct import add_direct_effects
+
+            add_direct_effects(v, s, seed=seed, **rule)
+        if folds:
+            confirm_verdicts(v, s, folds, seed=seed, threshold=threshold, **rule)
+        return v
+
+    verdicts = judge(sweep)
+    comparison = compare_removals(sweeps, judge) if len(sweeps) > 1 else None
+    info.update(
+        ablation=[r.name for r in removals] if removals else ["zero"],
+        agreement=comparison and comparison.frame.to_dict("records"),
+    )
+    suffix = "pragworld" if yesno else "contrast"
+    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_{suffix}"
+    if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
+        return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info)
+    sweep.save(out_dir)
+    verdicts.save(out_dir)
+    what = f"PragWorld {Path(data).name}" if yesno else Path(data).name
+    figure = draw_layer_effects(
+        verdicts, out_dir / "layers.png", title=f"{kind} on {model.name}, {what} ({len(task)} rows)"
+    )
+    if verdicts.by_category is not None:
+        verdicts.by_category.to_csv(out_dir / "by_category.csv")
+    if "direct_effect" in verdicts.frame.columns:
+        from interp.viz.layers import draw_direct_total
+
+        draw_direct_total(
+            verdicts, out_dir / "direct_total.png", title=f"total vs direct effect on {model.name}, {what}"
+        )
+    if comparison is not None:
+        from interp.viz.removals import write_removals
+
+        write_removals(comparison, out_dir, title=f"dose-response on {model.name}, {what}")
+    run = SweepRun(sweep, verdicts, out_dir, figure, info)
+    write_json(out_dir / "run.json", run.summary())
+    return run
+
+
+__all__ = ["run_contrast_sweep", "run_pragworld_sweep"]
