@@ -30,7 +30,7 @@ within the dtype's tolerance of float32: ``tests/test_precision.py``).
 The PragWorld rows: ``../shared/data`` beside the checkout, or ``$INTERP_SHARED_DATA`` (a worktree
 elsewhere, a GPU machine the data was carried to).
 
-    python bench/prefix_sharing.py [--groups 8] [--pick first|shortest] [--batch 8] [--loop] [--reuse] [--full]
+    python bench/prefix_sharing.py [--groups 8] [--pick first|shortest] [--batch 8] [--loop] [--reuse] [--full] [--profile]
                                    [--device cpu] [--dtype float32]
 """
 
@@ -95,6 +95,46 @@ def tl_loop(bridge, ids, mask, metric, batch: int) -> np.ndarray:
     return out
 
 
+def attention_kernels(batch, cfg, repeats: int = 10) -> dict:
+    """One layer's attention over a packed batch's shape and mask, with random queries, keys and
+    values: the TransformerBridge's eager chain (scores, scale, additive mask, fp32 softmax, weighted
+    values: what it runs so that ``hook_attn_scores`` / ``hook_pattern`` can fire) against
+    ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask (fused; it too
+    computes every pair of the pack). Milliseconds per call, the best of two rounds."""
+    b, _, n, _ = batch.mask.shape
+    heads, dh = int(cfg.n_heads), int(cfg.d_head)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(b, heads, n, dh, generator=gen) for _ in range(3))
+    allowed = batch.mask
+    additive = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+
+    def eager():
+        s = torch.matmul(q, k.transpose(-2, -1)) * dh**-0.5 + additive
+        return torch.matmul(torch.softmax(s, dim=-1, dtype=torch.float32), v)
+
+    def fused():
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+
+    best = {}
+    for fn in (eager, fused, eager, fused):
+        fn()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        best[fn.__name__] = min(best.get(fn.__name__, np.inf), (time.perf_counter() - start) / repeats * 1e3)
+    return {
+        "shape": [int(b), heads, int(n), int(n)],
+        "eager_ms": round(best["eager"], 1),
+        "fused_ms": round(best["fused"], 1),
+        "max_abs_diff": float((eager() - fused()).abs().max()),
+    }
+
+
+def write_json(path: str, out: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, indent=2) + "\n")
+
+
 def wide(res) -> np.ndarray:
     ablated = res.frame.pivot(index="example", columns="layer", values="ablated").to_numpy().T
     clean = res.frame.groupby("example").clean.first().to_numpy()
@@ -120,6 +160,12 @@ def main(argv: list[str] | None = None) -> None:
         help="which groups: the first in the file (default) or those with the fewest tokens",
     )
     p.add_argument("--json", default=None, help="also write the numbers to this JSON file")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead: interp's prefix sweep of the chosen groups once under torch.profiler, its time "
+        "split into the weight matmuls, attention and the rest, with the attention pairs computed",
+    )
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, auto")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, auto")
     args = p.parse_args(argv)
@@ -305,6 +351,93 @@ def main(argv: list[str] | None = None) -> None:
             )
         return res
 
+    def profile_on(rows) -> dict:
+        """Where the prefix sweep's time goes, by torch.profiler (CPU time of each op, with its input
+        shapes): the weight matmuls (``aten::linear``), attention (``aten::bmm`` of the scores and
+        of the weighted values, the softmax, and every other op on a ``[..., q, k]`` score tensor:
+        the mask added, the scaling; or ``aten::scaled_dot_product_attention`` where the model calls
+        it) and the rest; beside it the attention pairs the packed forwards compute (every (query,
+        key) pair of a pack, masked or not) and those the rows' own causal triangles need."""
+        from torch.profiler import ProfilerActivity, profile
+
+        task = YesNoTask.pragworld(folder, rows, prompt="label", chat_template=False)
+        ids, mask = task.inputs()
+        pp = plan(task.ids, bridge, batch_tokens=args.batch * int(ids.shape[1]), pad_id=task.pad_id)
+        dense = sum(int(b.tokens.shape[0]) * int(b.tokens.shape[1]) ** 2 for b in pp.batches)
+        needed = sum(int(b.mask.sum()) for b in pp.batches)
+        metric = task.metric()
+        _, wall = timed(lambda: mlp_zero_sweep(bridge, ids, metric, mask, batch_size=args.batch, method="prefix"))
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            _, t = timed(lambda: mlp_zero_sweep(bridge, ids, metric, mask, batch_size=args.batch, method="prefix"))
+        events = prof.key_averages(group_by_input_shape=True)
+
+        def on_scores(e) -> bool:  # an op whose first input is a [..., q, k] score tensor
+            shape = e.input_shapes[0] if e.input_shapes else []
+            return len(shape) == 4 and shape[-1] == shape[-2] and shape[-1] > 1 and shape[1] > 1
+
+        linear = sum(e.cpu_time_total for e in events if e.key == "aten::linear") / 1e6
+        sdpa = sum(e.cpu_time_total for e in events if e.key == "aten::scaled_dot_product_attention") / 1e6
+        eager = (
+            sum(
+                e.self_cpu_time_total
+                for e in events
+                if e.key in ("aten::bmm", "aten::_softmax") or (e.key.startswith("aten::") and on_scores(e))
+            )
+            / 1e6
+        )
+        attention = sdpa or eager
+        # the attention calls of each packed batch shape (profiler counts), each timed alone without
+        # the profiler (which slows the large elementwise ops most): the eager chain's and a fused
+        # kernel's share of the un-profiled wall time
+        calls = {tuple(e.input_shapes[0]): e.count for e in events if e.key == "aten::_softmax" and on_scores(e)}
+        per_shape = {}
+        for b in pp.batches:
+            shape = (int(b.mask.shape[0]), int(cfg.n_heads), int(b.mask.shape[-1]), int(b.mask.shape[-1]))
+            if shape in calls and shape not in per_shape:
+                per_shape[shape] = attention_kernels(b, cfg)
+        eager_s = sum(calls[sh] * k["eager_ms"] for sh, k in per_shape.items()) / 1e3
+        fused_s = sum(calls[sh] * k["fused_ms"] for sh, k in per_shape.items()) / 1e3
+        # two projections of the sweep with a fused kernel: the timed kernels' difference taken off
+        # the wall time, and the profiled attention share scaled by the kernels' ratio
+        projected = wall - eager_s + fused_s
+        share = attention / t
+        projected_share = wall * (1 - share + share * fused_s / eager_s) if eager_s else wall
+        kernels = {
+            "attention_calls": int(sum(calls[sh] for sh in per_shape)),
+            "eager_attention_s": round(eager_s, 1),
+            "fused_attention_s": round(fused_s, 1),
+            "max_abs_diff": max((k["max_abs_diff"] for k in per_shape.values()), default=0.0),
+        }
+        res = {
+            "rows": len(rows),
+            "groups": int(rows["group"].nunique()),
+            "wall_s": round(wall, 1),
+            "profiled_s": round(t, 1),
+            "linear_s": round(linear, 1),
+            "attention_s": round(attention, 1),
+            "other_s": round(t - linear - attention, 1),
+            "attention_pairs_dense": dense,
+            "attention_pairs_needed": needed,
+            **kernels,
+            "projected_fused_s": sorted([round(projected, 1), round(projected_share, 1)]),
+        }
+        print(
+            f"\n== profile of interp's prefix sweep, {res['rows']} rows in {res['groups']} groups: {wall:.1f} s, "
+            f"{t:.1f} s under the profiler\n  weight matmuls (aten::linear)     {linear:7.1f} s ({linear / t:.0%})"
+            f"\n  attention ({'sdpa' if sdpa else 'eager: bmm, softmax, ops on scores'})  {attention:7.1f} s "
+            f"({attention / t:.0%})\n  the rest (norms, activations, residual adds, hooks, Python) "
+            f"{t - linear - attention:7.1f} s ({(t - linear - attention) / t:.0%})\n  attention pairs per "
+            f"layer and pass: {dense:,} computed (dense packs), {needed:,} needed (ancestors): "
+            f"{needed / dense:.0%} of the computed ones are read\n  attention timed alone, {kernels['attention_calls']} "
+            f"layer calls over {len(per_shape)} packed batch shape(s): eager {eager_s:.1f} s ({eager_s / wall:.0%} of the "
+            f"{wall:.1f} s), fused SDPA with the same boolean mask {fused_s:.1f} s (max |Δ| {kernels['max_abs_diff']:.1e}); "
+            f"the sweep with fused attention ≈ {projected:.1f} s ({wall / projected:.2f}× faster) by the timed kernels, "
+            f"≈ {projected_share:.1f} s ({wall / projected_share:.2f}×) by the profiled share: projected, not run",
+            flush=True,
+        )
+        print(events.table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=24))
+        return res
+
     rows = load_pragworld(MANUAL).rows
     if args.pick == "first":
         groups = list(dict.fromkeys(rows["group"]))[: args.groups]
@@ -315,13 +448,18 @@ def main(argv: list[str] | None = None) -> None:
             .n.sum()
         )
         groups = list(size.sort_values(kind="stable").index[: args.groups])
+    if args.profile:
+        out["profile"] = profile_on(rows[rows["group"].isin(groups)].reset_index(drop=True))
+        if args.json:
+            write_json(args.json, out)
+        return
     out["groups"] = run_on(
         rows[rows["group"].isin(groups)].reset_index(drop=True), f"{args.pick} {args.groups} groups", args.loop
     )
     if args.full:
         out["full"] = run_on(rows, "whole manual split", False, alone=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        write_json(args.json, out)
 
 
 if __name__ == "__main__":
