@@ -14,6 +14,7 @@ layer's effect, interval and dose-response shape) and ``results.json``.
 
     python experiments/removal_ground_truth.py                 # ≈ 25 min on 2 loaded cores
     python experiments/removal_ground_truth.py --only L1_turns # one planting (and the unplanted model)
+    python experiments/removal_ground_truth.py --confirm       # and each verdict confirmed on held-out groups
 """
 
 from __future__ import annotations
@@ -164,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200, help="held-out routes per sweep")
     ap.add_argument("--only", help="comma-separated plantings (default all)")
     ap.add_argument("--draws", type=int, default=3)
+    ap.add_argument(
+        "--confirm",
+        action="store_true",
+        help="also confirm the verdicts on held-out groups (--folds 2: discovery and confirmation halves)",
+    )
     args = ap.parse_args(argv)
     import torch
 
@@ -198,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=0,
             ablation=ABLATION,
             draws=args.draws,
+            folds=2 if args.confirm else None,
             out=out / f"sweep_{name}",
             log=open(os.devnull, "w"),
         )
@@ -224,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                     planted_verdict=r["verdict"],
                     planted_dose=agree.loc[p, "dose_response"],
                 )
+                if args.confirm:  # rounds (of 2) in which the discovery half selected it, and the held-out half agreed
+                    row.update(planted_selected=r["selected_rounds"], planted_confirmed=r["confirmed_rounds"])
             rows.append(row)
         near_one = dose[dose.alpha == 0.75][["layer", "mean_effect", "ci_low", "ci_high", "verdict"]]
         log(f"{name}: α = 0.75\n{near_one.to_string(index=False)}")
@@ -241,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ablation": ABLATION,
                 "n": args.n,
                 "draws": args.draws,
+                "confirm": args.confirm,
             },
             indent=1,
             default=str,
