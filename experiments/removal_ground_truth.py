@@ -27,6 +27,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -78,37 +79,41 @@ def demo_run(folder: Path, log) -> Path:
     return folder / "best"
 
 
-def constant_share(base: Path, planted: Path, layer: int, n: int = 100) -> dict[str, float]:
-    """How much of what the planting changed in ``layer``'s MLP output is the same at every input:
-    with Δ = output(planted) − output(base) at every non-first real position of ``n`` held-out
-    routes, ``‖mean Δ‖² / mean ‖Δ‖²`` (1: a constant shift, which mean and resample ablation keep;
-    0: purely input-dependent), and the norms of the mean output before and after."""
+def mlp_outputs(base: Path, planted: Path, layer: int, n: int) -> list[tuple[Any, Any]]:
+    """For the base and the planted model: ``layer``'s MLP output on the first ``n`` held-out routes
+    of the base run (``[routes, pos, d_model]``) and the mask of its real (non-padding) positions."""
     import torch
 
     from interp.hooks import Site
+    from interp.hooks.capture import capturing
     from interp.models.checkpoint import load_checkpoint, run_data_dir
     from interp.worlds.encoding import encode_sequences
     from interp.worlds.io import read_sequences
 
+    name = Site(layer, "mlp_out").hook_name
     outs = []
     for model in (base, planted):
         ckpt = load_checkpoint(model)
         seqs = read_sequences(run_data_dir(base) / "test.txt", ckpt.world)[:n]
         ids = encode_sequences(seqs, ckpt.world.vocab, int(ckpt.bridge.cfg.n_ctx))
         mask = ids != ckpt.world.vocab.pad_id
-        got = {}
-        with (
-            torch.no_grad(),
-            ckpt.bridge.hooks(
-                fwd_hooks=[
-                    (Site(layer, "mlp_out").hook_name, lambda a, hook, got=got: got.__setitem__("o", a.detach()))
-                ]
-            ),
-        ):
+        got: dict = {}
+        with torch.no_grad(), ckpt.bridge.hooks(fwd_hooks=capturing(got, [name], clone=False)):
             ckpt.bridge(ids, attention_mask=mask.long())
+        outs.append((got[name], mask))
+    return outs
+
+
+def constant_share(base: Path, planted: Path, layer: int, n: int = 100) -> dict[str, float]:
+    """How much of what the planting changed in ``layer``'s MLP output is the same at every input:
+    with Δ = output(planted) − output(base) at every non-first real position of ``n`` held-out
+    routes, ``‖mean Δ‖² / mean ‖Δ‖²`` (1: a constant shift, which mean and resample ablation keep;
+    0: purely input-dependent), and the norms of the mean output before and after."""
+    outs = []
+    for out, mask in mlp_outputs(base, planted, layer, n):
         keep = mask.clone()
         keep[:, 0] = False
-        outs.append(got["o"][keep].double())
+        outs.append(out[keep].double())
     delta = outs[1] - outs[0]
     return {
         "constant_share": float(delta.mean(0).pow(2).sum() / delta.pow(2).sum(1).mean()),
@@ -124,28 +129,9 @@ def centered_planting(base: Path, planted: Path, layer: int, out: Path, n: int =
     the harm mean and resample ablation are built to see. ``out/model`` (the run's ``data/`` linked)."""
     import torch
 
-    from interp.hooks import Site
     from interp.models.checkpoint import load_checkpoint, read_meta, run_data_dir, save_checkpoint
-    from interp.worlds.encoding import encode_sequences
-    from interp.worlds.io import read_sequences
 
-    mean = []
-    for model in (base, planted):
-        ckpt = load_checkpoint(model)
-        seqs = read_sequences(run_data_dir(base) / "test.txt", ckpt.world)[:n]
-        ids = encode_sequences(seqs, ckpt.world.vocab, int(ckpt.bridge.cfg.n_ctx))
-        mask = ids != ckpt.world.vocab.pad_id
-        got = {}
-        with (
-            torch.no_grad(),
-            ckpt.bridge.hooks(
-                fwd_hooks=[
-                    (Site(layer, "mlp_out").hook_name, lambda a, hook, got=got: got.__setitem__("o", a.detach()))
-                ]
-            ),
-        ):
-            ckpt.bridge(ids, attention_mask=mask.long())
-        mean.append(got["o"][mask].double().mean(0))
+    mean = [out[mask].double().mean(0) for out, mask in mlp_outputs(base, planted, layer, n)]
     from transformers import AutoModelForCausalLM
 
     hf = AutoModelForCausalLM.from_pretrained(planted, dtype=torch.float32)

@@ -107,6 +107,18 @@ def _tl_device(bridge: Any) -> Iterator[None]:
         cfg.device = saved
 
 
+def check_pair_shapes(bridge: Any, clean: Tensor, corrupted: Tensor) -> None:
+    """Raise unless ``clean`` and ``corrupted`` are ``[n, pos]`` token ids of one shape within the
+    model's context (patching pairs positions one to one, without padding)."""
+    if clean.dim() != 2 or tuple(clean.shape) != tuple(corrupted.shape):
+        raise ValueError(
+            f"clean {tuple(clean.shape)} and corrupted {tuple(corrupted.shape)} must be [n, pos] "
+            "of equal shape (group pairs by length; patching runs without padding)"
+        )
+    if int(clean.shape[1]) > int(bridge.cfg.n_ctx):
+        raise ValueError(f"{clean.shape[1]} positions exceed the model context n_ctx={bridge.cfg.n_ctx}")
+
+
 def activation_patching(
     bridge: Any,
     clean: Int[Tensor, "n pos"],
@@ -128,13 +140,7 @@ def activation_patching(
 
     if component not in COMPONENTS:
         raise ValueError(f"component must be one of {', '.join(COMPONENTS)}, got {component!r}")
-    if clean.dim() != 2 or tuple(clean.shape) != tuple(corrupted.shape):
-        raise ValueError(
-            f"clean {tuple(clean.shape)} and corrupted {tuple(corrupted.shape)} must be [n, pos] "
-            "of equal shape (group pairs by length; patching runs without padding)"
-        )
-    if int(clean.shape[1]) > int(bridge.cfg.n_ctx):
-        raise ValueError(f"{clean.shape[1]} positions exceed the model context n_ctx={bridge.cfg.n_ctx}")
+    check_pair_shapes(bridge, clean, corrupted)
     n = int(clean.shape[0])
     batch = Batch(corrupted, None, torch.arange(n))
 
@@ -230,4 +236,4 @@ def legal_mass(legal: Tensor) -> Metric:
     return metric
 
 
-__all__ = ["COMPONENTS", "PatchingMap", "activation_patching", "legal_mass", "patching_map"]
+__all__ = ["COMPONENTS", "PatchingMap", "activation_patching", "check_pair_shapes", "legal_mass", "patching_map"]

@@ -71,6 +71,7 @@ from interp.analysis.patching import PatchPair, _ids, resid_cache
 from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
 from interp.analysis.sweeps import OWN_GROUP, SweepResult, _categories, _chunks, _layers, _score, _trim, attach_groups
 from interp.hooks import Alignment, HookNames, InterventionError, Site, check_site, intervene, patch
+from interp.hooks.capture import capturing
 
 #: activation-patching components this module estimates (those of the exact sweep)
 ATTRIBUTION_COMPONENTS = tuple(COMPONENTS)
@@ -370,19 +371,11 @@ def activation_attribution(
     clean_val, corr_val = np.zeros(n), np.zeros(n)
     est = {c: np.zeros((n_layers, n_heads if c == "heads" else n_pos, n)) for c in comps}
 
-    def keep(store: dict[str, Tensor], name: str):
-        """A hook that stores its activation under ``name`` in this batch's ``store``."""
-
-        def hook(act: Tensor, hook: Any) -> None:
-            store[name] = act.detach().clone()
-
-        return hook
-
     for start in range(0, n, size):
         sl = slice(start, min(n, start + size))
         idx = torch.arange(sl.start, sl.stop)
         got: dict[str, Tensor] = {}
-        with bridge.hooks(fwd_hooks=[(h, keep(got, h)) for h in hooks]):
+        with bridge.hooks(fwd_hooks=capturing(got, hooks)):
             clean_val[sl] = _score(metric, forward(bridge, clean[sl]), Batch(clean[sl], None, idx))
         corr_val[sl], acts, grads = gradient_run(bridge, corrupted[sl], metric, hooks, None, idx)
         for c in comps:
@@ -464,14 +457,7 @@ def exact_cells(
     batch = Batch(corrupted, None, torch.arange(n))
     hooks = sorted({_component_hooks(component, [layer])[0] for layer, _ in cells})
     got: dict[str, Tensor] = {}
-
-    def keep(name: str):
-        def hook(act: Tensor, hook: Any) -> None:
-            got[name] = act.detach().clone()
-
-        return hook
-
-    with bridge.hooks(fwd_hooks=[(h, keep(h)) for h in hooks]):
+    with bridge.hooks(fwd_hooks=capturing(got, hooks)):
         forward(bridge, clean)
     base = torch.as_tensor(_score(metric, forward(bridge, corrupted), batch))
     out = []

@@ -36,6 +36,7 @@ from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
 from interp.analysis.sweeps import OWN_GROUP, SweepResult, _categories, _layers, _score, attach_groups
 from interp.hooks import Alignment, HookNames, InterventionError, Site, check_site, intervene, patch
+from interp.hooks.capture import capturing
 
 
 @dataclass(frozen=True)
@@ -59,15 +60,8 @@ def resid_cache(bridge: Any, tokens: Tensor, layers: Sequence[int]) -> dict[str,
     """``{blocks.ℓ.hook_resid_pre: activation}`` of one forward (detached, no grad; ``tokens`` move
     to the model's device, each activation stays on its layer's device)."""
     got: dict[str, Tensor] = {}
-
-    def keeper(name: str):
-        def keep(act: Tensor, hook: Any) -> None:
-            got[name] = act.detach().clone()
-
-        return keep
-
     names = [Site(layer, "resid_pre").hook_name for layer in layers]
-    with torch.no_grad(), bridge.hooks(fwd_hooks=[(n, keeper(n)) for n in names]):
+    with torch.no_grad(), bridge.hooks(fwd_hooks=capturing(got, names)):
         bridge(to_model_device(bridge, tokens))
     missing = [n for n in names if n not in got]
     if missing:

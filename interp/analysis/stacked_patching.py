@@ -41,11 +41,12 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp.analysis.activation_patching import COMPONENTS, PatchingMap, patching_map
+from interp.analysis.activation_patching import COMPONENTS, PatchingMap, check_pair_shapes, patching_map
 from interp.analysis.resume import block_output_is_tuple, resume_forward
 from interp.analysis.scoring import Batch, Metric, forward, metric_name
 from interp.analysis.sweeps import _layers, _score
 from interp.hooks import HookNames, InterventionError, Site, check_site
+from interp.hooks.capture import capturing
 
 #: components the stacked engine computes (a subset of the TransformerLens wrapper's)
 STACKED_COMPONENTS = ("resid_pre", "heads")
@@ -56,14 +57,7 @@ def _cache(
 ) -> tuple[np.ndarray, dict[str, Tensor]]:
     """One forward of ``tokens``: the metric per row and the activations at ``hooks`` (detached)."""
     got: dict[str, Tensor] = {}
-
-    def keeper(name: str):
-        def keep(act: Tensor, hook: Any) -> None:
-            got[name] = act.detach().clone()
-
-        return keep
-
-    with bridge.hooks(fwd_hooks=[(h, keeper(h)) for h in hooks]):
+    with bridge.hooks(fwd_hooks=capturing(got, hooks)):
         value = _score(metric, forward(bridge, tokens), Batch(tokens, None, torch.arange(n)))
     missing = [h for h in hooks if h not in got]
     if missing:
@@ -74,13 +68,7 @@ def _cache(
 def _check(bridge: Any, clean: Tensor, corrupted: Tensor, component: str) -> None:
     if component not in STACKED_COMPONENTS:
         raise ValueError(f"component must be one of {', '.join(STACKED_COMPONENTS)}, got {component!r}")
-    if clean.dim() != 2 or tuple(clean.shape) != tuple(corrupted.shape):
-        raise ValueError(
-            f"clean {tuple(clean.shape)} and corrupted {tuple(corrupted.shape)} must be [n, pos] "
-            "of equal shape (group pairs by length; patching runs without padding)"
-        )
-    if int(clean.shape[1]) > int(bridge.cfg.n_ctx):
-        raise ValueError(f"{clean.shape[1]} positions exceed the model context n_ctx={bridge.cfg.n_ctx}")
+    check_pair_shapes(bridge, clean, corrupted)
 
 
 def stacked_patching(

@@ -62,6 +62,7 @@ import torch
 from jaxtyping import Float, Int, Shaped
 from torch import Tensor
 
+from interp.hooks.capture import capturing
 from interp.hooks.sites import HookNames, Site, SiteError, check_site, parse_site
 
 KINDS = ("zero", "mean", "resample", "patch", "scale")
@@ -344,17 +345,11 @@ def _record(bridge: Any, src: Source, hook_names: Sequence[str]) -> dict[str, Te
         return out
     got: dict[str, Tensor] = {}
 
-    def keeper(name: str) -> HookFn:
-        def keep(act: Tensor, hook: Any) -> None:
-            got[name] = act.detach()
-
-        return keep
-
     kwargs: dict[str, Any] = {}
     if src.attention_mask is not None:
         kwargs["attention_mask"] = src.attention_mask
         kwargs["position_ids"] = (src.attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-    with torch.no_grad(), bridge.hooks(fwd_hooks=[(n, keeper(n)) for n in hook_names]):
+    with torch.no_grad(), bridge.hooks(fwd_hooks=capturing(got, hook_names, clone=False)):
         bridge(src.tokens, **kwargs)
     missing = [n for n in hook_names if n not in got]
     if missing:

@@ -258,6 +258,7 @@ def head_attention_views(
     import torch
     from circuitsvis.attention import attention_heads
 
+    from interp.hooks.capture import capturing
     from interp.models.device import model_device
 
     ids = torch.as_tensor(ids)
@@ -281,12 +282,7 @@ def head_attention_views(
         if len(labels) != row.shape[1]:
             raise ValueError(f"row {i}: {len(labels)} token strings for {row.shape[1]} ids")
         got: dict[str, Any] = {}
-
-        def keep(act: Any, hook: Any, name: str = "", got: dict[str, Any] = got) -> None:
-            got[name] = act.detach()
-
-        hooks = [(h, lambda act, hook, h=h: keep(act, hook, h)) for h in sorted(wanted)]
-        with torch.no_grad(), bridge.hooks(fwd_hooks=hooks):
+        with torch.no_grad(), bridge.hooks(fwd_hooks=capturing(got, sorted(wanted), clone=False)):
             bridge(row.to(model_device(bridge)))
         pattern = np.stack([got[f"blocks.{a}.attn.hook_pattern"][0, b].float().cpu().numpy() for a, b in heads])
         rendered = attention_heads(np.round(pattern, decimals), labels, attention_head_names=names)
