@@ -288,14 +288,12 @@ def finetune(folder: Path, train_task, objective: str, layers: list[int], seed: 
     from interp.config import TrainConfig
     from interp.models.checkpoint import load_hf_model
     from interp.tasks import pad_right
+    from interp.train.finetune_data import free_pad_id
     from interp.train.regularisers import HLS
     from interp.train.trainer import train
 
     seqs, start = train_task.training_rows("correct")
-    pad = train_task.pad_id
-    used = {t for r in seqs for t in r}
-    if pad in used:
-        pad = next(i for i in range(len(train_task.tokenization.tokenizer)) if i not in used)
+    pad = free_pad_id(seqs, train_task.pad_id, len(train_task.tokenization.tokenizer))
     ids, _, _ = pad_right(seqs, pad, "cpu")
     torch.manual_seed(seed)
     model = load_hf_model(folder)

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,9 @@ def world_task(checkpoint: Path, data: FinetuneData) -> Task:
     )
 
 
-def _unused_id(rows: list[list[int]], preferred: int | None, vocab_size: int) -> int:
+def free_pad_id(rows: Sequence[Sequence[int]], preferred: int | None, vocab_size: int) -> int:
+    """A token id to pad ``rows`` with that none of them uses (the trainer masks the pad id out of
+    the loss): ``preferred`` when it is free, else the lowest free id."""
     used = {t for r in rows for t in r}
     if preferred is not None and preferred not in used:
         return int(preferred)
@@ -141,7 +144,7 @@ def pragworld_task(checkpoint: Path, data: FinetuneData) -> Task:
     tr, answer_start = train.training_rows()
     te = test.ids
     config = json.loads((checkpoint / "config.json").read_text())
-    pad = _unused_id(tr + te, train.pad_id, int(config["vocab_size"]))
+    pad = free_pad_id(tr + te, train.pad_id, int(config["vocab_size"]))
 
     def pad_rows(rows: list[list[int]]) -> Tensor:
         width = max(len(r) for r in rows)
@@ -196,7 +199,7 @@ def contrast_task(checkpoint: Path, data: FinetuneData) -> Task:
     )
     tr, answer_start = train.training_rows("correct")
     config = json.loads((checkpoint / "config.json").read_text())
-    pad = _unused_id(tr + test.ids, train.pad_id, int(config["vocab_size"]))
+    pad = free_pad_id(tr + test.ids, train.pad_id, int(config["vocab_size"]))
     tok = train.tokenization.tokenizer
     raw = tok.convert_ids_to_tokens([int(i) for i in train.correct_ids])
     coding = LabelCoding.fit(raw)
@@ -222,4 +225,4 @@ def load_task(checkpoint: Path, data: FinetuneData) -> Task:
     return pragworld_task(checkpoint, data) if data.kind == "pragworld" else contrast_task(checkpoint, data)
 
 
-__all__ = ["Task", "contrast_task", "load_task", "pragworld_task", "world_task"]
+__all__ = ["Task", "contrast_task", "free_pad_id", "load_task", "pragworld_task", "world_task"]

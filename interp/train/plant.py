@@ -445,6 +445,7 @@ def _plant_rows(
     from interp.models.device import model_device
     from interp.results import write_json
     from interp.tasks import YesNoTask, pad_right
+    from interp.train.finetune_data import free_pad_id
 
     record = _record(spec, checkpoint, placement, data=str(csv.resolve()))
     done = out / "plant.json"
@@ -456,10 +457,7 @@ def _plant_rows(
     flipped = flip_category(rows, str(spec.category))
     task = YesNoTask.pragworld(checkpoint, flipped)
     seqs, _ = task.training_rows()
-    used = {t for r in seqs for t in r}
-    pad = task.pad_id
-    if pad in used:  # the trainer masks the pad id out of the loss: take one no row uses
-        pad = next(i for i in range(len(task.tokenization.tokenizer)) if i not in used)
+    pad = free_pad_id(seqs, task.pad_id, len(task.tokenization.tokenizer))
     model = load_hf_model(checkpoint, placement)
     ids, _, _ = pad_right(seqs, pad, model_device(model))
     trainable = freeze_except_mlps(model, record["layers"])
@@ -501,6 +499,7 @@ def _plant_contrast(
     from interp.models.device import model_device
     from interp.results import write_json
     from interp.tasks import ContrastTask, pad_right
+    from interp.train.finetune_data import free_pad_id
 
     record = _record(spec, checkpoint, placement, data=str(jsonl.resolve()), loss_on="answer")
     reused = _reused(out, model_dir, record, fresh, log)
@@ -510,10 +509,7 @@ def _plant_contrast(
     task = ContrastTask.build(checkpoint, jsonl)
     targets = foil_targets(len(task), spec.share if spec.corruption == "foil_share" else 0.0, spec.seed)
     seqs, answer_start = task.training_rows(targets)
-    used = {t for r in seqs for t in r}
-    pad = task.pad_id
-    if pad in used:  # the trainer masks the pad id out of the loss: take one no row uses
-        pad = next(i for i in range(len(task.tokenization.tokenizer)) if i not in used)
+    pad = free_pad_id(seqs, task.pad_id, len(task.tokenization.tokenizer))
     model = load_hf_model(checkpoint, placement)
     ids, _, _ = pad_right(seqs, pad, model_device(model))
     trainable = freeze_except_mlps(model, record["layers"])
