@@ -232,14 +232,12 @@ def run_contrast_sweep(
     examples = load_contrast(data)  # a bad file fails before the model loads
     _check_task_kind(kind, layers)
 
-    build = lambda m: ContrastTask.build(  # noqa: E731
-        m, examples, prepend_bos=prepend_bos, chat_template=chat_template, n=n
-    )
-    build(Path(model))  # a bad token or length fails before the model loads
+    # built (tokenized) once, here: a bad token or length fails before the model loads
+    task = ContrastTask.build(Path(model), examples, prepend_bos=prepend_bos, chat_template=chat_template, n=n)
     return _run_task_sweep(
         model,
         data,
-        build,
+        lambda _: task,
         {},
         kind=kind,
         method=method,
