@@ -16,6 +16,29 @@ except metadata.PackageNotFoundError:  # a source tree on sys.path that was neve
     __version__ = "0+unknown"
 
 _EXPORTS = {
+    # the Python API (interp.api): a model, a task, one call per analysis, results that save and load
+    **{
+        name: "interp.api"
+        for name in (
+            "load_model",
+            "Model",
+            "ioi",
+            "contrast",
+            "pragworld",
+            "sweep",
+            "SweepConfig",
+            "VerdictRule",
+            "Sweep",
+            "patch",
+            "Patching",
+            "finetune",
+            "TuneConfig",
+            "Finetuned",
+            "hls_penalty",
+            "world_model",
+            "load",
+        )
+    },
     "World": "interp.worlds",
     "Vocab": "interp.worlds",
     "parse_world": "interp.worlds",

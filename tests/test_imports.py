@@ -44,6 +44,7 @@ ROOMS = (
     "viz",  # figures and the report, drawn from results
     "train",  # the one loop, regularisers, planting, fine-tuning
     "jobs",  # each job end to end: sweep, train, the main job, PragWorld (called by the CLI)
+    "api",  # the public Python API: load_model, tasks, sweep, patch, finetune, world_model, load
     "cli",  # the ``interp`` command
 )
 RANK = {room: i for i, room in enumerate(ROOMS)}

@@ -95,6 +95,8 @@ class SweepRun:
     out: Path
     figure: Path
     info: dict[str, Any] = field(default_factory=dict)
+    #: every removal's sweep by name (the first is ``sweep``); one entry for a single removal
+    sweeps: dict[str, SweepResult] = field(default_factory=dict)
 
     def layer_rows(self) -> list[dict[str, Any]]:
         """Per layer: ``layer``, ``effect`` (mean ablated − clean), ``ci`` (its bootstrap interval),

@@ -90,7 +90,7 @@ def _run_pair_patching(
     kind_dir = "pragworld" if isinstance(task, YesNoTask) else "contrast"
     out_dir = Path(out) if out else model.resolve().parent / f"sweep_activation-patching_{kind_dir}"
     return _write_patching(
-        maps, info, out_dir, acc, rule, seed, f"{what}, {got['n_pairs']} {pair_text}, {Path(data).name}"
+        maps, info, out_dir, acc, rule, seed, f"{what}, {got['n_pairs']} {pair_text}, {Path(data or 'task').name}"
     )
 
 
@@ -174,7 +174,7 @@ def run_pragworld_sweep(
     def build(model: Path) -> Any:
         return YesNoTask.pragworld(model, rows, prompt="label", prepend_bos=prepend_bos, chat_template=chat_template)
 
-    return _run_task_sweep(
+    return run_task_sweep(
         model,
         data,
         build,
@@ -234,7 +234,7 @@ def run_contrast_sweep(
 
     # built (tokenized) once, here: a bad token or length fails before the model loads
     task = ContrastTask.build(Path(model), examples, prepend_bos=prepend_bos, chat_template=chat_template, n=n)
-    return _run_task_sweep(
+    return run_task_sweep(
         model,
         data,
         lambda _: task,
@@ -281,12 +281,13 @@ def _task_metric(metric: str | None, yesno: bool) -> str:
     return metric
 
 
-def _run_task_sweep(
+def run_task_sweep(
     model: str | Path,
-    data: str | Path,
+    data: str | Path | None,
     build: Any,
     extra: dict[str, Any],
     *,
+    bridge: Any = None,
     kind: str,
     method: str,
     layers: Any,
@@ -301,7 +302,8 @@ def _run_task_sweep(
     removals: Any = None,
 ) -> SweepRun | PatchingRun:
     """The sweep of a task (a YesNoTask or a ContrastTask, ``build(model)``) on a model: load,
-    run ``kind``, verdicts, files (:func:`run_pragworld_sweep`)."""
+    run ``kind``, verdicts, files (:func:`run_pragworld_sweep`). ``bridge``: the model already
+    loaded (the Python API's :func:`interp.sweep` passes its own; ``model`` then only names it)."""
     from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
     from interp.analysis.patching import direct_effect_patching
     from interp.analysis.sweeps import mlp_removal_sweep
@@ -316,9 +318,10 @@ def _run_task_sweep(
     log = log or sys.stderr
     model = Path(model)
     acc = accelerator()
-    bridge = load_bridge(
-        model, device=str(acc.device) if acc is not None else None, placement=None if acc is not None else placement
-    )
+    if bridge is None:
+        bridge = load_bridge(
+            model, device=str(acc.device) if acc is not None else None, placement=None if acc is not None else placement
+        )
     bridge.eval()
     lays = check_layers(layers, int(bridge.cfg.n_layers))
     task = build(model)
@@ -330,7 +333,7 @@ def _run_task_sweep(
     categories = task.categories
     info: dict[str, Any] = {
         "model": str(model),
-        "data": str(data),
+        "data": None if data is None else str(data),
         **extra,
         "kind": kind,
         "seed": seed,
@@ -339,6 +342,7 @@ def _run_task_sweep(
     }
     if yesno:
         info["metric"] = f"{METRICS[metric][0]}: {METRICS[metric][1]}"
+    info["metric_name"] = metric
     threshold = (
         YESNO_THRESHOLDS[metric] if yesno else task.threshold_of("logit_diff" if metric == "logit-diff" else "prob")
     )
@@ -348,6 +352,7 @@ def _run_task_sweep(
             return task.metric(gold[part] if golds is None else golds, metric)
         return task.metric_of("logit_diff" if metric == "logit-diff" else "prob", rows=part)
 
+    info["threshold"] = threshold
     groups = task.groups
     sweeps: dict[str, SweepResult] = {}
     if kind == "mlp-zero":
@@ -456,10 +461,13 @@ def _run_task_sweep(
     suffix = "pragworld" if yesno else "contrast"
     out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_{suffix}"
     if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
-        return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info)
+        return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info, sweeps)
     sweep.save(out_dir)
+    for name, other in list(sweeps.items())[1:]:  # every further removal's per-example effects
+        other.save(out_dir, f"sweep_{name}")
     verdicts.save(out_dir)
-    what = f"PragWorld {Path(data).name}" if yesno else Path(data).name
+    source = Path(data).name if data is not None else f"{len(task)} examples"
+    what = f"PragWorld {source}" if yesno else source
     figure = draw_layer_effects(
         verdicts, out_dir / "layers.png", title=f"{kind} on {model.name}, {what} ({len(task)} rows)"
     )
@@ -475,9 +483,9 @@ def _run_task_sweep(
         from interp.viz.removals import write_removals
 
         write_removals(comparison, out_dir, title=f"dose-response on {model.name}, {what}")
-    run = SweepRun(sweep, verdicts, out_dir, figure, info)
+    run = SweepRun(sweep, verdicts, out_dir, figure, info, sweeps)
     write_json(out_dir / "run.json", run.summary())
     return run
 
 
-__all__ = ["run_contrast_sweep", "run_pragworld_sweep"]
+__all__ = ["run_contrast_sweep", "run_pragworld_sweep", "run_task_sweep"]

@@ -1,0 +1,170 @@
+"""The sweep's settings as one frozen dataclass: what :func:`interp.sweep` takes, what ``run.json``
+records under ``config`` and what a rerun reads back (:meth:`SweepConfig.from_run`).
+
+Every field is checked when the config is made — before any model loads — with one sentence naming
+the value and what is allowed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from interp.analysis.agreement import check_removals
+from interp.analysis.bands import RESAMPLE
+from interp.analysis.runner import RUN_METHODS
+from interp.jobs.sweep_runs import PRAGWORLD_KINDS
+
+#: ``method="auto"`` resolves to this exact strategy (clean caches reused across layers)
+AUTO_METHOD = "reuse"
+
+
+class ConfigError(ValueError):
+    """A sweep setting that is not allowed (named, with what is)."""
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    """How effects become verdicts (:func:`interp.analysis.verdicts.layer_verdicts`): a
+    ``confidence`` interval simultaneous over all layers (or ``per_layer``) from ``n_boot``
+    bootstrap resamples of ``resample`` units (``"groups"``: a PragWorld group or a contrast
+    example's group; ``"rows"``), against the margin ``min_effect`` (None: the metric's default)."""
+
+    n_boot: int = 2000
+    confidence: float = 0.95
+    per_layer: bool = False
+    min_effect: float | None = None
+    resample: str = "groups"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise ConfigError(f"confidence must be in (0, 1), got {self.confidence}")
+        if int(self.n_boot) < 1:
+            raise ConfigError(f"n_boot must be ≥ 1, got {self.n_boot}")
+        if self.min_effect is not None and not self.min_effect >= 0:
+            raise ConfigError(f"min_effect must be ≥ 0 (in the metric's units) or None, got {self.min_effect}")
+        if self.resample not in RESAMPLE:
+            raise ConfigError(f"resample must be one of {', '.join(RESAMPLE)}, got {self.resample!r}")
+
+    def kwargs(self) -> dict[str, Any]:
+        """The rule as keyword arguments of :func:`~interp.analysis.verdicts.layer_verdicts`."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One layer sweep: the ``removals`` of each layer's MLP output (``zero``, ``mean``,
+    ``resample``, ``scale`` with ``scales``; :doc:`/concepts/interventions`) or ``kind =
+    "direct-effect"`` (each alteration patched into its original, PragWorld §6.1), on ``layers``
+    (None: all), scored by ``metric`` (None: the task's default — P(gold) on yes/no, the logit
+    difference on contrast tasks), by ``method`` (``auto`` = ``reuse``; ``loop``, ``batched``,
+    ``prefix``, ``attribution``) in batches of ``batch_size`` rows; verdicts by ``rule``, confirmed
+    on ``folds`` held-out group folds when set; ``seed`` seeds every draw."""
+
+    removals: Sequence[str] = ("zero",)
+    scales: Sequence[float] = ()
+    draws: int = 3
+    layers: Sequence[int] | None = None
+    kind: str = "mlp-zero"
+    metric: str | None = None
+    method: str = "auto"
+    batch_size: int | None = 16
+    folds: int | None = None
+    seed: int = 0
+    rule: VerdictRule | Mapping[str, Any] = field(default_factory=VerdictRule)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # normalise sequences to tuples (a frozen dataclass)
+        set_(self, "removals", _names(self.removals, "removals"))
+        set_(self, "scales", tuple(float(s) for s in self.scales))
+        if self.layers is not None:
+            set_(self, "layers", _layers(self.layers))
+        if isinstance(self.rule, Mapping):
+            set_(self, "rule", VerdictRule(**self.rule))
+        if self.kind not in PRAGWORLD_KINDS or self.kind == "activation-patching":
+            allowed = [k for k in PRAGWORLD_KINDS if k != "activation-patching"]
+            raise ConfigError(
+                f"kind must be one of {', '.join(allowed)} (activation patching: interp.patch), got {self.kind!r}"
+            )
+        if self.method != "auto" and self.method not in RUN_METHODS:
+            raise ConfigError(f"method must be one of auto, {', '.join(RUN_METHODS)}, got {self.method!r}")
+        if self.batch_size is not None and int(self.batch_size) < 1:
+            raise ConfigError(f"batch_size must be ≥ 1 or None (all rows at once), got {self.batch_size}")
+        if self.folds is not None and int(self.folds) < 2:
+            raise ConfigError(f"folds must be ≥ 2 (or None: no confirmation), got {self.folds}")
+        try:
+            check_removals(
+                self.kind, self.resolved_method, list(self.removals), list(self.scales), self.draws, self.seed
+            )
+        except ValueError as e:
+            raise ConfigError(str(e).replace("--ablation", "removals").replace("--method", "method")) from None
+
+    @property
+    def verdict_rule(self) -> VerdictRule:
+        """``rule`` as a :class:`VerdictRule` (a mapping given is converted when the config is made)."""
+        return self.rule if isinstance(self.rule, VerdictRule) else VerdictRule(**self.rule)
+
+    @property
+    def resolved_method(self) -> str:
+        """The strategy ``method`` stands for (``auto`` → :data:`AUTO_METHOD`)."""
+        return AUTO_METHOD if self.method == "auto" else self.method
+
+    def with_(self, **changes: Any) -> SweepConfig:
+        """A copy with ``changes`` (checked again)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types (what ``run.json``'s ``config`` holds)."""
+        d = asdict(self)
+        d["removals"], d["scales"] = list(self.removals), list(self.scales)
+        d["layers"] = None if self.layers is None else list(self.layers)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepConfig:
+        """The config :meth:`to_dict` wrote; an unknown key is named, with the known ones."""
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise ConfigError(f"unknown sweep setting(s) {extra}; known: {', '.join(sorted(known))}")
+        d = dict(data)
+        if "rule" in d and isinstance(d["rule"], Mapping):
+            rk = {f.name for f in fields(VerdictRule)}
+            bad = sorted(set(d["rule"]) - rk)
+            if bad:
+                raise ConfigError(f"unknown verdict-rule setting(s) {bad}; known: {', '.join(sorted(rk))}")
+            d["rule"] = VerdictRule(**d["rule"])
+        return cls(**d)
+
+    @classmethod
+    def from_run(cls, folder: str | Path) -> SweepConfig:
+        """The config recorded in ``folder/run.json`` (a sweep written by :func:`interp.sweep`)."""
+        path = Path(folder) / "run.json"
+        if not path.is_file():
+            raise ConfigError(f"{folder} has no run.json: not a sweep folder")
+        info = json.loads(path.read_text())
+        if "config" not in info:
+            raise ConfigError(f"{path} records no config (written before interp 0.3, or by another job)")
+        return cls.from_dict(info["config"])
+
+
+def _names(values: str | Sequence[str], what: str) -> tuple[str, ...]:
+    out = tuple(v.strip() for v in (values.split(",") if isinstance(values, str) else values))
+    if not out or any(not v for v in out):
+        raise ConfigError(f"{what}: give at least one name, got {values!r}")
+    return out
+
+
+def _layers(values: int | Sequence[int]) -> tuple[int, ...]:
+    seq = [values] if isinstance(values, int) else list(values)
+    if not seq:
+        raise ConfigError("layers: give at least one layer, or None for all")
+    bad = [v for v in seq if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+    if bad:
+        raise ConfigError(f"layers must be non-negative integers, got {bad[0]!r}")
+    return tuple(seq)
+
+
+__all__ = ["AUTO_METHOD", "ConfigError", "SweepConfig", "VerdictRule"]

@@ -1,0 +1,236 @@
+"""``interp.sweep``: one call from a model and a task to per-example layer effects and calibrated
+verdicts, as a :class:`Sweep` result; ``interp.load`` reads back any sweep folder, written by the
+API or by ``interp sweep`` (the same files: the API runs the CLI's job,
+:func:`interp.jobs.task_sweep.run_task_sweep`, on the model already loaded)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from interp.analysis.fingerprint import check_fingerprint
+from interp.analysis.sweeps import SweepResult
+from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdicts
+from interp.api.config import SweepConfig, VerdictRule
+from interp.api.model import Model, as_model
+from interp.api.provenance import provenance
+from interp.jobs.sweep_runs import SweepRun
+from interp.jobs.task_sweep import run_task_sweep
+
+
+class ResultFolderError(ValueError):
+    """A folder that is not a result interp wrote (or is missing a file), named."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure file that shows itself in a notebook (``_repr_png_``) and knows its ``path``."""
+
+    path: Path
+
+    def _repr_png_(self) -> bytes:
+        return self.path.read_bytes()
+
+
+def describe_task(task: Any) -> dict[str, Any]:
+    """What a result records about its task: its type, source, size and tokenization."""
+    return {"type": type(task).__name__, "source": getattr(task, "source", None), "n": len(task), **task.settings()}
+
+
+@dataclass
+class Sweep:
+    """A layer sweep's result.
+
+    ``frame``: one tidy row per (removal, layer, example) — ``removal``, ``site``, ``layer``,
+    ``example``, ``group``, ``category``, ``metric``, ``clean``, ``ablated``, ``effect`` (ablated −
+    clean; positive = the model does better without the layer). :meth:`verdicts`: useful /
+    harmful / negligible / inconclusive per layer with intervals. :meth:`plot`, :meth:`save`;
+    :attr:`info` the run's settings with ``config`` and ``provenance``; :attr:`folder` where its
+    files are (``interp sweep``'s layout)."""
+
+    sweeps: dict[str, SweepResult]
+    info: dict[str, Any]
+    folder: Path
+    _verdicts: dict[str, LayerVerdicts] = field(default_factory=dict, repr=False)
+
+    @property
+    def config(self) -> SweepConfig:
+        return SweepConfig.from_dict(self.info["config"])
+
+    @property
+    def removals(self) -> list[str]:
+        return list(self.sweeps)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        parts = []
+        metric = self.info.get("metric_name") or self.info.get("metric")
+        site = "mlp_out" if self.info.get("kind") == "mlp-zero" else "direct_path"
+        for name, s in self.sweeps.items():
+            f = s.frame.copy()
+            f.insert(0, "removal", name)
+            f.insert(1, "site", site)
+            f["metric"] = metric
+            parts.append(f)
+        return pd.concat(parts, ignore_index=True)
+
+    def verdicts(self, rule: VerdictRule | None = None, removal: str | None = None) -> LayerVerdicts:
+        """Per layer: ``mean_effect``, ``ci_low`` / ``ci_high`` and ``verdict`` in ``.frame``; the
+        lists ``.useful`` / ``.harmful``. ``removal``: which (default the first); ``rule``: judge
+        again under another rule (default: the run's, with its prior-shift / direct / confirmation
+        notes)."""
+        name = removal or self.removals[0]
+        if name not in self.sweeps:
+            raise KeyError(f"no removal {name!r} in this sweep; it has {', '.join(self.removals)}")
+        if rule is not None:
+            return layer_verdicts(
+                self.sweeps[name],
+                seed=int(self.info.get("seed", 0)),
+                threshold=self.info.get("threshold"),
+                **rule.kwargs(),
+            )
+        if name not in self._verdicts:
+            stem = "verdicts.json" if name == self.removals[0] else f"verdicts_{name}.json"
+            self._verdicts[name] = load_verdicts(self.folder / stem)
+        return self._verdicts[name]
+
+    def plot(self, removal: str | None = None) -> Figure:
+        """The per-layer effects with their band and verdicts (``layers.png`` of the folder; another
+        removal's drawn beside it as ``layers_<removal>.png``)."""
+        name = removal or self.removals[0]
+        path = self.folder / ("layers.png" if name == self.removals[0] else f"layers_{name}.png")
+        if not path.is_file():
+            from interp.viz.layers import draw_layer_effects
+
+            draw_layer_effects(self.verdicts(removal=name), path, title=f"{name} removal, {self.info.get('model')}")
+        return Figure(path)
+
+    def save(self, folder: str | Path) -> Path:
+        """Copy the result's files to ``folder`` (read back with :func:`interp.load`)."""
+        folder = Path(folder)
+        if folder.resolve() != self.folder.resolve():
+            shutil.copytree(self.folder, folder, dirs_exist_ok=True)
+        return folder
+
+    def recorded_model(self) -> dict[str, Any] | None:
+        """The fingerprint of the model the sweep ran on, as its files record it."""
+        return next(iter(self.sweeps.values())).meta.get("model")
+
+    def table(self) -> str:
+        """The verdicts as text: one line per layer with its interval."""
+        v = self.verdicts()
+        cols = [c for c in ("layer", "mean_effect", "ci_low", "ci_high", "verdict") if c in v.frame.columns]
+        return v.frame[cols].to_string(index=False, float_format=lambda x: f"{x:+.4f}")
+
+    def __str__(self) -> str:
+        v = self.verdicts()
+        return (
+            f"{self.info.get('kind')} sweep of {self.info.get('model')} on {self.info.get('n_rows')} rows "
+            f"({', '.join(self.removals)}); harmful {v.harmful}, useful {v.useful}\n{self.table()}"
+        )
+
+
+def sweep(
+    model: Model | str, task: Any, config: SweepConfig | None = None, *, out: str | Path | None = None, **settings: Any
+) -> Sweep:
+    """Sweep every layer of ``model`` on ``task`` and judge each (PragWorld §6.2's MLP zero-out and
+    the removals of :doc:`/concepts/interventions`; verdicts of :doc:`/concepts/verdicts`).
+
+    ``config`` or keyword ``settings`` (the fields of :class:`SweepConfig`: ``removals``,
+    ``layers``, ``metric``, ``method``, ``batch_size``, ``folds``, ``seed``, ``rule`` …), all
+    checked before anything runs. ``out``: the folder to write (``interp sweep``'s files); default
+    a fresh temporary folder (:meth:`Sweep.save` copies it)."""
+    config = (config or SweepConfig()).with_(**settings) if settings else (config or SweepConfig())
+    m = as_model(model)
+    if config.layers is not None:
+        bad = [x for x in config.layers if x >= m.n_layers]
+        if bad:
+            raise ValueError(
+                f"layer {bad[0]} is out of range: {m.name} has {m.n_layers} layers (valid: 0..{m.n_layers - 1})"
+            )
+    folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="interp-sweep-"))
+    extra = {
+        "config": config.to_dict(),
+        "task": describe_task(task),
+        "provenance": provenance(model=m.fingerprint(), seed=config.seed),
+    }
+    run = run_task_sweep(
+        m.source,
+        getattr(task, "source", None),
+        lambda _: task,
+        extra,
+        bridge=m.bridge,
+        kind=config.kind,
+        method=config.resolved_method,
+        layers=None if config.layers is None else list(config.layers),
+        out=folder,
+        seed=config.seed,
+        batch_size=config.batch_size,
+        log=None,
+        placement=None,
+        rule=config.verdict_rule.kwargs(),
+        metric=config.metric,
+        folds=config.folds,
+        removals=_removals(config),
+    )
+    assert isinstance(run, SweepRun)  # the layer-sweep kinds return one (patching: interp.patch)
+    sweeps = run.sweeps or {"zero": run.sweep}
+    out_sweep = Sweep(sweeps=dict(sweeps), info=json.loads((folder / "run.json").read_text()), folder=folder)
+    out_sweep._verdicts[out_sweep.removals[0]] = run.verdicts
+    return out_sweep
+
+
+def _removals(config: SweepConfig) -> Any:
+    from interp.analysis.agreement import check_removals
+
+    return check_removals(
+        config.kind, config.resolved_method, list(config.removals), list(config.scales), config.draws, config.seed
+    )
+
+
+def _read_sweep(folder: Path, stem: str) -> SweepResult:
+    csv, meta = folder / f"{stem}.csv", folder / f"{stem}.json"
+    if not csv.is_file() or not meta.is_file():
+        raise ResultFolderError(f"{folder} has no {stem}.csv / {stem}.json: the sweep's files are incomplete")
+    info = json.loads(meta.read_text())
+    info.pop("summary", None)
+    return SweepResult(pd.read_csv(csv), info)
+
+
+def load(folder: str | Path, model: Model | None = None) -> Any:
+    """A result folder as its result object: a layer sweep (:class:`Sweep`) or activation-patching
+    maps (:class:`~interp.api.patching.Patching`), written by the API or by the CLI. With
+    ``model``, the folder's model fingerprint must match it
+    (:class:`~interp.analysis.fingerprint.ModelMismatchError` otherwise)."""
+    folder = Path(folder)
+    run_json = folder / "run.json"
+    if not run_json.is_file():
+        raise ResultFolderError(f"{folder} has no run.json: not a result folder written by interp")
+    info = json.loads(run_json.read_text())
+    if (folder / "patching_resid_pre.csv").is_file():
+        from interp.api.patching import Patching
+
+        result: Any = Patching.read(folder, info)
+    elif (folder / "sweep.csv").is_file():
+        sweeps = {}
+        names = info.get("ablation") or ["zero"]
+        for i, name in enumerate(names):
+            sweeps[name] = _read_sweep(folder, "sweep" if i == 0 else f"sweep_{name}")
+        result = Sweep(sweeps=sweeps, info=info, folder=folder)
+    else:
+        raise ResultFolderError(f"{folder} has a run.json but neither sweep.csv nor patching_resid_pre.csv")
+    if model is not None:
+        expected = (info.get("provenance") or {}).get("model") or result.recorded_model()
+        if expected is None:
+            raise ResultFolderError(f"{folder} records no model fingerprint to check the model against")
+        check_fingerprint(expected, model.bridge, what=f"the result in {folder}")
+    return result
+
+
+__all__ = ["Figure", "ResultFolderError", "Sweep", "describe_task", "load", "sweep"]
