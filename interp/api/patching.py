@@ -41,6 +41,8 @@ class Patching:
     folder: Path
     over: str = "head"
     model: Model | None = None
+    #: the task the maps were computed on (not saved; the attention view reads its first prompt)
+    task: Any = None
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -96,7 +98,7 @@ class Patching:
         return bundle_script(views) + fragment(views)
 
     def _first_prompt_ids(self, row: int) -> list[int]:
-        task = getattr(self, "_task", None)
+        task = self.task
         if task is None:
             raise ValueError("the attention view needs the task the maps were computed on (a result of interp.patch)")
         return list(task.ids[row])
@@ -182,8 +184,7 @@ def patch(
     )
     info = json.loads((folder / "run.json").read_text())
     result = Patching.read(folder, info)
-    result.over, result.model = over, m
-    result._task = task  # type: ignore[attr-defined]
+    result.over, result.model, result.task = over, m, task
     return result
 
 

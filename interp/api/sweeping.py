@@ -217,6 +217,7 @@ def load(folder: str | Path, model: Model | None = None) -> Any:
         from interp.api.patching import Patching
 
         result: Any = Patching.read(folder, info)
+        result.model = model
     elif (folder / "sweep.csv").is_file():
         sweeps = {}
         names = info.get("ablation") or ["zero"]
