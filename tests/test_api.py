@@ -25,26 +25,13 @@ README_BLOCK = re.compile(r"<!-- BEGIN api-block -->\s*```python\n(.*?)```\s*<!-
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    from test_architectures import _config, _scale, _tokenizer
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from test_architectures import _config, _scale, train_bpe
     from transformers import AutoModelForCausalLM
 
     words = list(NAMES) + list(PLACES) + list(OBJECTS)
     texts = [" ".join(f" {w}" for w in words)] * 80
     texts += [t.replace("{", " ").replace("}", " ") for t in IOI_TEMPLATES] * 30
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(
-        texts,
-        trainers.BpeTrainer(
-            vocab_size=1200,
-            special_tokens=["<|endoftext|>", "<s>", "</s>", "<pad>"],
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            show_progress=False,
-        ),
-    )
-    tok = _tokenizer(core, adds_bos=False)
+    tok = train_bpe(texts, 1200)
     root = tmp_path_factory.mktemp("api_model") / "tiny-llama"
     torch.manual_seed(0)
     model = _scale(AutoModelForCausalLM.from_config(_config("llama", len(tok), tok)), 7).eval()

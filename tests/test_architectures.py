@@ -87,21 +87,31 @@ def pragworld(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bpe_core(pragworld):
+    return _bpe_core(pragworld[2] + [" yes no Yes No (yes) (no)"] * 50, 700)
+
+
+def _bpe_core(texts, vocab_size: int):
+    """A byte-level BPE model trained on ``texts`` (words seen often become single tokens)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     core.train_from_iterator(
-        pragworld[2] + [" yes no Yes No (yes) (no)"] * 50,
+        texts,
         trainers.BpeTrainer(
-            vocab_size=700,
+            vocab_size=vocab_size,
             special_tokens=["<|endoftext|>", "<s>", "</s>", "<pad>"],
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         ),
     )
     return core
+
+
+def train_bpe(texts, vocab_size: int, adds_bos: bool = False):
+    """:func:`_bpe_core` wrapped as a tokenizer (:func:`_tokenizer`)."""
+    return _tokenizer(_bpe_core(texts, vocab_size), adds_bos=adds_bos)
 
 
 def _tokenizer(core, adds_bos: bool):

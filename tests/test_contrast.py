@@ -38,8 +38,7 @@ def tok():
     """A byte-level BPE tokenizer (GPT-2 style, no BOS) in which the test names, places and objects
     are single tokens with a leading space, and "Bob" is not ("Bo" + "b" is kept apart by
     training it only inside longer words)."""
-    from test_architectures import _tokenizer
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from test_architectures import train_bpe
 
     words = [w for w in NAMES if w != "Bob"] + list(PLACES) + list(OBJECTS)
     texts = [" ".join(f" {w}" for w in words)] * 60
@@ -47,19 +46,7 @@ def tok():
         t.replace("{A}", "x").replace("{B}", "y").replace("{S}", "z").replace("{PLACE}", "p").replace("{OBJECT}", "o")
         for t in IOI_TEMPLATES
     ] * 20 + [" yes no"] * 50
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(
-        texts,
-        trainers.BpeTrainer(
-            vocab_size=600,
-            special_tokens=["<|endoftext|>", "<s>", "</s>", "<pad>"],
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            show_progress=False,
-        ),
-    )
-    return _tokenizer(core, adds_bos=False)
+    return train_bpe(texts, 600)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pandas as pd
 from interp.api.config import VerdictRule
 from interp.api.model import Model, as_model
 from interp.api.provenance import provenance
-from interp.api.sweeping import Figure, describe_task
+from interp.api.sweeping import Figure, SavedResult, describe_task
 from interp.jobs.task_sweep import run_task_sweep
 
 #: ``over`` → the map it reads first
@@ -29,7 +29,7 @@ KINDS = {"activation": "exact", "attribution": "attribution"}
 
 
 @dataclass
-class Patching:
+class Patching(SavedResult):
     """Activation-patching maps: ``maps`` (``"resid_pre"``: layer × position offset from the last
     token; ``"heads"``: layer × head) of :class:`~interp.analysis.activation_patching.PatchingMap`,
     ``info`` (settings, provenance), ``folder``. :attr:`frame`: one tidy row per (map, layer,
@@ -102,15 +102,6 @@ class Patching:
         if task is None:
             raise ValueError("the attention view needs the task the maps were computed on (a result of interp.patch)")
         return list(task.ids[row])
-
-    def save(self, folder: str | Path) -> Path:
-        """Copy the result's files to ``folder`` (read back with :func:`interp.load`)."""
-        import shutil
-
-        folder = Path(folder)
-        if folder.resolve() != self.folder.resolve():
-            shutil.copytree(self.folder, folder, dirs_exist_ok=True)
-        return folder
 
     def recorded_model(self) -> dict[str, Any] | None:
         """The fingerprint of the model the maps were computed on, as the files record it."""

@@ -43,8 +43,21 @@ def describe_task(task: Any) -> dict[str, Any]:
     return {"type": type(task).__name__, "source": getattr(task, "source", None), "n": len(task), **task.settings()}
 
 
+class SavedResult:
+    """A result whose files live in ``folder``: :meth:`save` copies them elsewhere."""
+
+    folder: Path
+
+    def save(self, folder: str | Path) -> Path:
+        """Copy the result's files to ``folder`` (read back with :func:`interp.load`)."""
+        folder = Path(folder)
+        if folder.resolve() != self.folder.resolve():
+            shutil.copytree(self.folder, folder, dirs_exist_ok=True)
+        return folder
+
+
 @dataclass
-class Sweep:
+class Sweep(SavedResult):
     """A layer sweep's result.
 
     ``frame``: one tidy row per (removal, layer, example) — ``removal``, ``site``, ``layer``,
@@ -110,13 +123,6 @@ class Sweep:
 
             draw_layer_effects(self.verdicts(removal=name), path, title=f"{name} removal, {self.info.get('model')}")
         return Figure(path)
-
-    def save(self, folder: str | Path) -> Path:
-        """Copy the result's files to ``folder`` (read back with :func:`interp.load`)."""
-        folder = Path(folder)
-        if folder.resolve() != self.folder.resolve():
-            shutil.copytree(self.folder, folder, dirs_exist_ok=True)
-        return folder
 
     def recorded_model(self) -> dict[str, Any] | None:
         """The fingerprint of the model the sweep ran on, as its files record it."""
@@ -234,4 +240,4 @@ def load(folder: str | Path, model: Model | None = None) -> Any:
     return result
 
 
-__all__ = ["Figure", "ResultFolderError", "Sweep", "describe_task", "load", "sweep"]
+__all__ = ["Figure", "ResultFolderError", "SavedResult", "Sweep", "describe_task", "load", "sweep"]
