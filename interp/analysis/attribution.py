@@ -70,8 +70,7 @@ from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.patching import PatchPair, _ids, resid_cache
 from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
 from interp.analysis.sweeps import OWN_GROUP, SweepResult, _categories, _chunks, _layers, _score, _trim, attach_groups
-from interp.hooks import Alignment, HookNames, InterventionError, Site, check_site, intervene, patch
-from interp.hooks.capture import capturing
+from interp.hooks import Alignment, HookNames, InterventionError, Site, capturing, check_site, hooked, intervene, patch
 
 #: activation-patching components this module estimates (those of the exact sweep)
 ATTRIBUTION_COMPONENTS = tuple(COMPONENTS)
@@ -119,7 +118,7 @@ def gradient_run(
         return hook
 
     ids, kwargs = _model_inputs(bridge, tokens, attention_mask)
-    with torch.enable_grad(), bridge.hooks(fwd_hooks=[(name, perturb(name)) for name in hook_names]):
+    with torch.enable_grad(), hooked(bridge, [(name, perturb(name)) for name in hook_names]):
         logits = bridge(ids, **kwargs)
         bad = {k: v for k, v in fired.items() if v != 1}
         if bad:
@@ -375,7 +374,7 @@ def activation_attribution(
         sl = slice(start, min(n, start + size))
         idx = torch.arange(sl.start, sl.stop)
         got: dict[str, Tensor] = {}
-        with bridge.hooks(fwd_hooks=capturing(got, hooks)):
+        with hooked(bridge, capturing(got, hooks)):
             clean_val[sl] = _score(metric, forward(bridge, clean[sl]), Batch(clean[sl], None, idx))
         corr_val[sl], acts, grads = gradient_run(bridge, corrupted[sl], metric, hooks, None, idx)
         for c in comps:
@@ -457,7 +456,7 @@ def exact_cells(
     batch = Batch(corrupted, None, torch.arange(n))
     hooks = sorted({_component_hooks(component, [layer])[0] for layer, _ in cells})
     got: dict[str, Tensor] = {}
-    with bridge.hooks(fwd_hooks=capturing(got, hooks)):
+    with hooked(bridge, capturing(got, hooks)):
         forward(bridge, clean)
     base = torch.as_tensor(_score(metric, forward(bridge, corrupted), batch))
     out = []

@@ -37,7 +37,7 @@ from torch import Tensor
 
 from interp.analysis.bands import cluster_band
 from interp.analysis.scoring import to_model_device
-from interp.hooks import Site, last_positions
+from interp.hooks import Site, hooked, last_positions
 from interp.hooks.sites import hf_model
 
 
@@ -96,8 +96,8 @@ def direct_effects(
                 "attention_mask": to_model_device(bridge, mask),
                 "position_ids": to_model_device(bridge, (mask.cumsum(1) - 1).clamp(min=0)),
             }
-        with torch.no_grad():
-            bridge.run_with_hooks(to_model_device(bridge, ids), fwd_hooks=[(m, keep(m)) for m in names], **kwargs)
+        with torch.no_grad(), hooked(bridge, [(m, keep(m)) for m in names]):
+            bridge(to_model_device(bridge, ids), **kwargs)
         sigma = cache["ln_final.hook_scale"].reshape(len(idx), 1)
         dev = sigma.device
         u = gain.detach().float().to(dev) * (

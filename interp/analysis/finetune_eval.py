@@ -56,7 +56,7 @@ def mean_squared_mlp_out(
     module of ``Site(ℓ, "mlp_out")`` (its output is ``blocks.{ℓ}.hook_mlp_out``), in eval mode
     without gradients: ``{layer: [n]}`` on the CPU. ``ids`` move to the model's device; under a
     device map each layer is reduced on its own device. No hook remains after the call."""
-    from interp.hooks.sites import Site
+    from interp.hooks import Site, module_hooks
     from interp.models.device import model_device
 
     outputs: dict[int, Tensor] = {}
@@ -70,18 +70,17 @@ def mean_squared_mlp_out(
     was, device = model.training, model_device(model)
     model.eval()
     res: dict[int, list[Tensor]] = {int(x): [] for x in layers}
-    handles = [Site(int(x), "mlp_out").module(model).register_forward_hook(keep(int(x))) for x in layers]
+    hooks = [(Site(int(x), "mlp_out").module(model), keep(int(x))) for x in layers]
     try:
-        for i in range(0, len(ids), batch_size):
-            inputs, targets = _shifted(ids[i : i + batch_size].to(device), pad_id)
-            model(inputs)
-            for layer in res:
-                out = outputs.pop(layer)
-                m = (targets != -100).to(out.device).float()
-                res[layer].append(((out.float().pow(2).mean(-1) * m).sum(1) / m.sum(1).clamp(min=1)).cpu())
+        with module_hooks(hooks):
+            for i in range(0, len(ids), batch_size):
+                inputs, targets = _shifted(ids[i : i + batch_size].to(device), pad_id)
+                model(inputs)
+                for layer in res:
+                    out = outputs.pop(layer)
+                    m = (targets != -100).to(out.device).float()
+                    res[layer].append(((out.float().pow(2).mean(-1) * m).sum(1) / m.sum(1).clamp(min=1)).cpu())
     finally:
-        for h in handles:
-            h.remove()
         model.train(was)
     return {x: torch.cat(v) for x, v in res.items()}
 

@@ -35,8 +35,7 @@ from torch import Tensor
 from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
 from interp.analysis.sweeps import OWN_GROUP, SweepResult, _categories, _layers, _score, attach_groups
-from interp.hooks import Alignment, HookNames, InterventionError, Site, check_site, intervene, patch
-from interp.hooks.capture import capturing
+from interp.hooks import Alignment, HookNames, InterventionError, Site, capturing, check_site, hooked, intervene, patch
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def resid_cache(bridge: Any, tokens: Tensor, layers: Sequence[int]) -> dict[str,
     to the model's device, each activation stays on its layer's device)."""
     got: dict[str, Tensor] = {}
     names = [Site(layer, "resid_pre").hook_name for layer in layers]
-    with torch.no_grad(), bridge.hooks(fwd_hooks=capturing(got, names)):
+    with torch.no_grad(), hooked(bridge, capturing(got, names)):
         bridge(to_model_device(bridge, tokens))
     missing = [n for n in names if n not in got]
     if missing:

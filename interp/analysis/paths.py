@@ -39,7 +39,7 @@ from torch import Tensor
 from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.scoring import Batch, Metric, forward, metric_name
 from interp.analysis.sweeps import OWN_GROUP, SweepResult, _chunks, _score, _trim, attach_groups
-from interp.hooks import InterventionError, Site
+from interp.hooks import InterventionError, Site, hooked
 
 #: the hook name of the final norm's input (the end of the residual stream, before the unembedding)
 FINAL_NORM_INPUT = "ln_final.hook_in"
@@ -138,7 +138,7 @@ def _removed_forward(bridge: Any, ids: Tensor, mask: Tensor | None, source: int,
         fired["subtract"] += 1
         return act - kept["out"]
 
-    with bridge.hooks(fwd_hooks=[(Site(source, "mlp_out").hook_name, keep), (target, subtract)]):
+    with hooked(bridge, [(Site(source, "mlp_out").hook_name, keep), (target, subtract)]):
         logits = forward(bridge, ids, mask)
     if fired != {"keep": 1, "subtract": 1}:
         raise InterventionError(f"path removal mlp_out:{source} → {target}: hooks fired {fired} (expected once each)")

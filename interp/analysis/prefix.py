@@ -44,7 +44,7 @@ from torch import Tensor
 from interp.analysis.removals import Removal
 from interp.analysis.resume import block_output_is_tuple, mlp_removed_residual, skipping_blocks
 from interp.analysis.scoring import Batch, Metric, metric_name
-from interp.hooks import InterventionError, Site
+from interp.hooks import InterventionError, Site, hooked
 from interp.models.packing import PackedBatch, PackPlan, packed_logits, plan
 
 #: removal kinds that act on every position alike, so a shared prefix stays shared
@@ -163,7 +163,7 @@ class PrefixSweep:
         for layer in self.layers:
             use = comps if first else later if self.additive[layer] else ("resid_pre",)
             hooks += [(Site(layer, c).hook_name, keep(layer, c)) for c in use]
-        with self.bridge.hooks(fwd_hooks=hooks):
+        with hooked(self.bridge, hooks):
             logits = packed_logits(self.bridge, pb)
         clean = _score(self._metric, logits, pb, self._tokens)
         for layer in self.layers:
@@ -193,7 +193,7 @@ class PrefixSweep:
             return self._r(act, layer, pb)
 
         with (
-            self.bridge.hooks(fwd_hooks=[(Site(layer, "mlp_out").hook_name, remove)]),
+            hooked(self.bridge, [(Site(layer, "mlp_out").hook_name, remove)]),
             skipping_blocks(self.bridge, layer, cache.pop((layer, "resid_pre")), self.as_tuple),
         ):
             logits = packed_logits(self.bridge, pb)

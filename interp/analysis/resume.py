@@ -22,6 +22,7 @@ from jaxtyping import Float, Int, Shaped
 from torch import Tensor, nn
 
 from interp.analysis.scoring import forward
+from interp.hooks import module_hooks
 
 
 class _PassThrough(nn.Module):
@@ -45,11 +46,8 @@ def block_output_is_tuple(bridge: Any) -> bool:
     """Whether the model's blocks return a tuple (older HF layers) rather than a tensor; found by
     running block 0 once on a one-token input."""
     seen: list[bool] = []
-    handle = bridge.blocks[0].register_forward_hook(lambda m, i, o: seen.append(isinstance(o, tuple)))
-    try:
+    with module_hooks([(bridge.blocks[0], lambda m, i, o: seen.append(isinstance(o, tuple)))]):
         forward(bridge, torch.zeros((1, 1), dtype=torch.long))
-    finally:
-        handle.remove()
     return bool(seen and seen[0])
 
 

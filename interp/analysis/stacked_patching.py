@@ -45,8 +45,7 @@ from interp.analysis.activation_patching import COMPONENTS, PatchingMap, check_p
 from interp.analysis.resume import block_output_is_tuple, resume_forward
 from interp.analysis.scoring import Batch, Metric, forward, metric_name
 from interp.analysis.sweeps import _layers, _score
-from interp.hooks import HookNames, InterventionError, Site, check_site
-from interp.hooks.capture import capturing
+from interp.hooks import HookNames, InterventionError, Site, capturing, check_site, hooked
 
 #: components the stacked engine computes (a subset of the TransformerLens wrapper's)
 STACKED_COMPONENTS = ("resid_pre", "heads")
@@ -57,7 +56,7 @@ def _cache(
 ) -> tuple[np.ndarray, dict[str, Tensor]]:
     """One forward of ``tokens``: the metric per row and the activations at ``hooks`` (detached)."""
     got: dict[str, Tensor] = {}
-    with bridge.hooks(fwd_hooks=capturing(got, hooks)):
+    with hooked(bridge, capturing(got, hooks)):
         value = _score(metric, forward(bridge, tokens), Batch(tokens, None, torch.arange(n)))
     missing = [h for h in hooks if h not in got]
     if missing:
@@ -139,7 +138,7 @@ def stacked_patching(
                 return out
 
             tokens = corrupted[es]
-            with torch.no_grad(), bridge.hooks(fwd_hooks=[(patched_hooks[layer], patch)]):
+            with torch.no_grad(), hooked(bridge, [(patched_hooks[layer], patch)]):
                 if layer == 0:
                     logits = forward(bridge, tokens)
                 else:

@@ -72,6 +72,7 @@ from interp.hooks import (
     Site,
     Source,
     check_site,
+    hooked,
     intervene,
     patch,
     scale,
@@ -462,7 +463,7 @@ class _Replacements:
 
             return hook
 
-        with self.bridge.hooks(fwd_hooks=[(Site(layer, "mlp_out").hook_name, keep(layer)) for layer in self.layers]):
+        with hooked(self.bridge, [(Site(layer, "mlp_out").hook_name, keep(layer)) for layer in self.layers]):
             forward(self.bridge, ids, mask)
         return got
 
@@ -555,7 +556,7 @@ class _Reuse:
             return hook
 
         hooks = [(Site(layer, c).hook_name, keep(layer, c)) for layer in self.layers for c in self._components(layer)]
-        with self.bridge.hooks(fwd_hooks=hooks):
+        with hooked(self.bridge, hooks):
             clean = _score(metric, forward(self.bridge, batch.tokens, batch.attention_mask), batch)
         if not self.additive:
             for layer in self.layers:
@@ -623,7 +624,7 @@ def _batched(
     hooks = [(Site(layer, "mlp_out").hook_name, replace_rows(j)) for j, layer in enumerate(layers)]
     if replace.kind == "resample":  # run the sources before the stacked forward's hooks are registered
         replace.tensor(layers[0], idx, None, width, d)
-    with bridge.hooks(fwd_hooks=hooks):
+    with hooked(bridge, hooks):
         logits = forward(bridge, ids, mask)
     if fired != [1] * k:
         raise InterventionError(f"stacked removal hooks fired {fired} times (expected once each)")

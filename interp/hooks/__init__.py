@@ -1,7 +1,11 @@
 """Hooks: sites (layer × component → TransformerLens hook name) and interventions (zero, mean,
 resample, patch, scale) as small frozen dataclasses, compiled into hooks and applied in a ``with``
-block (:func:`intervene`) that leaves nothing registered behind."""
+block (:func:`intervene`) that leaves nothing registered behind. Every hooked forward of the
+project goes through :func:`hooked` (TransformerLens hook points) or :func:`module_hooks` (PyTorch
+hooks on HF modules), which remove exactly the hooks they added."""
 
+from interp.hooks.capture import capturing
+from interp.hooks.hooked import bridge_of, hooked, module_hooks
 from interp.hooks.interventions import (
     KINDS,
     ActiveInterventions,
@@ -45,15 +49,19 @@ __all__ = [
     "SiteError",
     "Source",
     "available_components",
+    "bridge_of",
+    "capturing",
     "canonical_name",
     "check_site",
     "compile",
     "compile_interventions",
     "from_json",
     "hook_alias",
+    "hooked",
     "intervene",
     "last_positions",
     "mean",
+    "module_hooks",
     "parse_site",
     "patch",
     "resample",

@@ -11,7 +11,7 @@ from torch import Tensor
 def capturing(
     store: MutableMapping[str, Tensor], names: Iterable[str], *, clone: bool = True
 ) -> list[tuple[str, Callable[..., None]]]:
-    """``fwd_hooks`` for ``bridge.hooks(...)`` that store each named hook's activation, detached
+    """``fwd_hooks`` for :func:`~interp.hooks.hooked.hooked` that store each named hook's activation, detached
     (and cloned: a later in-place edit of the forward cannot change it), under its name in
     ``store``; the activation passes on unchanged."""
 

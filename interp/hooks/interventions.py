@@ -63,6 +63,7 @@ from jaxtyping import Float, Int, Shaped
 from torch import Tensor
 
 from interp.hooks.capture import capturing
+from interp.hooks.hooked import bridge_of, hooked
 from interp.hooks.sites import HookNames, Site, SiteError, check_site, parse_site
 
 KINDS = ("zero", "mean", "resample", "patch", "scale")
@@ -349,7 +350,7 @@ def _record(bridge: Any, src: Source, hook_names: Sequence[str]) -> dict[str, Te
     if src.attention_mask is not None:
         kwargs["attention_mask"] = src.attention_mask
         kwargs["position_ids"] = (src.attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-    with torch.no_grad(), bridge.hooks(fwd_hooks=capturing(got, hook_names, clone=False)):
+    with torch.no_grad(), hooked(bridge, capturing(got, hook_names, clone=False)):
         bridge(src.tokens, **kwargs)
     missing = [n for n in hook_names if n not in got]
     if missing:
@@ -558,10 +559,12 @@ class ActiveInterventions:
 
 
 def _bridge_of(model: Any) -> Any:
-    bridge = getattr(model, "bridge", model)  # a BridgeLM carries its bridge
-    if not (hasattr(bridge, "hooks") and hasattr(bridge, "hook_dict")):
-        raise InterventionError(f"interventions need a TransformerBridge (or a BridgeLM), got {type(model).__name__}")
-    return bridge
+    try:
+        return bridge_of(model)
+    except TypeError:
+        raise InterventionError(
+            f"interventions need a TransformerBridge (or a BridgeLM), got {type(model).__name__}"
+        ) from None
 
 
 def _prepare(
@@ -615,7 +618,7 @@ def compile_interventions(
     sources: Mapping[str, Any] | None = None,
     attention_mask: Shaped[Tensor, "batch pos"] | None = None,
 ) -> list[tuple[str, HookFn]]:
-    """``(hook alias, hook function)`` pairs for ``bridge.hooks(fwd_hooks=...)`` / ``run_with_hooks``.
+    """``(hook alias, hook function)`` pairs for :func:`~interp.hooks.hooked.hooked`.
 
     Checks every site against the bridge (:func:`~interp.hooks.sites.check_site`), runs each named
     source once, and computes means. ``attention_mask`` (of the runs to come) locates ``"last"``.
@@ -641,7 +644,7 @@ def intervene(
     edited — zero after a forward means the hook never fired, which should never pass silently.
     """
     active = _prepare(model, interventions, sources, attention_mask)
-    with _bridge_of(model).hooks(fwd_hooks=active.hooks):
+    with hooked(_bridge_of(model), active.hooks):
         yield active
 
 

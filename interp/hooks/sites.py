@@ -59,6 +59,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from interp.hooks.hooked import hooked
+
 #: component → hook alias template (TransformerLens's ``get_act_name`` names)
 COMPONENTS: dict[str, str] = {
     "resid_pre": "blocks.{layer}.hook_resid_pre",
@@ -271,7 +273,7 @@ def _noop(tensor: Any, hook: Any) -> None:
 def _try_register(bridge: Any, name: str) -> str | None:
     """None if TransformerLens accepts a hook on ``name``, else its reason (no forward is run)."""
     try:
-        with bridge.hooks(fwd_hooks=[(name, _noop)]):
+        with hooked(bridge, [(name, _noop)]):
             pass
     except (KeyError, AttributeError) as e:
         return f"it has no hook point {name!r} ({e})"

@@ -56,6 +56,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp.hooks.hooked import module_hooks
 from interp.hooks.sites import Site, hf_blocks
 from interp.train.data import Batch
 
@@ -159,14 +160,12 @@ class _Collector:
 
     @contextlib.contextmanager
     def hooks(self, model: nn.Module, layers: Sequence[int]) -> Iterator[None]:
-        handles = []
         try:
-            for layer, module in zip(layers, mlp_modules(model, layers)):
-                handles.append(module.register_forward_hook(self._hook(layer)))
-            yield
+            with module_hooks(
+                [(module, self._hook(layer)) for layer, module in zip(layers, mlp_modules(model, layers))]
+            ):
+                yield
         finally:
-            for h in handles:
-                h.remove()
             self.outputs.clear()
 
     def _hook(self, layer: int) -> Callable[..., None]:

@@ -258,7 +258,7 @@ def head_attention_views(
     import torch
     from circuitsvis.attention import attention_heads
 
-    from interp.hooks.capture import capturing
+    from interp.hooks import capturing, hooked
     from interp.models.device import model_device
 
     ids = torch.as_tensor(ids)
@@ -282,7 +282,7 @@ def head_attention_views(
         if len(labels) != row.shape[1]:
             raise ValueError(f"row {i}: {len(labels)} token strings for {row.shape[1]} ids")
         got: dict[str, Any] = {}
-        with torch.no_grad(), bridge.hooks(fwd_hooks=capturing(got, sorted(wanted), clone=False)):
+        with torch.no_grad(), hooked(bridge, capturing(got, sorted(wanted), clone=False)):
             bridge(row.to(model_device(bridge)))
         pattern = np.stack([got[f"blocks.{a}.attn.hook_pattern"][0, b].float().cpu().numpy() for a, b in heads])
         rendered = attention_heads(np.round(pattern, decimals), labels, attention_head_names=names)
