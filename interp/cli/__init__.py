@@ -9,7 +9,7 @@ import sys
 
 from interp import __version__
 from interp.cli.common import add_ablate, add_checkpoint, add_placement, add_verdict_rule
-from interp.cli.contrast import add_data_ioi, add_eval
+from interp.cli.contrast import add_data_dialogue, add_data_ioi, add_eval
 from interp.cli.layers import cmd_finetune, cmd_plant, cmd_report, cmd_sweep
 from interp.cli.measure import cmd_metrics, cmd_navigate, cmd_next_token, cmd_probe
 from interp.cli.models import add_models
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "data",
         help="generate a world's sequences into train.txt / test.txt (interp data --world W "
-        "--out DIR), or contrast examples (interp data ioi ...)",
+        "--out DIR), or contrast examples (interp data ioi ..., interp data dialogue ...)",
     )
     s.add_argument(
         "--world",
@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of the draw and the split (default 0)")
     s.add_argument("--out", help="output folder (required without a sub-command)")
     s.set_defaults(fn=cmd_data)
-    add_data_ioi(s.add_subparsers(dest="data_command", metavar="{ioi}", required=False))
+    data_sub = s.add_subparsers(dest="data_command", metavar="{ioi,dialogue}", required=False)
+    add_data_ioi(data_sub)
+    add_data_dialogue(data_sub)
 
     for name, text in (
         ("train", "train a GPT-2 on a world from a TOML config and run the next-token test"),

@@ -37,6 +37,50 @@ def cmd_data_ioi(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_dialogue(args: argparse.Namespace) -> int:
+    from interp.datasets.contrast import write_contrast
+    from interp.tasks import own_tokenizer
+    from interp.worlds.dialogue.natural import DialogueConfig, dialogue_examples, pragworld_rows
+
+    if args.csv and args.form != "yesno":
+        raise ValueError(f"--csv writes PragWorld's yes/no layout: it needs --form yesno, got --form {args.form}")
+    config = DialogueConfig(
+        groups=args.n, seed=args.seed, split=args.split, form=args.form, paraphrase=not args.no_paraphrase
+    )
+    made = dialogue_examples(own_tokenizer(args.model), config)
+    examples = made.examples
+    out = write_contrast(examples, args.out)
+    cats = [e.template for e in examples]
+    effects = [e.meta["effect"] for e in examples]
+    print(
+        f"wrote {len(examples)} {args.form} examples ({args.n} groups, {args.split} split, seed {args.seed}; "
+        f"{effects.count('Flip')} flip, {effects.count('Invariant')} invariant) for the tokenizer of "
+        f"{args.model} to {out}"
+    )
+    print("per category: " + ", ".join(f"{c} {cats.count(c)}" for c in dict.fromkeys(cats)))
+    skipped = {c: k for c, k in made.missing.items() if k}
+    if skipped:
+        print(
+            "groups without an admissible alteration (left out): " + ", ".join(f"{c} {k}" for c, k in skipped.items())
+        )
+    if args.csv:
+        from interp.datasets.pragworld import write_pragworld_csv
+
+        rows = pragworld_rows(examples)
+        print(f"wrote {len(rows)} PragWorld rows (paraphrases left out) to {write_pragworld_csv(rows, args.csv)}")
+    if args.baselines:
+        from interp.metrics.dialogue_heuristics import heuristic_frame, heuristic_table
+
+        table = heuristic_table(heuristic_frame(examples, seed=args.seed))
+        path = Path(args.baselines)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(path, index=False)
+        cols = ["subset", "n"] + [c for c in table.columns if c.endswith("_accuracy")]
+        print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(f"wrote the heuristic baselines to {path}")
+    return 0
+
+
 def default_out(model: str, data: str, what: str) -> Path:
     """``runs/<what>/<model>_<data stem>`` with unsafe characters replaced."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}_{Path(data).stem}").strip("._")
@@ -130,6 +174,48 @@ def add_data_ioi(data_sub) -> None:
     s.set_defaults(fn=cmd_data_ioi)
 
 
+def add_data_dialogue(data_sub) -> None:
+    """``interp data dialogue`` under the ``interp data`` parser's sub-commands."""
+    s = data_sub.add_parser(
+        "dialogue",
+        help="natural-English location-tracking conversations with exact gold, each original followed "
+        "by PragWorld's seven alterations and a paraphrase, as a contrast JSONL file "
+        "(docs/concepts/dialogue-cloze.md)",
+    )
+    s.add_argument(
+        "--model",
+        required=True,
+        help="the model whose tokenizer the answer places (and yes / no) must be single tokens of: "
+        "a folder, a .gguf file or a hub name",
+    )
+    s.add_argument(
+        "--n", type=int, default=100, help="groups: originals, each followed by its alterations (default 100)"
+    )
+    s.add_argument("--seed", type=int, default=0, help="seed of the conversations and alterations (default 0)")
+    s.add_argument(
+        "--split",
+        choices=("train", "heldout"),
+        default="train",
+        help="template families and word lists: train (chat, story) or heldout (transcript, diary; "
+        "other names, objects, places) (default train)",
+    )
+    s.add_argument(
+        "--form",
+        choices=("cloze", "yesno"),
+        default="cloze",
+        help="cloze: 'So right now the key is in the' → ' drawer' against a foil place (default); yesno: "
+        "PragWorld's label prompt 'Is the key in the drawer?' → ' yes' / ' no'",
+    )
+    s.add_argument("--no-paraphrase", action="store_true", help="leave out each group's paraphrase row")
+    s.add_argument("--csv", help="also write the yes/no items as a PragWorld CSV (needs --form yesno)")
+    s.add_argument(
+        "--baselines",
+        help="also write the heuristic baselines' table (recent, first, initial, random place) to this CSV",
+    )
+    s.add_argument("--out", required=True, help="the JSONL file to write")
+    s.set_defaults(fn=cmd_data_dialogue)
+
+
 def add_eval(sub) -> None:
     """``interp eval``."""
     s = sub.add_parser(
@@ -176,4 +262,12 @@ def add_eval(sub) -> None:
     s.set_defaults(fn=cmd_eval)
 
 
-__all__ = ["add_data_ioi", "add_eval", "cmd_data_ioi", "cmd_eval", "default_out"]
+__all__ = [
+    "add_data_dialogue",
+    "add_data_ioi",
+    "add_eval",
+    "cmd_data_dialogue",
+    "cmd_data_ioi",
+    "cmd_eval",
+    "default_out",
+]
