@@ -194,6 +194,10 @@ class UnitStore:
     def _paths(self, key: str) -> tuple[Path, Path]:
         return self.folder / f"{key}.csv", self.folder / f"{key}.json"
 
+    def count(self) -> int:
+        """How many unit records the folder holds now."""
+        return sum(1 for p in self.folder.glob("*.json") if p.name != "manifest.json")
+
     def done(self, key: str) -> bool:
         """Whether ``key`` has a record (its rows are checked by :meth:`get`)."""
         return self._paths(key)[1].exists()
@@ -377,7 +381,7 @@ class UnitRunner:
             self.close()
             if self.store is not None:
                 print(
-                    f"interrupted: {self.skipped + self.ran} of {self.total_units} units are kept in "
+                    f"interrupted: {self.store.count()} of {self.total_units} units are kept in "
                     f"{self.store.folder}; rerun the same command (same --out) to resume",
                     file=self.log,
                 )

@@ -66,6 +66,8 @@ def prepare_sweep(
     False: no units. Prints what a resumed run skips."""
     control = control or LongRun()
     names = [r.name for r in removals]
+    if "zero" in names:  # scale α = 0 after zero reuses the zero sweep (run_removals): no units of its own
+        names = [x for i, x in enumerate(names) if not (x == "scale0" and "zero" in names[:i])]
     store = None
     if control.resume:
         fp = model_fingerprint(bridge, model)

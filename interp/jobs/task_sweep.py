@@ -387,7 +387,7 @@ def _run_task_sweep(
                 "folds": folds,
                 "seed": seed if folds or any(r.kind == "resample" for r in removals) else None,
                 "removals": [r.to_dict() for r in removals],
-                "tokenization": task.settings(),
+                "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},  # not its path
             },
             model=model,
             lengths=lengths,
