@@ -203,12 +203,23 @@ def compare_removals(sweeps: dict[str, SweepResult], judge: Callable[[SweepResul
 
 
 def run_removals(
-    run_one: Callable[[Removal, slice], SweepResult], n: int, acc: Any, removals: list[Removal]
+    run_one: Callable[[Removal, Any], SweepResult],
+    n: int,
+    acc: Any,
+    removals: list[Removal],
+    units: Any = None,
 ) -> dict[str, SweepResult]:
     """One sweep per removal (name → sweep, in order), each sharded over the processes of ``acc``
     (:func:`~interp.analysis.runner.sharded`; ``run_one(removal, part)`` sweeps a share of the ``n``
-    examples). ``scale`` at α = 0 is zero-out: the zero sweep is reused when it ran."""
+    examples, ``part`` a slice or sorted row indices). ``scale`` at α = 0 is zero-out: the zero
+    sweep is reused when it ran. ``units``: a :class:`~interp.analysis.unitstore.UnitRunner` runs
+    each removal unit by unit instead, writing each finished unit and reading back those a previous
+    run finished (one process)."""
     from interp.analysis.runner import sharded
+    from interp.models.parallel import rank_and_size
+
+    if units is not None and rank_and_size(acc)[1] > 1:
+        units = None  # several processes share the rows: no units (interp.analysis.unitstore)
 
     out: dict[str, SweepResult] = {}
     for r in removals:
@@ -222,10 +233,12 @@ def run_removals(
             )
             continue
 
-        def one(part: slice, r: Removal = r) -> SweepResult:
+        def one(part: Any, r: Removal = r) -> SweepResult:
             return run_one(r, part)
 
-        out[r.name] = sharded(one, n, acc)
+        out[r.name] = units.run(r.name, one) if units is not None else sharded(one, n, acc)
+    if units is not None:
+        units.close()
     return out
 
 

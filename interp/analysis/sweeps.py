@@ -337,6 +337,7 @@ def mlp_removal_sweep(
                 rows_of(inputs[idx], None if attention_mask is None else attention_mask[idx]),
                 metric,
                 batch_tokens=max(width, (batch_size or n) * width),
+                pack_tokens=min(2048, max(width, (batch_size or n) * width)),  # packs cut to the batch
             )
         else:
             fallback = f"{removal.kind} ties a position's replacement to its row: run by reuse, unshared"
@@ -406,6 +407,11 @@ def mlp_removal_sweep(
     return SweepResult(attach_groups(frame, g_local, n), meta)
 
 
+#: the reference means of the last mean sweep: a sweep run unit by unit (interp.analysis.unitstore)
+#: calls the engine once per chunk of rows with the same reference; its means are computed once
+_MEANS_MEMO: dict[str, Any] = {}
+
+
 class _Replacements:
     """``r(mlp_out)`` of a removal for a chunk and a layer (:mod:`interp.analysis.removals`): the
     tensor the reuse engine adds to ``resid_pre + attn_out``, and the equivalent intervention of
@@ -468,6 +474,19 @@ class _Replacements:
         return got
 
     def _reference_means(self, batch_size: int | None) -> None:
+        import weakref
+
+        objects = (self.bridge, self.inputs, self.mask)
+        key = (tuple(self.layers), self.ref.tobytes())
+        last = _MEANS_MEMO.get("last")
+        if last is not None and last[1] == key and all(r() is o for r, o in zip(last[0], objects)):
+            self._counts, self.means = last[2], dict(last[3])  # the same reference as the previous sweep
+            return
+        self._compute_means(batch_size)
+        refs = tuple((lambda: None) if o is None else weakref.ref(o) for o in objects)
+        _MEANS_MEMO["last"] = (refs, key, self._counts, dict(self.means))
+
+    def _compute_means(self, batch_size: int | None) -> None:
         sums: dict[int, list[Any]] = {layer: [0.0, 0.0] for layer in self.layers}
         n_first = n_later = 0
         sub = None if self.mask is None else self.mask[self.ref]

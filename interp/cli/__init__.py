@@ -173,7 +173,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_placement(s)
     s.set_defaults(fn=cmd_metrics)
 
-    s = sub.add_parser("sweep", help="layer sweep: MLP zero-out or direct-effect patching, with layer verdicts")
+    s = sub.add_parser(
+        "sweep",
+        help="layer sweep: MLP zero-out or direct-effect patching, with layer verdicts",
+        description="Layer sweep with layer verdicts. Long sweeps resume: the MLP sweep writes each finished "
+        "unit (a removal × a chunk of rows) to OUT/units/; after Ctrl-C or a crash, rerun the same command "
+        "with the same --out and it skips what is done (a rerun with another config or model into the same "
+        "folder is refused unless --overwrite). The default batch is sized from a memory budget "
+        "(--max-memory). See docs/guides/resuming.md.",
+    )
     add_checkpoint(s)
     s.add_argument(
         "--data",
@@ -289,8 +297,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="confirmation with K folds of the groups: discovery on K − 1, confirmation on the held-out one",
     )
     s.add_argument("--layers", help="comma-separated layers, e.g. 0,1,3 (default: all)")
-    s.add_argument("--batch-size", type=int, help="examples per forward (default: all at once)")
-    s.add_argument("--out", help="output folder (default: <checkpoint>/../sweep_<kind>/)")
+    s.add_argument(
+        "--batch-size",
+        type=int,
+        help="examples per forward (default: the most whose memory estimate fits the budget, see --max-memory; "
+        "printed and written to run.json)",
+    )
+    s.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        help="the memory budget that sizes the default batch: 4GB, 512MiB, 30%% (of free memory) "
+        "(default: 50%% of the RAM, or GPU memory, free once the model is loaded)",
+    )
+    s.add_argument(
+        "--out",
+        help="output folder (default: <checkpoint>/../sweep_<kind>/); the MLP sweep writes each finished "
+        "unit to OUT/units/ as it goes: rerun the same command with the same --out to resume",
+    )
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the units in --out when they belong to another config or model (without it, such a "
+        "rerun is refused, naming the difference)",
+    )
+    s.add_argument("--quiet", action="store_true", help="no progress bar (also off in CI and when stderr is not a terminal)")
     s.add_argument("--seed", type=int, default=0, help="edit positions, fresh sequences, bootstrap (default 0)")
     add_verdict_rule(s)
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")

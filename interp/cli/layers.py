@@ -13,10 +13,15 @@ from interp.cli.common import placement_from_args
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from interp.analysis.runner import parse_layers
+    from interp.analysis.unitstore import LongRun
     from interp.jobs.sweep import PatchingRun, run_sweep
     from interp.worlds import parse_world
 
     layers = parse_layers(args.layers)
+    if args.max_memory is not None:
+        from interp.analysis.budget import parse_memory
+
+        parse_memory(args.max_memory, free=1)  # a bad size fails before the model loads
     info = sys.stderr if args.json else sys.stdout
     from interp.datasets.contrast import data_file_kind
 
@@ -51,6 +56,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         draws=args.draws,
         prepend_bos={"auto": None, "on": True, "off": False}[args.prepend_bos],
         chat_template={"auto": None, "on": True, "off": False}[args.chat_template],
+        control=LongRun(max_memory=args.max_memory, overwrite=args.overwrite, progress=False if args.quiet else None),
     )
     if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports
         return 0

@@ -77,6 +77,8 @@ from interp.jobs.sweep_runs import (
     verdict_rule,
     verdict_words,
 )
+from interp.analysis.unitstore import file_sha256
+from interp.jobs.sweep_units import plan_batch, prepare_sweep
 from interp.jobs.task_sweep import run_contrast_sweep, run_pragworld_sweep
 from interp.models.parallel import rank_and_size
 
@@ -216,6 +218,7 @@ def run_sweep(
     ablation: str | Sequence[str] = "zero",
     scales: str | Sequence[float] | None = None,
     draws: int = 3,
+    control: Any = None,
 ) -> SweepRun | PatchingRun:
     """Load the checkpoint ``model``, run the sweep ``kind`` on its held-out data, write the results.
 
@@ -248,6 +251,13 @@ def run_sweep(
     of ``scale``, ``draws`` the resample draws; several removals add ``verdicts_<removal>.json``,
     ``agreement.csv`` / ``.md`` and with ``scale`` ``dose_response.csv`` / ``.png``
     (:mod:`interp.analysis.agreement`); ``verdicts.json`` is the first removal's.
+
+    Long runs: ``batch_size`` None sizes the batch from a memory budget
+    (:mod:`interp.analysis.budget`; ``run.json["batch"]``); the MLP sweep writes each finished unit
+    (a removal × a chunk of rows) to ``out/units/`` and a rerun into the same ``out`` resumes from
+    them, refusing units of another config or model (:mod:`interp.analysis.unitstore`).
+    ``control``: a :class:`~interp.analysis.unitstore.LongRun` (``max_memory``, ``overwrite``,
+    ``progress``).
     """
     from interp.analysis.patching import PatchPair, direct_effect_patching
     from interp.analysis.sweeps import mlp_removal_sweep
@@ -295,6 +305,7 @@ def run_sweep(
             ablation=ablation,
             scales=scales,
             draws=draws,
+            control=control,
             **rule,
         )
     if metric is not None:
@@ -374,9 +385,36 @@ def run_sweep(
         own = np.arange(len(sequences))  # each held-out sequence its own group
 
         reference = discovery_reference(own, folds, seed)
+        lengths = mask.sum(1).numpy()
+        plan = plan_batch(
+            bridge, lengths, swept=len(lays), method=method, kind=kind, batch_size=batch_size, control=control, log=log
+        )
+        batch_size, info["batch"] = plan.batch_size, plan.to_dict()
+        units = prepare_sweep(
+            bridge,
+            out_dir,
+            {
+                "job": "sweep mlp-zero on world sequences",
+                "data": source if data_path.exists() else None,
+                "data_sha256": file_sha256(data_path) if data_path.exists() else None,
+                "n_rows": len(sequences),
+                "method": method,
+                "layers": lays,
+                "folds": folds,
+                "seed": seed,
+                "removals": [r.to_dict() for r in removals],
+            },
+            model=model,
+            lengths=lengths,
+            layers=lays,
+            removals=removals,
+            plan=plan,
+            control=control,
+            log=log,
+        )
 
         def mlp_sweep(
-            part: slice, method: str = method, layers: list[int] = lays, removal: Any = removals[0]
+            part: Any, method: str = method, layers: list[int] = lays, removal: Any = removals[0]
         ) -> SweepResult:
             if method == "attribution":
                 return mlp_zero_attribution(
@@ -404,7 +442,8 @@ def run_sweep(
                 higher_is_better=False,
             )
 
-        sweeps = run_removals(lambda r, part: mlp_sweep(part, removal=r), len(sequences), acc, removals)
+        sweeps = run_removals(lambda r, part: mlp_sweep(part, removal=r), len(sequences), acc, removals, units)
+        info["units"] = units.summary()
         sweep = next(iter(sweeps.values()))
         exact = lambda top: sharded(lambda part: mlp_sweep(part, "reuse", top), len(sequences), acc)  # noqa: E731
         info.update(n_examples=len(sequences), metric="token_loss")

@@ -14,6 +14,7 @@ kinds (:mod:`interp.analysis.removals`, :mod:`interp.analysis.agreement`)."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from interp.analysis.pragworld_sweep import reference_activation_patching, refer
 from interp.analysis.prior_shift import add_prior_shift
 from interp.analysis.runner import accelerator, check_layers, is_main, sharded
 from interp.analysis.sweeps import SweepResult
+from interp.analysis.unitstore import file_sha256
 from interp.analysis.verdicts import LayerVerdicts
 from interp.jobs.sweep_runs import (
     PRAGWORLD_KINDS,
@@ -37,6 +39,7 @@ from interp.jobs.sweep_runs import (
     check_folds,
     verdict_rule,
 )
+from interp.jobs.sweep_units import plan_batch, prepare_sweep
 from interp.models.parallel import rank_and_size
 
 
@@ -131,7 +134,7 @@ def run_pragworld_sweep(
     layers: Sequence[int] | None = None,
     out: str | Path | None = None,
     seed: int = 0,
-    batch_size: int | None = 16,
+    batch_size: int | None = None,
     n: int | None = None,
     n_boot: int = 2000,
     chat_template: bool | None = False,
@@ -147,6 +150,7 @@ def run_pragworld_sweep(
     ablation: str | Sequence[str] = "zero",
     scales: str | Sequence[float] | None = None,
     draws: int = 3,
+    control: Any = None,
 ) -> SweepRun | PatchingRun:
     """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
     write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
@@ -161,7 +165,11 @@ def run_pragworld_sweep(
     (:meth:`interp.tasks.YesNoTask.metric`); the frame carries each row's ``gold``, the verdicts the
     per-class effects and prior-shift flag, with ``logit-diff`` on ``mlp-zero`` the direct effect;
     ``folds``: confirmation on held-out groups; ``ablation`` / ``scales`` / ``draws``: the removal
-    kinds (module docstring)."""
+    kinds (module docstring). ``batch_size`` None: chosen from the memory budget
+    (:mod:`interp.analysis.budget`); ``control``: a :class:`~interp.analysis.unitstore.LongRun`
+    (``max_memory``, ``overwrite``, ``progress``) — the MLP sweep writes its finished units to
+    ``out/units/`` and a rerun into the same ``out`` resumes from them
+    (:mod:`interp.analysis.unitstore`)."""
     from interp.datasets.pragworld import load_pragworld
     from interp.tasks import YesNoTask
 
@@ -191,6 +199,7 @@ def run_pragworld_sweep(
         metric=metric,
         folds=folds,
         removals=check_removals(kind, method, ablation, scales, draws, seed),
+        control=control,
     )
 
 
@@ -203,7 +212,7 @@ def run_contrast_sweep(
     layers: Sequence[int] | None = None,
     out: str | Path | None = None,
     seed: int = 0,
-    batch_size: int | None = 16,
+    batch_size: int | None = None,
     n: int | None = None,
     n_boot: int = 2000,
     chat_template: bool | None = False,
@@ -219,6 +228,7 @@ def run_contrast_sweep(
     ablation: str | Sequence[str] = "zero",
     scales: str | Sequence[float] | None = None,
     draws: int = 3,
+    control: Any = None,
 ) -> SweepRun | PatchingRun:
     """:func:`run_pragworld_sweep` on contrast examples (JSONL, e.g. ``interp data ioi``) asked through
     :class:`interp.tasks.ContrastTask`: metric the logit difference correct − foil (right when > 0),
@@ -251,6 +261,7 @@ def run_contrast_sweep(
         metric=metric,
         folds=folds,
         removals=check_removals(kind, method, ablation, scales, draws, seed),
+        control=control,
     )
 
 
@@ -300,6 +311,7 @@ def run_task_sweep(
     metric: str | None = None,
     folds: int | None = None,
     removals: Any = None,
+    control: Any = None,
 ) -> SweepRun | PatchingRun:
     """The sweep of a task (a YesNoTask or a ContrastTask, ``build(model)``) on a model: load,
     run ``kind``, verdicts, files (:func:`run_pragworld_sweep`). ``bridge``: the model already
@@ -355,11 +367,43 @@ def run_task_sweep(
     info["threshold"] = threshold
     groups = task.groups
     sweeps: dict[str, SweepResult] = {}
+    suffix = "pragworld" if yesno else "contrast"
+    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_{suffix}"
+    lengths = mask.sum(1).numpy() if mask is not None else np.full(len(task), ids.shape[1])
+    swept = int(bridge.cfg.n_layers) if kind == "activation-patching" else len(lays)
+    plan = plan_batch(bridge, lengths, swept=swept, method=method, kind=kind, batch_size=batch_size, control=control, log=log)
+    batch_size, info["batch"] = plan.batch_size, plan.to_dict()
+    started = time.perf_counter()
     if kind == "mlp-zero":
         reference = discovery_reference(groups, folds, seed)
         rows_all = np.arange(len(task))
+        removals = removals or check_removals(kind, method, "zero")
+        units = prepare_sweep(
+            bridge,
+            out_dir,
+            {
+                "job": f"sweep {kind} on {suffix} rows",
+                "data_sha256": file_sha256(data),
+                "n_rows": len(task),
+                **extra,
+                "method": method,
+                "layers": lays,
+                "metric": metric,
+                "folds": folds,
+                "seed": seed if folds or any(r.kind == "resample" for r in removals) else None,
+                "removals": [r.to_dict() for r in removals],
+                "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},  # not its path
+            },
+            model=model,
+            lengths=lengths,
+            layers=lays,
+            removals=removals,
+            plan=plan,
+            control=control,
+            log=log,
+        )
 
-        def mlp_sweep(part: slice, removal: Any) -> SweepResult:
+        def mlp_sweep(part: Any, removal: Any) -> SweepResult:
             if method == "attribution":
                 return mlp_zero_attribution(
                     bridge,
@@ -367,7 +411,7 @@ def run_task_sweep(
                     metric_of(part),
                     mask[part],
                     lays,
-                    categories=categories[part],
+                    categories=list(np.asarray(categories, dtype=object)[part]),
                     groups=groups[part],
                     batch_size=batch_size,
                     higher_is_better=True,
@@ -388,7 +432,8 @@ def run_task_sweep(
                 higher_is_better=True,
             )
 
-        sweeps = run_removals(lambda r, part: mlp_sweep(part, r), len(task), acc, removals)
+        sweeps = run_removals(lambda r, part: mlp_sweep(part, r), len(task), acc, removals, units)
+        info["units"] = units.summary()
         for s in sweeps.values():
             s.meta["groups"] = task.group_unit
             if yesno:
@@ -439,6 +484,7 @@ def run_task_sweep(
         return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc, rule, seed)
 
     info["processes"] = rank_and_size(acc)[1]
+    info["sweep_seconds"] = round(time.perf_counter() - started, 3)
 
     def judge(s: SweepResult) -> LayerVerdicts:
         v = layer_verdicts(s, seed=seed, threshold=threshold, **rule)
@@ -458,8 +504,6 @@ def run_task_sweep(
         ablation=[r.name for r in removals] if removals else ["zero"],
         agreement=comparison and comparison.frame.to_dict("records"),
     )
-    suffix = "pragworld" if yesno else "contrast"
-    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_{suffix}"
     if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
         return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info, sweeps)
     sweep.save(out_dir)

@@ -1,0 +1,97 @@
+"""What every long sweep job does before its work: size the batch from the memory budget
+(:mod:`interp.analysis.budget`) and open the folder of finished units (:mod:`interp.analysis.unitstore`).
+
+:func:`prepare_sweep` is called by :func:`~interp.jobs.task_sweep._run_task_sweep` (PragWorld and
+contrast files) and :func:`~interp.jobs.sweep.run_sweep` (world checkpoints) once the model and
+the rows are loaded; it prints the chosen batch and, on a rerun, how many units it skips, and
+records both in ``run.json`` (``batch``, ``units``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from interp.analysis.budget import BatchPlan, choose_batch, human
+from interp.analysis.fingerprint import model_fingerprint
+from interp.analysis.unitstore import ROW_BYTES, LongRun, UnitRunner, UnitStore, weights_hash
+
+
+def plan_batch(
+    bridge: Any,
+    lengths: Sequence[int] | np.ndarray,
+    *,
+    swept: int,
+    method: str,
+    kind: str,
+    batch_size: int | None,
+    control: LongRun | None,
+    log: Any,
+) -> BatchPlan:
+    """The batch of a sweep on rows of these token ``lengths`` (:func:`~interp.analysis.budget.choose_batch`),
+    printed to ``log``."""
+    lengths = np.asarray(lengths)
+    plan = choose_batch(
+        bridge,
+        width=int(lengths.max()) if len(lengths) else 1,
+        n_rows=len(lengths),
+        swept=swept,
+        method=method,
+        kind=kind,
+        max_memory=None if control is None else control.max_memory,
+        batch_size=batch_size,
+    )
+    print(plan.line(), file=log)
+    return plan
+
+
+def prepare_sweep(
+    bridge: Any,
+    out_dir: Path,
+    config: dict[str, Any],
+    *,
+    model: str | Path,
+    lengths: Sequence[int] | np.ndarray,
+    layers: Sequence[int],
+    removals: Sequence[Any],
+    plan: BatchPlan,
+    control: LongRun | None,
+    log: Any,
+) -> UnitRunner:
+    """The :class:`~interp.analysis.unitstore.UnitRunner` of an MLP sweep writing its units to
+    ``out_dir/units`` (the manifest checked against ``config`` and the model; refused on a
+    difference unless ``control.overwrite``), with the job's progress bar; ``control.resume``
+    False: no units. Prints what a resumed run skips."""
+    control = control or LongRun()
+    names = [r.name for r in removals]
+    if "zero" in names:  # scale α = 0 after zero reuses the zero sweep (run_removals): no units of its own
+        names = [x for i, x in enumerate(names) if not (x == "scale0" and "zero" in names[:i])]
+    store = None
+    if control.resume:
+        fp = model_fingerprint(bridge, model)
+        store = UnitStore(
+            out_dir / "units",
+            config,
+            {"config_hash": fp["config_hash"], "weights": weights_hash(bridge), "path": fp["path"]},
+            unit_rows=plan.batch_size,
+            overwrite=control.overwrite,
+            need_bytes=len(lengths) * len(layers) * len(names) * ROW_BYTES * 2 + 1_000_000,
+        )
+    runner = UnitRunner(
+        store,
+        lengths,
+        len(layers),
+        names,
+        progress=control.show_progress(),
+        memory=f"batch {plan.batch_size}, est. {human(plan.estimate)}",
+        log=log,
+    )
+    line = runner.line()
+    if line:
+        print(line, file=log)
+    return runner
+
+
+__all__ = ["plan_batch", "prepare_sweep"]
