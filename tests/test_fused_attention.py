@@ -12,6 +12,7 @@ refused by name; hooks that edit q / v / z act the same; gradients agree; nothin
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,12 @@ import torch
 VOCAB = 97
 ARCHS = ("gpt2", "gpt_neox", "llama", "qwen2", "phi3", "gemma2", "mistral", "olmo2")
 TOL = dict(atol=1e-5, rtol=1e-5)
+#: where the models run: the CPU, or ``cuda`` under ``bench/gpu_check.sh`` (``INTERP_TEST_DEVICE``)
+DEVICE = os.environ.get("INTERP_TEST_DEVICE", "cpu")
+
+
+def _tokens(shape: tuple[int, int], seed: int) -> torch.Tensor:
+    return torch.randint(1, VOCAB, shape, generator=torch.Generator().manual_seed(seed)).to(DEVICE)
 
 
 def _hf(arch: str, impl: str = "sdpa", seed: int = 0, **over):
@@ -55,14 +62,14 @@ def _hf(arch: str, impl: str = "sdpa", seed: int = 0, **over):
             gain = p.dim() == 1 and ("ln" in name or "norm" in name) and name.endswith("weight")
             p.copy_(torch.randn(p.shape, generator=gen) * 0.15 + (1.0 if gain else 0.0))
     model.set_attn_implementation(impl)  # what the bridge's mask arrives as: bool (sdpa) / additive (eager)
-    return model
+    return model.to(DEVICE)
 
 
 def _bridge(model):
     from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
 
     bridge = build_bridge_from_module(model, architecture=type(model).__name__, hf_config=model.config).eval()
-    bridge(torch.tensor([[1, 2, 3]]))  # a first forward may add the bridge's own hooks
+    bridge(torch.tensor([[1, 2, 3]], device=DEVICE))  # a first forward may add the bridge's own hooks
     return bridge
 
 
@@ -82,17 +89,18 @@ def _inputs(kind: str):
     gen = torch.Generator().manual_seed(7)
     tokens = torch.randint(1, VOCAB, (3, 20), generator=gen)
     if kind == "plain":
-        return tokens, {}
+        return tokens.to(DEVICE), {}
     if kind == "padded":
         mask = torch.ones(3, 20, dtype=torch.long)
         mask[1, :5] = 0
-        return tokens, {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+        kw = {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+        return tokens.to(DEVICE), {k: v.to(DEVICE) for k, v in kw.items()}
     from interp.models.packing import plan
 
     base = tokens[0, :12].tolist()
     rows = [base + tokens[1, :5].tolist(), base + tokens[2, :8].tolist(), base[:9]]
     (pb,) = plan(rows, None, batch_tokens=64, pack_tokens=64).batches
-    return pb.tokens, {"attention_mask": pb.mask, "position_ids": pb.positions}
+    return pb.tokens.to(DEVICE), {"attention_mask": pb.mask.to(DEVICE), "position_ids": pb.positions.to(DEVICE)}
 
 
 def _not_pattern(name: str) -> bool:
@@ -126,7 +134,7 @@ def test_fused_equals_eager_at_every_hook(arch, impl):
             )
         torch.testing.assert_close(fused_logits, eager_logits, **TOL)
         if kind != "packed":  # the oracle: a plain HF forward (packed rows: the next test, row by row)
-            real = kw["attention_mask"].bool() if kind == "padded" else torch.ones(tokens.shape, dtype=torch.bool)
+            real = kw["attention_mask"].bool() if kind == "padded" else torch.ones_like(tokens, dtype=torch.bool)
             torch.testing.assert_close(fused_logits[real], hf[real], **TOL)
     assert (_n_hooks(bridge), _classes(bridge)) == before
     assert attention_mode(bridge) == "eager"
@@ -145,7 +153,7 @@ def test_packed_rows_equal_each_row_alone(arch):
     base = torch.randint(1, VOCAB, (30,), generator=gen).tolist()
     rows = [base[:20] + torch.randint(1, VOCAB, (n,), generator=gen).tolist() for n in (3, 7, 1)] + [base[:25], [5]]
     with torch.no_grad():
-        ref = torch.stack([model(input_ids=torch.tensor([r])).logits[0, -1] for r in rows])
+        ref = torch.stack([model(input_ids=torch.tensor([r], device=DEVICE)).logits[0, -1] for r in rows])
         out = torch.zeros_like(ref)
         with attention(bridge, "fused"):
             for pb in plan(rows, bridge, batch_tokens=48, pack_tokens=64).batches:
@@ -157,7 +165,7 @@ def test_pattern_hook_refused_under_fused_and_served_under_auto():
     from interp.models.attention import AttentionError, attention
 
     bridge = _bridge(_hf("llama"))
-    tokens = torch.randint(1, VOCAB, (2, 9), generator=torch.Generator().manual_seed(0))
+    tokens = _tokens((2, 9), 0)
     before = _n_hooks(bridge), _classes(bridge)
     with torch.no_grad():
         _, eager = bridge.run_with_cache(tokens, names_filter=lambda n: n.endswith("hook_pattern"))
@@ -198,7 +206,7 @@ def test_interventions_act_the_same(arch):
     from interp.models.attention import AttentionError, attention
 
     bridge = _bridge(_hf(arch))
-    tokens = torch.randint(1, VOCAB, (2, 11), generator=torch.Generator().manual_seed(1))
+    tokens = _tokens((2, 11), 1)
     edits = [zero("z:1.1"), scale("attn_out:0", 1.7)]
     with torch.no_grad():
         clean = bridge(tokens)
@@ -220,7 +228,7 @@ def test_gradients_equal_eager():
     from interp.models.attention import attention
 
     bridge = _bridge(_hf("qwen2"))
-    tokens = torch.randint(1, VOCAB, (2, 13), generator=torch.Generator().manual_seed(2))
+    tokens = _tokens((2, 13), 2)
 
     def grads():
         bridge.zero_grad()
@@ -269,7 +277,7 @@ def test_smollm2_fused_equals_eager_packed_and_padded():
     from interp.models.attention import attention
     from interp.models.device import Placement
 
-    bridge = load_bridge(SMOL, placement=Placement.resolve("cpu", attention="eager"))
+    bridge = load_bridge(SMOL, placement=Placement.resolve(DEVICE, attention="eager"))
     for kind in ("padded", "packed"):
         tokens, kw = _inputs(kind)
         names = lambda n: n.endswith(("hook_resid_post", "attn.hook_z", "hook_attn_out"))  # noqa: E731
@@ -277,7 +285,7 @@ def test_smollm2_fused_equals_eager_packed_and_padded():
             eager_logits, eager = bridge.run_with_cache(tokens, names_filter=names, **kw)
             with attention(bridge, "fused"):
                 fused_logits, fused = bridge.run_with_cache(tokens, names_filter=names, **kw)
-        real = kw["attention_mask"].bool() if kind == "padded" else torch.ones(tokens.shape, dtype=torch.bool)
+        real = kw["attention_mask"].bool() if kind == "padded" else torch.ones_like(tokens, dtype=torch.bool)
         torch.testing.assert_close(fused_logits[real], eager_logits[real], atol=1e-4, rtol=1e-5)
         for name in eager.keys():
             scale = eager[name][real].abs().max()
