@@ -31,7 +31,12 @@ The PragWorld rows: ``../shared/data`` beside the checkout, or ``$INTERP_SHARED_
 elsewhere, a GPU machine the data was carried to).
 
     python bench/prefix_sharing.py [--groups 8] [--pick first|shortest] [--batch 8] [--loop] [--reuse] [--full] [--profile]
-                                   [--device cpu] [--dtype float32]
+                                   [--fused] [--long TOKENS] [--device cpu] [--dtype float32]
+
+``--fused`` adds the fused-attention rows (:mod:`interp.models.attention`) in the run's dtype and in
+bfloat16 (against the bfloat16 ``torch.mm`` peak measured in the run); every row reports its peak
+memory above its start (CPU: resident set; CUDA: peak allocated). ``--long TOKENS`` runs the label
+eval alone on rows made 2–4k tokens long by a shared preamble of other conversations.
 """
 
 from __future__ import annotations
@@ -62,7 +67,9 @@ def timed(fn):
 
 class PeakMemory:
     """The peak memory of a block above its start: CUDA's peak allocated bytes, or on a CPU the
-    process's resident set (RSS) sampled every 5 ms by a thread (``/proc`` through psutil)."""
+    process's resident set (RSS) sampled every 5 ms by a thread (``/proc`` through psutil), after
+    ``malloc_trim`` has returned what earlier paths freed (else glibc keeps it resident and a later
+    path's peak reads low). The first path also pays one-time allocations (weights touched, caches)."""
 
     def __init__(self, device: str = "cpu"):
         self.cuda = str(device).startswith("cuda")
@@ -75,8 +82,16 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats()
             self.base = torch.cuda.memory_allocated()
             return self
+        import ctypes
+        import gc
+
         import psutil
 
+        gc.collect()
+        try:  # hand the pages freed by earlier paths back to the OS (glibc keeps them resident)
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
         proc = psutil.Process()
         self.base = self.peak = proc.memory_info().rss
         self.stop = threading.Event()
@@ -241,6 +256,15 @@ def main(argv: list[str] | None = None) -> None:
         help="also the fused-attention rows: interp's packed label eval and prefix sweep with fused attention "
         "(SDPA, interp.models.attention) in the run's dtype and in bfloat16, beside the eager ones",
     )
+    p.add_argument(
+        "--long",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="instead: the label eval only, on the chosen groups' rows with about TOKENS tokens of other "
+        "conversations of the split prepended to each context (one shared preamble: a long-context case "
+        "where the eager attention's [batch, heads, n, n] tensors dominate the memory)",
+    )
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, auto")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, auto")
     args = p.parse_args(argv)
@@ -394,6 +418,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"of peak)  {t / bound:4.1f}× bound  padding {pad}  peak +{mb:.0f} MiB  max|Δ| {row['max_abs_diff']:.1e}",
                 flush=True,
             )
+        if args.long:  # the long-context case: the eval only
+            return res
         # ---- the sweep
         stacks = 1 + (L - 1) / 2  # block stacks per token the reuse trick leaves
         sweep_bound = (unique * f_block * stacks + n * f_unembed * (L + 1)) / peak
@@ -565,6 +591,18 @@ def main(argv: list[str] | None = None) -> None:
             .n.sum()
         )
         groups = list(size.sort_values(kind="stable").index[: args.groups])
+    if args.long:
+        chosen = rows[rows["group"].isin(groups)].reset_index(drop=True)
+        others, preamble = rows[~rows["group"].isin(groups) & ~rows["altered"]]["context"], ""
+        for text in others:  # about 4 characters a token
+            if len(preamble) >= 4 * args.long:
+                break
+            preamble += text + "\n\n"
+        chosen = chosen.assign(context=[preamble + c for c in chosen["context"]])
+        out["long"] = run_on(chosen, f"long context (+{len(preamble)} characters a row)", False)
+        if args.json:
+            write_json(args.json, out)
+        return
     if args.profile:
         out["profile"] = profile_on(rows[rows["group"].isin(groups)].reset_index(drop=True))
         if args.json:
