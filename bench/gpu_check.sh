@@ -7,7 +7,11 @@
 #   2. the depth benches on the GPU in bfloat16: bench/real_model.py, and bench/prefix_sharing.py
 #      (the 30-layer sweep on whole PragWorld groups: the TransformerLens loop run for real, interp's
 #      reuse and prefix methods, label eval plain / bucketed / packed);
-#   3. the dtype table: bench/precision.py --device cuda.
+#   3. the dtype table: bench/precision.py --device cuda;
+#   4. fused attention on CUDA (interp.models.attention): tests/test_fused_attention.py on the GPU
+#      (INTERP_TEST_DEVICE=cuda: fused equal to eager on the architecture matrix, packed, padded, GQA,
+#      and SmolLM2), and bench/prefix_sharing.py --fused in bfloat16 (the TransformerLens loop, eager
+#      prefix, fused prefix, fused bfloat16 prefix side by side, with peak memory).
 # Prints a summary; exits non-zero when a test or a bench fails (2: no GPU or no Python to run).
 #
 # Usage, from the repository root:   bash bench/gpu_check.sh
@@ -79,6 +83,16 @@ run_bench real_model "$PY" bench/real_model.py --rows "$ROWS" --device cuda --dt
 run_bench prefix_sharing "$PY" bench/prefix_sharing.py --groups "$PREFIX_GROUPS" --device cuda --dtype bfloat16 --loop --reuse \
     --json "$OUT/prefix_sharing.json"
 run_bench precision "$PY" bench/precision.py --device cuda --rows 6
+
+echo "== 4. fused attention on CUDA"
+t=$(date +%s)
+INTERP_TEST_DEVICE=cuda timeout 600 "$PY" -m pytest -q -rs -p no:cacheprovider -m "slow or not slow" \
+    tests/test_fused_attention.py 2>&1 | tee "$OUT/fused-tests.log"
+rc=$?
+summary+=("fused attention tests on cuda: $(tail -n 1 "$OUT/fused-tests.log"), rc $rc, $(( $(date +%s) - t )) s")
+[ $rc -eq 0 ] || status=1
+run_bench prefix_sharing_fused "$PY" bench/prefix_sharing.py --groups "$PREFIX_GROUPS" --device cuda --dtype float32 \
+    --fused --loop --json "$OUT/prefix_sharing_fused.json"
 
 echo
 echo "== gpu_check summary ($(( $(date +%s) - start )) s; logs in $OUT)"

@@ -31,7 +31,12 @@ The PragWorld rows: ``../shared/data`` beside the checkout, or ``$INTERP_SHARED_
 elsewhere, a GPU machine the data was carried to).
 
     python bench/prefix_sharing.py [--groups 8] [--pick first|shortest] [--batch 8] [--loop] [--reuse] [--full] [--profile]
-                                   [--device cpu] [--dtype float32]
+                                   [--fused] [--long TOKENS] [--device cpu] [--dtype float32]
+
+``--fused`` adds the fused-attention rows (:mod:`interp.models.attention`) in the run's dtype and in
+bfloat16 (against the bfloat16 ``torch.mm`` peak measured in the run); every row reports its peak
+memory above its start (CPU: resident set; CUDA: peak allocated). ``--long TOKENS`` runs the label
+eval alone on rows made 2–4k tokens long by a shared preamble of other conversations.
 """
 
 from __future__ import annotations
@@ -58,6 +63,85 @@ def timed(fn):
     out = fn()
     sync()
     return out, time.perf_counter() - t
+
+
+class PeakMemory:
+    """The peak memory of a block above its start: CUDA's peak allocated bytes, or on a CPU the
+    process's resident set (RSS) sampled every 5 ms by a thread (``/proc`` through psutil), after
+    ``malloc_trim`` has returned what earlier paths freed (else glibc keeps it resident and a later
+    path's peak reads low). The first path also pays one-time allocations (weights touched, caches)."""
+
+    def __init__(self, device: str = "cpu"):
+        self.cuda = str(device).startswith("cuda")
+
+    def __enter__(self):
+        import threading
+
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+            return self
+        import ctypes
+        import gc
+
+        import psutil
+
+        gc.collect()
+        try:  # hand the pages freed by earlier paths back to the OS (glibc keeps them resident)
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+        proc = psutil.Process()
+        self.base = self.peak = proc.memory_info().rss
+        self.stop = threading.Event()
+
+        def sample():
+            while not self.stop.wait(0.005):
+                self.peak = max(self.peak, proc.memory_info().rss)
+
+        self.thread = threading.Thread(target=sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.peak = torch.cuda.max_memory_allocated()
+        else:
+            self.stop.set()
+            self.thread.join()
+
+    @property
+    def mb(self) -> float:
+        """Peak above the start, MiB."""
+        return round((self.peak - self.base) / 2**20, 1)
+
+
+MEMORY = {"device": "cpu"}
+
+
+def timed_mem(fn):
+    """``(fn(), seconds, peak MiB above the start)`` (:class:`PeakMemory` on ``MEMORY["device"]``)."""
+    with PeakMemory(MEMORY["device"]) as mem:
+        out, t = timed(fn)
+    return out, t, mem.mb
+
+
+def mm_peak(device: str, dtype: torch.dtype) -> float:
+    """The best FLOP/s of a square ``torch.mm`` in ``dtype`` on ``device`` (CPU: 1024 and 2048, the
+    sizes of :func:`interp.machine.matmul_peak`; CUDA: :func:`real_model.device_peak`)."""
+    if str(device).startswith("cuda"):
+        return device_peak(device, dtype)
+    best = 0.0
+    for n in (1024, 2048):
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        torch.mm(a, b)
+        for _ in range(5):
+            t = time.perf_counter()
+            torch.mm(a, b)
+            best = max(best, 2 * n**3 / (time.perf_counter() - t))
+    return best
 
 
 def plain_batches(n: int, batch: int) -> list[np.ndarray]:
@@ -166,6 +250,21 @@ def main(argv: list[str] | None = None) -> None:
         help="instead: interp's prefix sweep of the chosen groups once under torch.profiler, its time "
         "split into the weight matmuls, attention and the rest, with the attention pairs computed",
     )
+    p.add_argument(
+        "--fused",
+        action="store_true",
+        help="also the fused-attention rows: interp's packed label eval and prefix sweep with fused attention "
+        "(SDPA, interp.models.attention) in the run's dtype and in bfloat16, beside the eager ones",
+    )
+    p.add_argument(
+        "--long",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="instead: the label eval only, on the chosen groups' rows with about TOKENS tokens of other "
+        "conversations of the split prepended to each context (one shared preamble: a long-context case "
+        "where the eager attention's [batch, heads, n, n] tensors dominate the memory)",
+    )
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, auto")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, auto")
     args = p.parse_args(argv)
@@ -176,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     from interp.machine import cpu_name, matmul_peak
     from interp.metrics.pragworld_eval import score_label_prompts
     from interp.models import load_bridge
+    from interp.models.attention import attention, set_attention
     from interp.models.device import Placement
     from interp.models.packing import plan
     from interp.models.pinned import get_model
@@ -200,8 +300,27 @@ def main(argv: list[str] | None = None) -> None:
         "threads": torch.get_num_threads(),
         "peak_gflops": round(peak / 1e9, 1),
     }
+    MEMORY["device"] = place.device
+    half_peak = mm_peak(place.device, torch.bfloat16) if args.fused else None
+    if half_peak is not None:
+        print(f"bfloat16 torch.mm peak {half_peak / 1e9:.1f} GFLOP/s (the bfloat16 rows' % of peak and bound)")
+        out["bf16_peak_gflops"] = round(half_peak / 1e9, 1)
     folder = get_model("smollm2-135m-instruct")
     bridge = load_bridge(folder, placement=place)
+    set_attention(bridge, "eager")  # the paths as TransformerLens runs them; the fused rows switch
+    half = None
+    if args.fused:  # the fused bfloat16 rows: the same model loaded in bfloat16
+        half = load_bridge(folder, placement=Placement.resolve(args.device, "bfloat16", attention="fused"))
+
+    def fused(fn):
+        """``fn`` run with the eager bridge's attention fused."""
+
+        def run():
+            with attention(bridge, "fused"):
+                return fn()
+
+        return run
+
     cfg = bridge.cfg
     L, d, vocab = int(cfg.n_layers), int(cfg.d_model), int(cfg.d_vocab)
     n_params = sum(q.numel() for q in bridge.parameters())
@@ -239,6 +358,7 @@ def main(argv: list[str] | None = None) -> None:
                 plain,
                 tokens * (f_block + f_unembed),
                 padding_of(mask, plain_batches(n, args.batch)),
+                peak,
             )
         if not alone:
             evals["interp, length buckets"] = (
@@ -255,36 +375,51 @@ def main(argv: list[str] | None = None) -> None:
                         )
                     ],
                 ),
+                peak,
             )
-        evals["interp, shared prefixes"] = (
-            lambda: score_label_prompts(bridge, task.prompts, batch_size=args.batch, chat_template=False),
-            unique * f_block + n * f_unembed,
-            pp.padding,
-        )
+        shared = lambda b=bridge: score_label_prompts(b, task.prompts, batch_size=args.batch, chat_template=False)  # noqa: E731
+        evals["interp, shared prefixes"] = (shared, unique * f_block + n * f_unembed, pp.padding, peak)
+        if args.fused:
+            evals["interp, shared prefixes, fused"] = (
+                fused(shared),
+                unique * f_block + n * f_unembed,
+                pp.padding,
+                peak,
+            )
+            evals["interp, shared prefixes, fused bf16"] = (
+                lambda: shared(half),
+                unique * f_block + n * f_unembed,
+                pp.padding,
+                half_peak,
+            )
         res["eval"], base_t, ref = {}, None, None
         if alone:
             evals.pop("plain batches (input order)")
         print(f"label eval (unique-token bound {eval_bound:.2f} s):")
-        for name, (fn, flops, pad) in evals.items():
-            vals, t = timed(fn)
+        for name, (fn, flops, pad, pk) in evals.items():
+            vals, t, mb = timed_mem(fn)
             ref = vals if ref is None else ref
             base_t = t if base_t is None else base_t
+            bound = eval_bound * peak / pk  # the bound at this row's dtype's peak
             row = {
                 "s": round(t, 2),
                 "speedup": round(base_t / t, 2),
                 "gflops": round(flops / t / 1e9, 1),
-                "of_peak": round(flops / t / peak, 3),
-                "bound_s": round(eval_bound, 2),
-                "x_bound": round(t / eval_bound, 2),
+                "of_peak": round(flops / t / pk, 3),
+                "bound_s": round(bound, 2),
+                "x_bound": round(t / bound, 2),
                 "padding": pad,
+                "peak_mb": mb,
                 "max_abs_diff": float(np.abs(vals - ref).max()),
             }
             res["eval"][name] = row
             print(
-                f"  {name:<30} {t:7.1f} s  {base_t / t:5.2f}×  {flops / t / 1e9:6.1f} GFLOP/s ({flops / t / peak:.0%} "
-                f"of peak)  {t / eval_bound:4.1f}× bound  padding {pad}  max|Δ| {row['max_abs_diff']:.1e}",
+                f"  {name:<36} {t:7.1f} s  {base_t / t:5.2f}×  {flops / t / 1e9:6.1f} GFLOP/s ({flops / t / pk:.0%} "
+                f"of peak)  {t / bound:4.1f}× bound  padding {pad}  peak +{mb:.0f} MiB  max|Δ| {row['max_abs_diff']:.1e}",
                 flush=True,
             )
+        if args.long:  # the long-context case: the eval only
+            return res
         # ---- the sweep
         stacks = 1 + (L - 1) / 2  # block stacks per token the reuse trick leaves
         sweep_bound = (unique * f_block * stacks + n * f_unembed * (L + 1)) / peak
@@ -295,22 +430,27 @@ def main(argv: list[str] | None = None) -> None:
                 lambda: tl_loop(bridge, ids, mask, metric, args.batch),
                 tokens * (f_block + f_unembed) * (L + 1),
                 padding_of(mask, plain_batches(n, args.batch)) * (L + 1),
+                peak,
             )
         if args.reuse and not alone:
             paths["interp reuse"] = (
                 lambda: wide(mlp_zero_sweep(bridge, ids, metric, mask, batch_size=args.batch, method="reuse")),
                 tokens * (f_block * stacks + f_unembed * (L + 1)),
                 padding_of(mask, _chunks(n, args.batch, mask)),
+                peak,
             )
-        paths["interp prefix (reuse + shared prefixes)"] = (
-            lambda: wide(mlp_zero_sweep(bridge, ids, metric, mask, batch_size=args.batch, method="prefix")),
-            unique * f_block * stacks + n * f_unembed * (L + 1),
-            pp.padding,
+        prefix = lambda b=bridge: wide(  # noqa: E731
+            mlp_zero_sweep(b, ids, metric, mask, batch_size=args.batch, method="prefix")
         )
-        res["sweep"], times, values = {}, {}, {}
+        prefix_flops = unique * f_block * stacks + n * f_unembed * (L + 1)
+        paths["interp prefix (reuse + shared prefixes)"] = (prefix, prefix_flops, pp.padding, peak)
+        if args.fused:
+            paths["interp prefix, fused"] = (fused(prefix), prefix_flops, pp.padding, peak)
+            paths["interp prefix, fused bf16"] = (lambda: prefix(half), prefix_flops, pp.padding, half_peak)
+        res["sweep"], times, values, mbs = {}, {}, {}, {}
         print(f"MLP zero-out sweep, {L} layers (unique-token bound {sweep_bound:.1f} s); interp first, the loop last:")
         for name in list(paths)[::-1]:
-            values[name], times[name] = timed(paths[name][0])
+            values[name], times[name], mbs[name] = timed_mem(paths[name][0])
             print(f"  {name:<42} {times[name]:7.1f} s", flush=True)
         if (
             not with_loop and not alone
@@ -322,22 +462,25 @@ def main(argv: list[str] | None = None) -> None:
                     None,
                     tokens * (f_block + f_unembed) * (L + 1),
                     padding_of(mask, plain_batches(n, args.batch)) * (L + 1),
+                    peak,
                 ),
                 **paths,
             }
             times[name] = t_plain * (L + 1)
-            values[name] = None
+            values[name], mbs[name] = None, res["eval"]["plain batches (input order)"]["peak_mb"]
         base = next(iter(paths))
-        for name, (_, flops, pad) in paths.items():
+        for name, (_, flops, pad, pk) in paths.items():
             t = times[name]
+            bound = sweep_bound * peak / pk
             row = {
                 "s": round(t, 1),
                 "speedup": round(times[base] / t, 2),
                 "gflops": round(flops / t / 1e9, 1),
-                "of_peak": round(flops / t / peak, 3),
-                "bound_s": round(sweep_bound, 1),
-                "x_bound": round(t / sweep_bound, 2),
+                "of_peak": round(flops / t / pk, 3),
+                "bound_s": round(bound, 1),
+                "x_bound": round(t / bound, 2),
                 "padding": pad,
+                "peak_mb": mbs[name],
                 "max_abs_diff": (
                     float(np.abs(values[name] - values[base]).max())
                     if values[name] is not None and values[base] is not None
@@ -346,8 +489,8 @@ def main(argv: list[str] | None = None) -> None:
             }
             res["sweep"][name] = row
             print(
-                f"  {name:<42} {t:7.1f} s  {row['speedup']:5.2f}×  {flops / t / 1e9:6.1f} GFLOP/s ({flops / t / peak:.0%} "
-                f"of peak)  {t / sweep_bound:4.1f}× bound  padding {pad}  max|Δ| {row['max_abs_diff']}"
+                f"  {name:<42} {t:7.1f} s  {row['speedup']:5.2f}×  {flops / t / 1e9:6.1f} GFLOP/s ({flops / t / pk:.0%} "
+                f"of peak)  {t / bound:4.1f}× bound  padding {pad}  peak +{mbs[name]:.0f} MiB  max|Δ| {row['max_abs_diff']}"
             )
         return res
 
@@ -448,6 +591,18 @@ def main(argv: list[str] | None = None) -> None:
             .n.sum()
         )
         groups = list(size.sort_values(kind="stable").index[: args.groups])
+    if args.long:
+        chosen = rows[rows["group"].isin(groups)].reset_index(drop=True)
+        others, preamble = rows[~rows["group"].isin(groups) & ~rows["altered"]]["context"], ""
+        for text in others:  # about 4 characters a token
+            if len(preamble) >= 4 * args.long:
+                break
+            preamble += text + "\n\n"
+        chosen = chosen.assign(context=[preamble + c for c in chosen["context"]])
+        out["long"] = run_on(chosen, f"long context (+{len(preamble)} characters a row)", False)
+        if args.json:
+            write_json(args.json, out)
+        return
     if args.profile:
         out["profile"] = profile_on(rows[rows["group"].isin(groups)].reset_index(drop=True))
         if args.json:

@@ -569,6 +569,8 @@ class PragWorldJobConfig:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
+    #: the bridge's attention (``--attention``): fused unless a pattern is read, eager, fused
+    attention: Literal["auto", "eager", "fused"] = "auto"
     eval: PragWorldEvalSettings = field(default_factory=PragWorldEvalSettings)
     layers: PragWorldLayerSettings = field(default_factory=PragWorldLayerSettings)
     finetune: PragWorldFinetuneSettings = field(default_factory=PragWorldFinetuneSettings)

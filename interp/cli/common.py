@@ -44,6 +44,15 @@ def add_placement(parser: argparse.ArgumentParser, device_map: bool = False, dev
         help=f"float32, bfloat16, float16, or auto (float32 on CPU; bfloat16 on a CUDA device that "
         f"supports it, else float16) ({'default float32' if device else default})",
     )
+    if device is not None:  # a command that loads the bridge (fine-tuning reads its config)
+        parser.add_argument(
+            "--attention",
+            choices=("auto", "eager", "fused"),
+            default="auto",
+            help="the model's attention: fused (one scaled_dot_product_attention call; hook_attn_scores and "
+            "hook_pattern never fire, a hook on them is refused), eager (TransformerLens's own), or auto "
+            "(fused unless a hook reads the pattern, then eager for that forward) (default auto)",
+        )
     if device_map and device is None:  # fine-tuning: the config's settings unless given
         parser.add_argument(
             "--device-map",
@@ -79,7 +88,11 @@ def placement_from_args(args: argparse.Namespace):
     from interp.models.device import Placement
 
     return Placement.resolve(
-        args.device, args.dtype, getattr(args, "device_map", None), getattr(args, "n_devices", None)
+        args.device,
+        args.dtype,
+        getattr(args, "device_map", None),
+        getattr(args, "n_devices", None),
+        attention=getattr(args, "attention", "auto"),
     )
 
 

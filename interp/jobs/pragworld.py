@@ -69,7 +69,7 @@ def resolve_job_model(name: str, log: Callable[[str], Any] = print) -> Path:
 def _placement(cfg: PragWorldJobConfig) -> Any:
     from interp.models.device import Placement
 
-    return Placement.resolve(cfg.device, cfg.dtype)
+    return Placement.resolve(cfg.device, cfg.dtype, attention=cfg.attention)
 
 
 # ---- (a) evaluation ---------------------------------------------------------------------------------

@@ -238,9 +238,12 @@ def load_bridge(
     ``"auto"`` see :func:`~interp.models.device.resolve_dtype`), or ``device_map`` /
     ``n_devices`` / ``max_memory`` (and ``offload_folder`` for ``"disk"`` entries) for a model split
     over several devices, as ``TransformerBridge.boot_transformers`` takes them; or a ready
-    :class:`Placement`.
+    :class:`Placement`; its ``attention`` (default ``auto``: fused unless a pattern is read) is set
+    on the bridge (:func:`interp.models.attention.set_attention`).
     """
     from transformer_lens.model_bridge import TransformerBridge
+
+    from interp.models.attention import set_attention
 
     if placement is None:
         mapped = device_map is not None or (n_devices or 1) > 1
@@ -249,6 +252,7 @@ def load_bridge(
         )
     name = resolve_model(path_or_name)
     bridge = TransformerBridge.boot_transformers(name, **placement.boot_kwargs())
+    set_attention(bridge, placement.attention)
     return bridge.eval()
 
 

@@ -120,6 +120,9 @@ class Placement:
     max_memory: dict[Any, Any] | None = None
     #: where accelerate keeps the weights of modules a device map sends to ``"disk"``
     offload_folder: str | None = None
+    #: the bridge's attention: ``auto`` (fused unless a pattern is read), ``eager`` or ``fused``
+    #: (:mod:`interp.models.attention`)
+    attention: str = "auto"
 
     @classmethod
     def resolve(
@@ -130,9 +133,14 @@ class Placement:
         n_devices: int | None = None,
         max_memory: dict | None = None,
         offload_folder: str | os.PathLike | None = None,
+        attention: str = "auto",
     ) -> Placement:
         """Resolve the CLI/config names. ``device_map``/``n_devices`` take over placement; passing
-        them with an explicit (non-``auto``) device is an error, as in ``boot_transformers``."""
+        them with an explicit (non-``auto``) device is an error, as in ``boot_transformers``.
+        ``attention``: :attr:`attention` (checked)."""
+        from interp.models.attention import check_mode
+
+        check_mode(attention)
         dmap = resolve_device_map(device_map)
         if n_devices is not None and n_devices < 1:
             raise DeviceError(f"n_devices must be >= 1, got {n_devices}")
@@ -153,9 +161,10 @@ class Placement:
                 n_devices,
                 max_memory,
                 None if offload_folder is None else str(offload_folder),
+                attention,
             )
         dev = resolve_device(device)
-        return cls(dev, resolve_dtype(dtype, dev), None, None, None)
+        return cls(dev, resolve_dtype(dtype, dev), None, None, None, attention=attention)
 
     def boot_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``TransformerBridge.boot_transformers``."""
