@@ -1,8 +1,9 @@
 """Sphinx configuration of interp's documentation (``make docs``; strict in ``tests/test_docs.py``).
 
 Pages are MyST markdown; the API is autodoc over the docstrings, the CLI reference comes from the
-argparse parsers, the tutorials are the notebooks of ``experiments/notebooks`` rendered without
-executing them (``tests/test_notebooks.py`` runs them). Nothing is fetched: the build is offline.
+argparse parsers, the tutorials are the notebooks of ``experiments/notebooks`` rendered with their
+stored outputs, without executing them (``experiments/notebooks/execute.py`` stores the outputs,
+``tests/test_notebooks.py`` runs the sources). Nothing is fetched: the build is offline.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ root_doc = "index"
 # MyST
 myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
 myst_heading_anchors = 3
-# notebooks: rendered from their stored (output-free) cells; running them takes minutes and is
-# tests/test_notebooks.py's job
+# notebooks: rendered with the outputs stored in them (figures, tables, CircuitsVis views);
+# running them takes minutes and is experiments/notebooks/execute.py's and tests/test_notebooks.py's job
 nb_execution_mode = "off"
 
 # autodoc

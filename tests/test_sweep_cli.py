@@ -99,6 +99,34 @@ def test_layer_out_of_range_exits_2(run_dir, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_route_contrast_examples_separate_the_two_states_and_build_a_task(run_dir, tiny_city):
+    import interp
+    from interp.analysis.runner import aligned_edit_pairs, route_contrast
+    from interp.worlds.base import IllegalTokenError
+
+    seqs = tiny_city.generate(200, np.random.default_rng(5))
+    examples, skipped = route_contrast(tiny_city, seqs, length=6, edit_at=2, seed=0)
+    assert examples and len(examples) + skipped == len(seqs)
+    assert len(aligned_edit_pairs(tiny_city, seqs, 6, 2, seed=0).originals) >= len(examples)
+
+    def steps(prompt: str, token: str) -> bool:  # the oracle: does the world take one more step?
+        try:
+            tiny_city.run([*prompt.split()[1:], token])
+        except IllegalTokenError:
+            return False
+        return True
+
+    for e in examples:
+        assert e.prompt.split()[0] == "<bos>" and len(e.prompt.split()) == len(e.corrupted.split()) == 7
+        correct, foil = e.correct.strip(), e.foil.strip()
+        assert steps(e.prompt, correct) and not steps(e.corrupted, correct), e
+        assert steps(e.corrupted, foil) and not steps(e.prompt, foil), e
+    task = interp.contrast(interp.load_model(run_dir / "best"), examples)
+    vocab = tiny_city.vocab
+    assert [list(r) for r in task.ids] == [[vocab.id(t) for t in e.prompt.split()] for e in examples]
+    assert list(task.correct_ids) == [vocab.id(e.correct.strip()) for e in examples]
+
+
 def test_activation_patching_sweep_command(run_dir, tmp_path, tiny_city):
     from interp.analysis.runner import aligned_edit_pairs
     from interp.worlds.io import read_sequences

@@ -4,6 +4,7 @@
 - the edit pairs of world sequences: :func:`state_change_pairs` (one token replaced by another
   legal token that leads to a different state, for direct-effect patching) and
   :func:`aligned_edit_pairs` (equal-length prefixes edited at one token, for activation patching),
+  the same pairs as a contrast task (:func:`route_contrast`),
   and the metric that scores the tokens after the edit (:func:`continuation_loss`);
 - examples sharded over processes and gathered back in the one-process order (:func:`sharded`,
   under :func:`accelerator`);
@@ -169,6 +170,42 @@ def aligned_edit_pairs(
     return EditPairs(originals, altered, [edit_at] * len(originals), failed)
 
 
+def route_contrast(
+    world: Any, sequences: Sequence[Sequence[str]], length: int = 8, edit_at: int = 3, seed: int = 0
+) -> tuple[list[Any], int]:
+    """World sequences as a contrast task (:doc:`/concepts/contrast-tasks`) that ``interp.sweep``
+    and ``interp.patch`` take: the prompt is a ``<bos>``-prefixed prefix of :func:`aligned_edit_pairs`
+    (``length`` tokens), the corrupted prompt its edit at ``edit_at``; ``correct`` is a next token
+    legal after the prompt but not after the corrupted prompt, ``foil`` one legal after the
+    corrupted prompt but not after the prompt (the first of each, in the world's order), so the
+    logit difference correct − foil is positive when the model tracks the true state and the edit
+    flips it. Returns ``(examples, skipped)``: ``skipped`` counts the sequences too short or with no
+    state-changing edit, and the pairs whose two states allow the same next tokens."""
+    from interp.datasets.contrast import ContrastExample
+    from interp.worlds.base import BOS
+
+    pairs = aligned_edit_pairs(world, sequences, length, edit_at, seed=seed)
+    examples, skipped = [], pairs.failed
+    for clean, alt in zip(pairs.originals, pairs.altered):
+        after_clean = world.legal(world.states_along(clean)[-1])
+        after_alt = world.legal(world.states_along(alt)[-1])
+        correct = [t for t in after_clean if t not in after_alt]
+        foil = [t for t in after_alt if t not in after_clean]
+        if not correct or not foil:
+            skipped += 1
+            continue
+        examples.append(
+            ContrastExample(
+                prompt=" ".join([BOS, *clean]),
+                correct=f" {correct[0]}",
+                foil=f" {foil[0]}",
+                corrupted=" ".join([BOS, *alt]),
+                group=len(examples),
+            )
+        )
+    return examples, skipped
+
+
 def accelerator() -> Any | None:
     """An ``accelerate.Accelerator`` when this process was started by a launcher with more than one
     process (``accelerate launch``, ``torchrun``: ``WORLD_SIZE`` > 1), else None (one process)."""
@@ -290,6 +327,7 @@ __all__ = [
     "continuation_loss",
     "is_main",
     "parse_layers",
+    "route_contrast",
     "sharded",
     "state_change_pairs",
     "verify_cells",

@@ -109,14 +109,16 @@ def finetune(
     suppress: Any = None,
     eval_task: Any = None,
     out: str | Path | None = None,
+    progress: bool = True,
     **settings: Any,
 ) -> Finetuned:
     """Fine-tune ``model`` on ``task`` (a contrast or PragWorld task: prompt + correct answer) by
     ``config`` or keyword ``settings`` (:class:`TuneConfig`: ``method``, ``steps``, ``lr``,
     ``weight``, ``batch_size``, ``seed``); ``suppress``: the layers, or verdicts (HLS their harmful,
     ULA their useful layers). Scored before and after on ``eval_task`` (default ``task``; give a
-    held-out one). ``out``: where the fine-tuned Hugging Face folder goes (default temporary). The
-    model you pass is not changed."""
+    held-out one). ``out``: where the fine-tuned Hugging Face folder goes (default temporary);
+    ``progress``: the training bar (off in a notebook whose outputs are stored). The model you pass
+    is not changed."""
     from interp.config import TrainConfig
     from interp.models.checkpoint import load_hf_model
     from interp.train.finetune_data import free_pad_id
@@ -164,6 +166,7 @@ def finetune(
         loss_terms=terms,
         labels=coding.encode(answers),
         loss_from=torch.tensor(start),
+        progress=progress,
     )
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="interp-finetune-"))
     hf.save_pretrained(folder)

@@ -21,7 +21,7 @@ def world_model(
 ) -> Any:
     """Compression and distinction precision / recall of ``model`` against ``world`` (default: the
     world the checkpoint was trained on, from its folder), under ``interventions``
-    (:class:`interp.hooks.Intervention`, e.g. ``zero("blocks.3.hook_mlp_out")``; removed afterwards).
+    (:class:`interp.hooks.Intervention`, e.g. ``zero("mlp_out:3")``, the MLP output of layer 3; removed afterwards).
     ``pairs``: state pairs sampled (or ``"all"``), ``depth``: suffix depth of the boundary. Returns
     :func:`interp.metrics.myhill_nerode`'s result (``.summary()``, ``.frame``)."""
     from interp.hooks import intervene
