@@ -252,3 +252,13 @@ def test_hls_penalty_equals_a_hand_computation_and_removes_its_hooks(folder):
     want = 0.5 * ((o**2).mean(-1) * mask).sum() / mask.sum()
     assert float(got) == pytest.approx(float(want), rel=1e-5)
     assert not any(m._forward_hooks for m in hf.modules())
+
+
+def test_a_sweep_into_the_same_folder_resumes_and_another_config_is_refused(model, task, tmp_path):
+    from interp.analysis.unitstore import ResumeMismatchError
+
+    first = interp.sweep(model, task, layers=[0, 1], rule=VerdictRule(n_boot=50), out=tmp_path / "s")
+    again = interp.sweep(model, task, layers=[0, 1], rule=VerdictRule(n_boot=50), out=tmp_path / "s")
+    np.testing.assert_allclose(again.frame.effect, first.frame.effect, atol=1e-6)
+    with pytest.raises(ResumeMismatchError, match="layers"):
+        interp.sweep(model, task, layers=[0], rule=VerdictRule(n_boot=50), out=tmp_path / "s")

@@ -277,6 +277,16 @@ def _check_task_kind(kind: str, layers: Any) -> None:
         )
 
 
+def task_sha256(task: Any) -> str:
+    """The SHA-256 of a task's token ids and answers: its identity when it comes from no file (a
+    task built in Python, :func:`interp.sweep`)."""
+    import hashlib
+    import json
+
+    answers = [int(x) for x in task.correct_ids] + [int(x) for x in getattr(task, "foil_ids", [])]
+    return hashlib.sha256(json.dumps([task.ids, answers]).encode()).hexdigest()
+
+
 def _task_metric(metric: str | None, yesno: bool) -> str:
     """The ``--metric`` of a task sweep, checked: yes/no ``p-gold`` (default) | ``logit-diff`` |
     ``accuracy``; contrast ``logit-diff`` (default) | ``p-gold``."""
@@ -383,9 +393,10 @@ def run_task_sweep(
             out_dir,
             {
                 "job": f"sweep {kind} on {suffix} rows",
-                "data_sha256": file_sha256(data),
+                "data_sha256": file_sha256(data) if data is not None and Path(data).is_file() else task_sha256(task),
                 "n_rows": len(task),
-                **extra,
+                # what was run, not when or where (the API's provenance holds a date)
+                **{k: v for k, v in extra.items() if k != "provenance"},
                 "method": method,
                 "layers": lays,
                 "metric": metric,
