@@ -152,28 +152,28 @@ def _step(state: State, e: Event) -> State:
     if not e.changes_state:
         return state
     out = dict(state)
+    place = str(e.place)  # every state kind names a destination (checked by event_problem)
     if e.kind in ("put", "move"):
         for o in e.objects:
             surely = len(e.objects) == 1 or e.object_join == "and"
-            out[o] = frozenset({e.place}) if surely else state.get(o, frozenset()) | {e.place}  # type: ignore[arg-type]
+            out[o] = frozenset({place}) if surely else state.get(o, frozenset()) | {place}
     elif e.kind in ("take", "give"):
-        holder = hands(e.agents[0] if e.kind == "take" else e.recipient)  # type: ignore[arg-type]
+        holder = hands(e.agents[0] if e.kind == "take" else str(e.recipient))
         for o in e.objects:
             out[o] = frozenset({holder})
     elif e.kind in ("drop", "move_all"):
-        origin = hands(e.agents[0]) if e.kind == "drop" else e.source
+        origin = hands(e.agents[0]) if e.kind == "drop" else str(e.source)
         for o, where in state.items():
             if origin not in where:
                 continue
             if where == {origin} and (e.kind == "drop" or e.quantifier == "all"):
-                out[o] = frozenset({e.place})  # type: ignore[arg-type]
+                out[o] = frozenset({place})
             elif e.kind == "move_all" and e.quantifier == "some":
-                out[o] = where | {e.place}  # type: ignore[operator]
+                out[o] = where | {place}
             else:  # it may be there: it is there and moves, or it is elsewhere and stays
-                out[o] = (where - {origin}) | {e.place}  # type: ignore[operator]
+                out[o] = (where - {origin}) | {place}
     elif e.kind == "shuttle":
-        end = e.place if e.times % 2 else e.source
-        out[e.objects[0]] = frozenset({end})  # type: ignore[arg-type]
+        out[e.objects[0]] = frozenset({place if e.times % 2 else str(e.source)})
     return out
 
 
