@@ -132,7 +132,7 @@ def test_gold_equals_an_independent_replay_on_every_alteration(tok, split, form)
 
 
 def test_yesno_connective_and_quantifier_flips_are_open_facts_scored_no(tok):
-    made = dialogue_examples(tok, DialogueConfig(groups=60, seed=2, form="yesno"))
+    made = dialogue_examples(tok, DialogueConfig(groups=40, seed=2, form="yesno"))
     opened = [e for e in made.examples if e.template in ("Quantifier Change", "Logical Connective Change")]
     flips = [e for e in opened if e.meta["effect"] == "Flip"]
     assert flips and all(e.correct == " no" for e in flips)  # from a known yes to "cannot be concluded"
