@@ -6,27 +6,19 @@ it knows no English. The state is, for every object, the set of places (or peopl
 ``@Ann``) it may be at — a *knowledge* state, because exclusive "or" and "some" leave a fact open,
 as they do in PragWorld. Everything is deterministic: a gold answer is read off the state.
 
-Events (``negated``: "did not …" — a negated event changes nothing):
+Events (``negated``: "did not …" — a negated event changes nothing), with one English rendering
+and the effect on where objects may be:
 
-=========== ====================================================  ===================================
-kind        English (one rendering)                               effect on the objects' places
-=========== ====================================================  ===================================
-``put``     Ann put the key in the drawer                          each object → {place}
-``move``    Ann moved the key to the drawer                        each object → {place}
-``take``    Ann took the key                                       object → {@Ann}
-``give``    Ann handed the key to Bob                              object → {@Bob}
-``drop``    Ann put everything she was holding in the box          whatever may be in @Ann → {place}
-``move_all`` Ann moved all / some of the things in the drawer …   ``all``: what is in the drawer → box;
-                                                                   ``some``: each thing there *may*
-                                                                   have moved → {drawer, box}
-``shuttle`` Ann moved the key back and forth between the          after ``times`` moves starting in
-            drawer and the box three times, starting in the        the first place: odd → the second
-            drawer                                                 place, even → the first
-``mention`` Ann said the garage needs cleaning                     nothing (a place is mentioned)
-``absurd``  The key sang a song in the drawer                      nothing (PragWorld's inconsistent
-                                                                   data: a detail against common sense)
-``chat``    Nice weather today                                     nothing (small talk)
-=========== ====================================================  ===================================
+- ``put`` "Ann put the key in the drawer", ``move`` "Ann moved the key to the drawer": each
+  object → {place};
+- ``take`` "Ann took the key": → {@Ann}; ``give`` "Ann handed the key to Bob": → {@Bob};
+- ``drop`` "Ann put everything she was holding in the box": whatever may be in @Ann → {box};
+- ``move_all`` "Ann moved all / some of the things in the drawer to the box": ``all`` — what is
+  in the drawer → {box}; ``some`` — each thing there *may* have moved → {drawer, box};
+- ``shuttle`` "Ann moved the key three times between the drawer and the box, starting in the
+  drawer": after an odd count the second place, after an even one the first;
+- ``mention`` "The garage needs cleaning", ``absurd`` "The key sang a song in the drawer"
+  (PragWorld's inconsistent data: a detail against common sense), ``chat`` (small talk): nothing.
 
 Two objects joined by ``and`` both move; by ``or`` (exclusive, as PragWorld reads it) exactly one
 does, unknown which, so each *may* have moved: {where it was, place}. Two agents joined by ``and`` /
@@ -48,8 +40,11 @@ from dataclasses import dataclass, replace
 STATE_KINDS = ("put", "move", "take", "give", "drop", "move_all", "shuttle")
 #: event kinds that change nothing: a mentioned place, an absurd detail, small talk
 INERT_KINDS = ("mention", "absurd", "chat")
+#: every event kind
 KINDS = STATE_KINDS + INERT_KINDS
+#: how two agents or two objects join ("or" is exclusive)
 JOINS = ("and", "or")
+#: a move_all's quantifier
 QUANTIFIERS = ("all", "some")
 #: the shuttle counts the renderer can say ("once", "twice", "three times", "four times")
 TIMES = (1, 2, 3, 4)
