@@ -95,7 +95,7 @@ def _subsets(frame: pd.DataFrame) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def robust(right: Sequence[bool] | np.ndarray, groups: Sequence[Any]) -> float:
+def robust(right: Sequence[bool] | np.ndarray, groups: Sequence[Any] | np.ndarray) -> float:
     """Share of groups whose every row is right (PragWorld's robust accuracy, as a fraction)."""
     by = pd.Series(np.asarray(right, bool)).groupby(np.asarray(groups, dtype=object)).all()
     return float(by.mean()) if len(by) else float("nan")
@@ -119,7 +119,7 @@ def heuristic_table(
         for h, (right, foil) in cols.items():
             row[f"{h}_accuracy"] = float(right[mask].mean()) if mask.any() else float("nan")
             row[f"{h}_foil_rate"] = float(foil[mask].mean()) if mask.any() else float("nan")
-            row[f"{h}_robust"] = robust(right, frame["group"]) if name == "all" else float("nan")
+            row[f"{h}_robust"] = robust(right, frame["group"].to_numpy()) if name == "all" else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -43,11 +43,15 @@ from interp.worlds.dialogue.conversation import Conversation
 from interp.worlds.dialogue.tracking import Event
 from interp.worlds.dialogue.tracking_alter import PARAPHRASE, draw, paraphrase
 
+#: the two forms of an item (module docstring)
 FORMS = ("cloze", "yesno")
+#: the category of a group's unaltered row
 ORIGINAL = "Original"
 #: places a conversation draws (the answers and foils come from them)
 N_PLACES = 4
+#: objects a conversation draws
 N_OBJECTS = 3
+#: the yes/no form's answer tokens
 ANSWERS = (" yes", " no")
 #: the chance that a block of events is about the object that will be asked about (else any object)
 FOCUS = 0.6

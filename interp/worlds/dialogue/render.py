@@ -22,7 +22,9 @@ from interp.worlds.dialogue.tracking import Event
 
 #: a phrasing: (frame, verb, negated verb); the frame's ``{V}`` takes one of the two
 Phrase = tuple[str, str, str]
+#: the two splits of families and words
 SPLITS = ("train", "heldout")
+#: how a shuttle's count is said
 TIMES_WORDS = {1: "once", 2: "twice", 3: "three times", 4: "four times"}
 
 

@@ -6,27 +6,19 @@ it knows no English. The state is, for every object, the set of places (or peopl
 ``@Ann``) it may be at — a *knowledge* state, because exclusive "or" and "some" leave a fact open,
 as they do in PragWorld. Everything is deterministic: a gold answer is read off the state.
 
-Events (``negated``: "did not …" — a negated event changes nothing):
+Events (``negated``: "did not …" — a negated event changes nothing), with one English rendering
+and the effect on where objects may be:
 
-=========== ====================================================  ===================================
-kind        English (one rendering)                               effect on the objects' places
-=========== ====================================================  ===================================
-``put``     Ann put the key in the drawer                          each object → {place}
-``move``    Ann moved the key to the drawer                        each object → {place}
-``take``    Ann took the key                                       object → {@Ann}
-``give``    Ann handed the key to Bob                              object → {@Bob}
-``drop``    Ann put everything she was holding in the box          whatever may be in @Ann → {place}
-``move_all`` Ann moved all / some of the things in the drawer …   ``all``: what is in the drawer → box;
-                                                                   ``some``: each thing there *may*
-                                                                   have moved → {drawer, box}
-``shuttle`` Ann moved the key back and forth between the          after ``times`` moves starting in
-            drawer and the box three times, starting in the        the first place: odd → the second
-            drawer                                                 place, even → the first
-``mention`` Ann said the garage needs cleaning                     nothing (a place is mentioned)
-``absurd``  The key sang a song in the drawer                      nothing (PragWorld's inconsistent
-                                                                   data: a detail against common sense)
-``chat``    Nice weather today                                     nothing (small talk)
-=========== ====================================================  ===================================
+- ``put`` "Ann put the key in the drawer", ``move`` "Ann moved the key to the drawer": each
+  object → {place};
+- ``take`` "Ann took the key": → {@Ann}; ``give`` "Ann handed the key to Bob": → {@Bob};
+- ``drop`` "Ann put everything she was holding in the box": whatever may be in @Ann → {box};
+- ``move_all`` "Ann moved all / some of the things in the drawer to the box": ``all`` — what is
+  in the drawer → {box}; ``some`` — each thing there *may* have moved → {drawer, box};
+- ``shuttle`` "Ann moved the key three times between the drawer and the box, starting in the
+  drawer": after an odd count the second place, after an even one the first;
+- ``mention`` "The garage needs cleaning", ``absurd`` "The key sang a song in the drawer"
+  (PragWorld's inconsistent data: a detail against common sense), ``chat`` (small talk): nothing.
 
 Two objects joined by ``and`` both move; by ``or`` (exclusive, as PragWorld reads it) exactly one
 does, unknown which, so each *may* have moved: {where it was, place}. Two agents joined by ``and`` /
@@ -48,8 +40,11 @@ from dataclasses import dataclass, replace
 STATE_KINDS = ("put", "move", "take", "give", "drop", "move_all", "shuttle")
 #: event kinds that change nothing: a mentioned place, an absurd detail, small talk
 INERT_KINDS = ("mention", "absurd", "chat")
+#: every event kind
 KINDS = STATE_KINDS + INERT_KINDS
+#: how two agents or two objects join ("or" is exclusive)
 JOINS = ("and", "or")
+#: a move_all's quantifier
 QUANTIFIERS = ("all", "some")
 #: the shuttle counts the renderer can say ("once", "twice", "three times", "four times")
 TIMES = (1, 2, 3, 4)
@@ -152,28 +147,28 @@ def _step(state: State, e: Event) -> State:
     if not e.changes_state:
         return state
     out = dict(state)
+    place = str(e.place)  # every state kind names a destination (checked by event_problem)
     if e.kind in ("put", "move"):
         for o in e.objects:
             surely = len(e.objects) == 1 or e.object_join == "and"
-            out[o] = frozenset({e.place}) if surely else state.get(o, frozenset()) | {e.place}  # type: ignore[arg-type]
+            out[o] = frozenset({place}) if surely else state.get(o, frozenset()) | {place}
     elif e.kind in ("take", "give"):
-        holder = hands(e.agents[0] if e.kind == "take" else e.recipient)  # type: ignore[arg-type]
+        holder = hands(e.agents[0] if e.kind == "take" else str(e.recipient))
         for o in e.objects:
             out[o] = frozenset({holder})
     elif e.kind in ("drop", "move_all"):
-        origin = hands(e.agents[0]) if e.kind == "drop" else e.source
+        origin = hands(e.agents[0]) if e.kind == "drop" else str(e.source)
         for o, where in state.items():
             if origin not in where:
                 continue
             if where == {origin} and (e.kind == "drop" or e.quantifier == "all"):
-                out[o] = frozenset({e.place})  # type: ignore[arg-type]
+                out[o] = frozenset({place})
             elif e.kind == "move_all" and e.quantifier == "some":
-                out[o] = where | {e.place}  # type: ignore[operator]
+                out[o] = where | {place}
             else:  # it may be there: it is there and moves, or it is elsewhere and stays
-                out[o] = (where - {origin}) | {e.place}  # type: ignore[operator]
+                out[o] = (where - {origin}) | {place}
     elif e.kind == "shuttle":
-        end = e.place if e.times % 2 else e.source
-        out[e.objects[0]] = frozenset({end})  # type: ignore[arg-type]
+        out[e.objects[0]] = frozenset({place if e.times % 2 else str(e.source)})
     return out
 
 

@@ -75,10 +75,12 @@ def _replace(conv: Conversation, i: int, event: Event) -> Conversation:
     return conv.with_(events=conv.events[:i] + (event,) + conv.events[i + 1 :])
 
 
-def _try(make: Callable[[], Event]) -> Event | None:
+def _changed(e: Event, changes: dict) -> Event | None:
+    """``e`` with ``changes``, or None when that makes an ill-formed event (e.g. a give to
+    oneself): such an edit is not proposed."""
     try:
-        return make()
-    except ValueError:  # the edit made an ill-formed event (e.g. a give to oneself): not proposed
+        return e.with_(**changes)
+    except ValueError:
         return None
 
 
@@ -98,9 +100,9 @@ def _spots(e: Event, kind: str) -> Iterator[tuple[str, int | None, str]]:
 
 def _set(e: Event, f: str, k: int | None, value: str) -> Event | None:
     if k is None:
-        return _try(lambda: e.with_(**{f: value}))
+        return _changed(e, {f: value})
     old = getattr(e, f)
-    return _try(lambda: e.with_(**{f: old[:k] + (value,) + old[k + 1 :]}))
+    return _changed(e, {f: old[:k] + (value,) + old[k + 1 :]})
 
 
 def _substitutions(conv: Conversation) -> Iterator[Edit]:
@@ -138,18 +140,19 @@ def _swaps(conv: Conversation) -> Iterator[Edit]:
 
 def _toggles(conv: Conversation, category: str) -> Iterator[Edit]:
     for i, e in enumerate(conv.events):
-        news: list[Event | None] = []
+        changes: list[dict] = []
         if category == NEGATION and e.kind in NEGATABLE and len(e.objects) == 1:
-            news.append(_try(lambda e=e: e.with_(negated=not e.negated)))
+            changes.append({"negated": not e.negated})
         elif category == QUANTITY and e.kind == "shuttle":
-            news += [_try(lambda e=e, t=t: e.with_(times=t)) for t in TIMES if t != e.times]
+            changes += [{"times": t} for t in TIMES if t != e.times]
         elif category == QUANTIFIER and e.kind == "move_all":
-            news.append(_try(lambda e=e: e.with_(quantifier="some" if e.quantifier == "all" else "all")))
+            changes.append({"quantifier": "some" if e.quantifier == "all" else "all"})
         elif category == CONNECTIVE:
             if len(e.agents) == 2:
-                news.append(_try(lambda e=e: e.with_(agent_join=OTHER_JOIN[e.agent_join])))
+                changes.append({"agent_join": OTHER_JOIN[e.agent_join]})
             if len(e.objects) == 2 and not e.negated:
-                news.append(_try(lambda e=e: e.with_(object_join=OTHER_JOIN[e.object_join])))
+                changes.append({"object_join": OTHER_JOIN[e.object_join]})
+        news = [_changed(e, c) for c in changes]
         for new in news:
             if new is not None:
                 yield Edit(category, CONTEXT, _replace(conv, i, new))
@@ -166,7 +169,7 @@ def _injections(conv: Conversation) -> Iterator[Edit]:
 
 
 def candidates(conv: Conversation, category: str) -> list[Edit]:
-    """Every edit of ``category`` (module docstring), deterministic order, each text once."""
+    """Every edit of ``category`` (module docstring), deterministic order, each altered meaning once."""
     if category == SUBSTITUTION:
         edits: Iterator[Edit] = _substitutions(conv)
     elif category == SWAP:
@@ -177,11 +180,15 @@ def candidates(conv: Conversation, category: str) -> list[Edit]:
         edits = _toggles(conv, category)
     else:
         raise ValueError(f"unknown alteration {category!r}; known: {', '.join(CATEGORIES)}")
-    out, seen = [], {conv.cloze_prompt() + conv.question()}
+
+    def key(c: Conversation) -> tuple:
+        return c.events, c.obj, c.ask_place
+
+    out, seen = [], {key(conv)}
     for e in edits:
-        key = e.conversation.cloze_prompt() + e.conversation.question()
-        if key not in seen:
-            seen.add(key)
+        k = key(e.conversation)
+        if k not in seen:
+            seen.add(k)
             out.append(e)
     return out
 
