@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import save_gpt2_and_llama, warm_bridges
+from conftest import liven, save_gpt2_and_llama, warm_bridges
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,42 @@ def _logit_diff(logits, mask, correct, foil):
 
 
 def test_last_layer_direct_equals_total_with_the_norm_scale_frozen(bridge):
+    _check_last_layer(bridge)
+
+
+def test_last_layer_direct_on_gemma3_reads_the_offset_norm(tiny_city, tmp_path):
+    """Gemma's RMSNorm multiplies by (1 + weight), not weight (TransformerLens:
+    ``cfg.rmsnorm_uses_offset``): the direct effect must read the final norm's gain so. A tiny
+    random Gemma 3 (GQA with one key-value head, q/k norms, a sliding layer, norm weights near 1,
+    so 1 + w ≈ 2 and the plain weight would halve the effect) against the same frozen-scale oracle."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from interp.models import save_checkpoint
+
+    vocab = tiny_city.vocab
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=8,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=32,
+        pad_token_id=vocab.pad_id,
+        bos_token_id=vocab.bos_id,
+        eos_token_id=vocab.bos_id,
+    )
+    folder = save_checkpoint(liven(Gemma3ForCausalLM(config), 2), tiny_city, tmp_path / "gemma3")
+    bridge = warm_bridges({"gemma3": folder})["gemma3"]
+    assert bridge.cfg.rmsnorm_uses_offset
+    _check_last_layer(bridge)
+
+
+def _check_last_layer(bridge) -> None:
     from interp.analysis.direct import direct_effects
 
     ids, mask, correct, foil = _inputs(int(bridge.cfg.d_vocab))

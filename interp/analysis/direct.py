@@ -9,7 +9,8 @@ logit lens of ``mlp_out_ℓ`` at the scored (last) position on the correct − f
     contribution_ℓ = (N(mlp_out_ℓ) / σ) · (w ⊙ (W_U[:, correct] − W_U[:, foil]))
     direct_ℓ = −contribution_ℓ                     (the change when the output is removed)
 
-with ``w`` the final norm's gain, ``N`` its centring (x − mean(x) for LayerNorm, the identity for
+with ``w`` the final norm's gain (``1 + weight`` on Gemma, whose RMSNorm is offset:
+TransformerLens's ``cfg.rmsnorm_uses_offset``), ``N`` its centring (x − mean(x) for LayerNorm, the identity for
 RMSNorm) and **σ the final norm's scale frozen from the clean run** (``ln_final.hook_scale``, the
 denominator √(mean(N(x)²) + ε) of the clean final residual). The norm's bias and the unembedding's
 bias are the same with or without the layer and cancel. Freezing σ makes the direct effect
@@ -43,7 +44,8 @@ from interp.hooks.sites import hf_model
 
 def _readout(bridge: Any) -> tuple[Tensor, Tensor, bool]:
     """``(W_U [vocab, d_model], the final norm's gain [d_model], centred)``: the output embedding,
-    the norm weight, and whether the norm subtracts the mean (LayerNorm) or not (RMSNorm)."""
+    the norm's gain (its weight; 1 + weight for an offset RMSNorm, Gemma's), and whether the norm
+    subtracts the mean (LayerNorm) or not (RMSNorm)."""
     head = hf_model(bridge).get_output_embeddings()
     norm = bridge.ln_final.original_component
     kind = str(getattr(bridge.cfg, "normalization_type", "") or "")
@@ -51,6 +53,8 @@ def _readout(bridge: Any) -> tuple[Tensor, Tensor, bool]:
         raise ValueError(f"the direct effect reads through the final norm: LayerNorm or RMSNorm, got {kind!r}")
     gain = getattr(norm, "weight", None)
     gain = torch.ones(head.weight.shape[1]) if gain is None else gain
+    if getattr(bridge.cfg, "rmsnorm_uses_offset", False):
+        gain = 1.0 + gain  # Gemma's RMSNorm multiplies by (1 + weight)
     return head.weight, gain, kind.startswith("LN")
 
 
