@@ -569,8 +569,9 @@ class PragWorldJobConfig:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
-    #: the bridge's attention (``--attention``): fused unless a pattern is read, eager, fused
-    attention: Literal["auto", "eager", "fused"] = "auto"
+    #: the bridge's attention (``--attention``): ``auto`` (fused unless a pattern is read: faster),
+    #: ``eager`` (TransformerLens's own), ``fused``
+    attention: Literal["auto", "eager", "fused"] = "eager"
     eval: PragWorldEvalSettings = field(default_factory=PragWorldEvalSettings)
     layers: PragWorldLayerSettings = field(default_factory=PragWorldLayerSettings)
     finetune: PragWorldFinetuneSettings = field(default_factory=PragWorldFinetuneSettings)

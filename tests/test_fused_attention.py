@@ -245,8 +245,9 @@ def test_gradients_equal_eager():
 
 
 def test_placement_sets_the_attention_of_a_loaded_bridge(tmp_path, tiny_city, tiny_model_config):
-    """``load_bridge`` applies :attr:`Placement.attention` (default ``auto``); ``--attention`` is
-    checked like every placement option."""
+    """``load_bridge`` applies :attr:`Placement.attention` (default ``eager``: the library's bridge
+    unchanged); ``--attention`` is checked like every placement option, ``interp sweep`` defaults to
+    ``auto``."""
     from conftest import save_gpt2_and_llama
 
     from interp.models import load_bridge
@@ -254,7 +255,10 @@ def test_placement_sets_the_attention_of_a_loaded_bridge(tmp_path, tiny_city, ti
     from interp.models.device import Placement
 
     folder = save_gpt2_and_llama(tmp_path, tiny_city, tiny_model_config)["llama"]
-    assert attention_mode(load_bridge(folder)) == "auto"
+    from interp.cli import build_parser
+
+    assert attention_mode(load_bridge(folder)) == "eager"
+    assert attention_mode(load_bridge(folder, placement=Placement.resolve("cpu", attention="auto"))) == "auto"
     eager = load_bridge(folder, placement=Placement.resolve("cpu", attention="eager"))
     fused = load_bridge(folder, placement=Placement.resolve("cpu", attention="fused"))
     assert attention_mode(eager) == "eager" and attention_mode(fused) == "fused"
@@ -263,6 +267,9 @@ def test_placement_sets_the_attention_of_a_loaded_bridge(tmp_path, tiny_city, ti
         torch.testing.assert_close(fused(tokens), eager(tokens), **TOL)
     with pytest.raises(AttentionError, match="got 'sdpa'"):
         Placement.resolve("cpu", attention="sdpa")
+    parser = build_parser()
+    assert parser.parse_args(["sweep", "--model", "m"]).attention == "auto"
+    assert parser.parse_args(["next-token", "--model", str(folder)]).attention == "eager"
 
 
 SMOL = Path("/root/.cache/interp/models/smollm2-135m-instruct")

@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="edit positions, fresh sequences, bootstrap (default 0)")
     add_verdict_rule(s)
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
-    add_placement(s, device_map=True)
+    add_placement(s, device_map=True, attention="auto")
     s.set_defaults(fn=cmd_sweep)
 
     s = sub.add_parser(

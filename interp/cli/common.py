@@ -30,10 +30,13 @@ def intervened(model, interventions: list, name: str, out=None):
     return intervene(model, interventions)
 
 
-def add_placement(parser: argparse.ArgumentParser, device_map: bool = False, device: str | None = "auto") -> None:
-    """``--device`` / ``--dtype`` (and ``--device-map`` / ``--n-devices``): where and in what
-    precision the model runs; resolved by :meth:`interp.models.device.Placement.resolve`.
-    ``device=None``: no defaults (a config file's settings apply unless given)."""
+def add_placement(
+    parser: argparse.ArgumentParser, device_map: bool = False, device: str | None = "auto", attention: str = "eager"
+) -> None:
+    """``--device`` / ``--dtype`` (and ``--device-map`` / ``--n-devices``, ``--attention``): where and
+    in what precision the model runs; resolved by :meth:`interp.models.device.Placement.resolve`.
+    ``device=None``: no defaults (a config file's settings apply unless given); ``attention``: the
+    default of ``--attention`` (``auto`` on ``interp sweep``, whose kinds read no pattern)."""
     default = f"default {device}" if device else "default: the config's"
     parser.add_argument(
         "--device", default=device, help=f"auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps ({default})"
@@ -48,10 +51,10 @@ def add_placement(parser: argparse.ArgumentParser, device_map: bool = False, dev
         parser.add_argument(
             "--attention",
             choices=("auto", "eager", "fused"),
-            default="auto",
+            default=attention,
             help="the model's attention: fused (one scaled_dot_product_attention call; hook_attn_scores and "
             "hook_pattern never fire, a hook on them is refused), eager (TransformerLens's own), or auto "
-            "(fused unless a hook reads the pattern, then eager for that forward) (default auto)",
+            f"(fused unless a hook reads the pattern, then eager for that forward) (default {attention})",
         )
     if device_map and device is None:  # fine-tuning: the config's settings unless given
         parser.add_argument(
@@ -92,7 +95,7 @@ def placement_from_args(args: argparse.Namespace):
         args.dtype,
         getattr(args, "device_map", None),
         getattr(args, "n_devices", None),
-        attention=getattr(args, "attention", "auto"),
+        attention=getattr(args, "attention", "eager"),
     )
 
 

@@ -415,7 +415,7 @@ def _rotate(self: Any, q: Tensor, k: Tensor, position_embeddings: Any, head_dim:
     return rope(q, k, cos, sin)
 
 
-def _joint_reconstruct(self: Any, q: Tensor, k: Tensor, v: Tensor, **kwargs: Any) -> tuple[Tensor, None]:
+def _joint_reconstruct(self: Any, q: Tensor, k: Tensor, v: Tensor, **kwargs: Any) -> tuple[Tensor, Tensor | None]:
     """``JointQKVAttentionBridge._reconstruct_attention`` (GPT-2) and its rotary subclass's
     (GPT-NeoX / Pythia, Phi-3), TransformerLens 4.3, with the attention core fused."""
     _, _, joint, joint_pos = _bases()

@@ -238,7 +238,7 @@ def load_bridge(
     ``"auto"`` see :func:`~interp.models.device.resolve_dtype`), or ``device_map`` /
     ``n_devices`` / ``max_memory`` (and ``offload_folder`` for ``"disk"`` entries) for a model split
     over several devices, as ``TransformerBridge.boot_transformers`` takes them; or a ready
-    :class:`Placement`; its ``attention`` (default ``auto``: fused unless a pattern is read) is set
+    :class:`Placement`; its ``attention`` (default ``eager``; ``auto``: fused unless a pattern is read) is set
     on the bridge (:func:`interp.models.attention.set_attention`).
     """
     from transformer_lens.model_bridge import TransformerBridge

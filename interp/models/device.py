@@ -120,9 +120,9 @@ class Placement:
     max_memory: dict[Any, Any] | None = None
     #: where accelerate keeps the weights of modules a device map sends to ``"disk"``
     offload_folder: str | None = None
-    #: the bridge's attention: ``auto`` (fused unless a pattern is read), ``eager`` or ``fused``
-    #: (:mod:`interp.models.attention`)
-    attention: str = "auto"
+    #: the bridge's attention: ``eager`` (TransformerLens's own, the default), ``fused`` or ``auto``
+    #: (fused unless a pattern is read; :mod:`interp.models.attention`)
+    attention: str = "eager"
 
     @classmethod
     def resolve(
@@ -133,7 +133,7 @@ class Placement:
         n_devices: int | None = None,
         max_memory: dict | None = None,
         offload_folder: str | os.PathLike | None = None,
-        attention: str = "auto",
+        attention: str = "eager",
     ) -> Placement:
         """Resolve the CLI/config names. ``device_map``/``n_devices`` take over placement; passing
         them with an explicit (non-``auto``) device is an error, as in ``boot_transformers``.
