@@ -66,9 +66,9 @@ def _model(data_csv, folder, seed):
     for c, q in zip(data.rows["context"], data.rows["question"]):
         words |= set(label_prompt(c, q).split())
     vocab = Vocab.for_tokens(sorted(words))
-    liven(build_gpt2(vocab, ModelConfig(n_layer=3, d_model=32, n_head=2, n_ctx=64, seed=seed)), 3 + seed).save_pretrained(
-        folder
-    )
+    liven(
+        build_gpt2(vocab, ModelConfig(n_layer=3, d_model=32, n_head=2, n_ctx=64, seed=seed)), 3 + seed
+    ).save_pretrained(folder)
     _word_level_tokenizer(vocab).save_pretrained(folder)
     return folder
 
@@ -160,7 +160,7 @@ def test_ctrl_c_then_rerun_equals_an_uninterrupted_run(
 
 
 @pytest.mark.slow
-def test_contrast_sweep_resumes_to_equality(folders, ioi_file, tmp_path, monkeypatch, capsys):
+def test_contrast_sweep_resumes_to_equality(folders, ioi_file, tmp_path, monkeypatch, capsys):  # noqa: F811
     kw = dict(method="reuse", ablation="zero,mean", metric="logit-diff")
     _interrupt_and_resume(folders["llama"], ioi_file, tmp_path, monkeypatch, capsys, **kw)
 
@@ -240,7 +240,7 @@ def test_a_killed_cli_sweep_resumes_to_equality(model_dir, data_csv, tmp_path, s
     assert whole.returncode == 0, err
     rng = random.Random(int(sig))
     out = tmp_path / "cut"
-    for attempt in range(3):
+    for _attempt in range(3):
         p = _cli(*args, "--out", out)
         t0 = time.time()
         while not list((out / "units").glob("*-*.json")) and p.poll() is None and time.time() - t0 < 300:
@@ -279,5 +279,8 @@ def test_batch_from_the_budget_and_explicit_batch_wins(model_dir, data_csv, tmp_
         parse_memory("3 apples")
     run = _sweep(model_dir, data_csv, tmp_path / "auto", batch_size=None, method="prefix")
     assert run.info["batch"]["source"].startswith("50 % of the") and run.info["batch"]["batch_size"] >= 1
-    assert json.loads((tmp_path / "auto" / "run.json").read_text())["batch"]["batch_size"] == run.info["batch"]["batch_size"]
+    assert (
+        json.loads((tmp_path / "auto" / "run.json").read_text())["batch"]["batch_size"]
+        == run.info["batch"]["batch_size"]
+    )
     assert "batch: " in capsys.readouterr().err

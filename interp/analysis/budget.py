@@ -71,7 +71,7 @@ def free_memory(device: Any = None) -> int:
     if device is not None and str(device).startswith("cuda") and torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         return int(free)
-    import psutil
+    import psutil  # type: ignore[import-untyped]  # (accelerate requires it)
 
     return int(psutil.virtual_memory().available)
 
@@ -191,8 +191,9 @@ def choose_batch(
     fit = max(1, (budget - fixed) // max(1, per_row))
     cap = max(1, (GPU_TOKENS if on_gpu else CPU_TOKENS) // max(1, width))
     bs = int(min(fit, cap, n_rows))
-    if method == "prefix":
-        pack = min(pack, max(width, bs * width)) if pack is not None else None
+    if method == "prefix" and pack is not None:  # a pack is never longer than the batch's tokens
+        pack = min(pack, max(width, bs * width))
+        fixed = 2 * b * s["heads"] * pack * pack
     return BatchPlan(bs, fixed + bs * per_row, budget, source, per_row, fixed, pack, capped=cap < min(fit, n_rows))
 
 

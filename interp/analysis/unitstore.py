@@ -53,6 +53,22 @@ FORMAT = 1
 ROW_BYTES = 160
 
 
+#: the units folder this process opened last, and whether its interruption was already explained
+_LAST: dict[str, Any] = {"folder": None, "hinted": False}
+
+
+def resume_hint(out: str | Path | None = None) -> str | None:
+    """What to tell a user whose sweep was interrupted outside the units (loading, verdicts,
+    files): how to resume, when this process opened a units folder (or ``out`` holds one) and
+    the runner did not say so already; None otherwise."""
+    folder = _LAST["folder"]
+    if folder is None and out is not None and (Path(out) / "units" / "manifest.json").exists():
+        folder = Path(out) / "units"
+    if folder is None or _LAST["hinted"]:
+        return None
+    return f"the finished units are kept in {folder}; rerun the same command (same --out) to resume"
+
+
 class ResumeMismatchError(ValueError):
     """An output folder holds units of another config or model than the run at hand."""
 
@@ -113,7 +129,11 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 def _differences(recorded: dict[str, Any], now: dict[str, Any], what: str) -> list[str]:
     keys = sorted(set(recorded) | set(now))
-    return [f"{what} {k}: {recorded.get(k)!r} in the folder, {now.get(k)!r} now" for k in keys if recorded.get(k) != now.get(k)]
+    return [
+        f"{what} {k}: {recorded.get(k)!r} in the folder, {now.get(k)!r} now"
+        for k in keys
+        if recorded.get(k) != now.get(k)
+    ]
 
 
 class UnitStore:
@@ -142,7 +162,9 @@ class UnitStore:
             probe.write_bytes(b"ok")
             probe.unlink()
         except OSError as e:
-            raise ValueError(f"--out {self.folder.parent} is not writable ({e.strerror or e}); choose another folder") from e
+            raise ValueError(
+                f"--out {self.folder.parent} is not writable ({e.strerror or e}); choose another folder"
+            ) from e
         free = shutil.disk_usage(self.folder).free
         if free < need_bytes:
             raise ValueError(
@@ -168,6 +190,7 @@ class UnitStore:
             if diffs:
                 self.clear()
                 recorded = None
+        _LAST.update(folder=self.folder, hinted=False)
         if recorded is None:
             self.unit_rows = int(unit_rows)
             body = {"format": FORMAT, "config": self.config, "model": self.model, "unit_rows": self.unit_rows}
@@ -275,7 +298,10 @@ def _merge_meta(metas: list[dict[str, Any]], n: int) -> dict[str, Any]:
         meta.pop("skipped", None)
     packs = [m["packing"] for m in metas if isinstance(m.get("packing"), dict)]
     if packs:
-        total = {k: sum(p.get(k, 0) for p in packs) for k in ("rows", "packs", "batches", "row_tokens", "unique_tokens", "padding", "plain_padding")}
+        total = {
+            k: sum(p.get(k, 0) for p in packs)
+            for k in ("rows", "packs", "batches", "row_tokens", "unique_tokens", "padding", "plain_padding")
+        }
         total["shared_share"] = round(1 - total["unique_tokens"] / max(1, total["row_tokens"]), 4)
         meta["packing"] = {**packs[0], **total}
     resumed = [set(m["resumed_after_block"]) for m in metas if "resumed_after_block" in m]
@@ -341,7 +367,9 @@ class UnitRunner:
                         self.found[self.key(name, k)] = got
         self.skipped = len(self.found)
         self.ran = 0
-        done_rows = sum(len(c) for name in self.names for k, c in enumerate(self.chunks) if self.key(name, k) in self.found)
+        done_rows = sum(
+            len(c) for name in self.names for k, c in enumerate(self.chunks) if self.key(name, k) in self.found
+        )
         self.bar: Any = None
         if progress:
             from tqdm.auto import tqdm
@@ -380,6 +408,7 @@ class UnitRunner:
         except KeyboardInterrupt:
             self.close()
             if self.store is not None:
+                _LAST["hinted"] = True
                 print(
                     f"interrupted: {self.store.count()} of {self.total_units} units are kept in "
                     f"{self.store.folder}; rerun the same command (same --out) to resume",
@@ -411,8 +440,7 @@ class UnitRunner:
             return None
         redone = f"; {self.store.redone} damaged units found, to be redone" if self.store.redone else ""
         return (
-            f"resuming: {self.skipped} of {self.total_units} units already done in {self.store.folder}, "
-            f"skipped{redone}"
+            f"resuming: {self.skipped} of {self.total_units} units already done in {self.store.folder}, skipped{redone}"
         )
 
 
@@ -424,6 +452,7 @@ __all__ = [
     "UnitStore",
     "file_sha256",
     "join_units",
+    "resume_hint",
     "unit_chunks",
     "weights_hash",
 ]

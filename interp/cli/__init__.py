@@ -320,7 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace the units in --out when they belong to another config or model (without it, such a "
         "rerun is refused, naming the difference)",
     )
-    s.add_argument("--quiet", action="store_true", help="no progress bar (also off in CI and when stderr is not a terminal)")
+    s.add_argument(
+        "--quiet", action="store_true", help="no progress bar (also off in CI and when stderr is not a terminal)"
+    )
     s.add_argument("--seed", type=int, default=0, help="edit positions, fresh sequences, bootstrap (default 0)")
     add_verdict_rule(s)
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")

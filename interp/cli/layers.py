@@ -7,27 +7,17 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 from interp.cli.common import placement_from_args
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
-    from interp.analysis.runner import parse_layers
+def _run_sweep(args: argparse.Namespace, layers: Any, n: int | None) -> Any:
     from interp.analysis.unitstore import LongRun
-    from interp.jobs.sweep import PatchingRun, run_sweep
+    from interp.jobs.sweep import run_sweep
     from interp.worlds import parse_world
 
-    layers = parse_layers(args.layers)
-    if args.max_memory is not None:
-        from interp.analysis.budget import parse_memory
-
-        parse_memory(args.max_memory, free=1)  # a bad size fails before the model loads
-    info = sys.stderr if args.json else sys.stdout
-    from interp.datasets.contrast import data_file_kind
-
-    examples = bool(args.data) and data_file_kind(args.data) != "sequences"  # PragWorld rows or contrast examples
-    n = args.n if args.n is not None else (None if examples else 200)
-    run = run_sweep(
+    return run_sweep(
         args.model,
         kind=args.kind,
         world=parse_world(args.world) if args.world else None,
@@ -58,6 +48,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         chat_template={"auto": None, "on": True, "off": False}[args.chat_template],
         control=LongRun(max_memory=args.max_memory, overwrite=args.overwrite, progress=False if args.quiet else None),
     )
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from interp.analysis.runner import parse_layers
+    from interp.jobs.sweep import PatchingRun
+
+    layers = parse_layers(args.layers)
+    if args.max_memory is not None:
+        from interp.analysis.budget import parse_memory
+
+        parse_memory(args.max_memory, free=1)  # a bad size fails before the model loads
+    info = sys.stderr if args.json else sys.stdout
+    from interp.datasets.contrast import data_file_kind
+
+    examples = bool(args.data) and data_file_kind(args.data) != "sequences"  # PragWorld rows or contrast examples
+    n = args.n if args.n is not None else (None if examples else 200)
+    try:
+        run = _run_sweep(args, layers, n)
+    except KeyboardInterrupt:
+        from interp.analysis.unitstore import resume_hint
+
+        hint = resume_hint(args.out)
+        if hint:
+            print(f"interrupted: {hint}", file=sys.stderr)
+        raise
     if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch / torchrun the first process reports
         return 0
     s = run.summary()

@@ -63,6 +63,7 @@ from interp.analysis.runner import (
 )
 from interp.analysis.scoring import token_loss
 from interp.analysis.sweeps import SweepResult
+from interp.analysis.unitstore import file_sha256
 from interp.analysis.verdicts import LayerVerdicts
 from interp.jobs.sweep_runs import (
     PRAGWORLD_KINDS,
@@ -77,7 +78,6 @@ from interp.jobs.sweep_runs import (
     verdict_rule,
     verdict_words,
 )
-from interp.analysis.unitstore import file_sha256
 from interp.jobs.sweep_units import plan_batch, prepare_sweep
 from interp.jobs.task_sweep import run_contrast_sweep, run_pragworld_sweep
 from interp.models.parallel import rank_and_size

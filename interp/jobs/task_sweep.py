@@ -381,7 +381,9 @@ def run_task_sweep(
     out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_{suffix}"
     lengths = mask.sum(1).numpy() if mask is not None else np.full(len(task), ids.shape[1])
     swept = int(bridge.cfg.n_layers) if kind == "activation-patching" else len(lays)
-    plan = plan_batch(bridge, lengths, swept=swept, method=method, kind=kind, batch_size=batch_size, control=control, log=log)
+    plan = plan_batch(
+        bridge, lengths, swept=swept, method=method, kind=kind, batch_size=batch_size, control=control, log=log
+    )
     batch_size, info["batch"] = plan.batch_size, plan.to_dict()
     started = time.perf_counter()
     if kind == "mlp-zero":

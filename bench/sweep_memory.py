@@ -1,0 +1,125 @@
+"""Peak memory and time per row of ``interp sweep`` as the dataset grows (issue: memory flat in
+the dataset's size).
+
+For each row count (default 17, 120 and 500 manual PragWorld rows) one fresh process runs
+
+    interp sweep --model M --data Manual_Dataset_500_Final.csv --n N --method prefix --layers 0,15,29 --quiet
+
+with the default batch (chosen from the memory budget, :mod:`interp.analysis.budget`) and prints
+its peak RSS (``ru_maxrss`` of that process) and the sweep's own seconds (``run.json["sweep_seconds"]``:
+the units, without loading the model or the verdicts' bootstrap) per row. The goal: time per row
+and peak RSS each within 1.3× across the row counts (the ratios max / min are printed last).
+
+    python bench/sweep_memory.py                      # SmolLM2-135M-Instruct (interp models get smollm2-135m-instruct)
+    python bench/sweep_memory.py --quick              # 17 and 120 rows
+    python bench/sweep_memory.py --model DIR --data FILE.csv --rows 6,12 --layers 0,1   # any model, any file
+
+Each run writes to a fresh temporary folder (no resume). ``--batch-size`` / ``--max-memory`` are
+passed through; ``--method`` (default prefix) and ``--layers`` as in ``interp sweep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MANUAL = (
+    Path(os.environ.get("INTERP_SHARED_DATA") or REPO.parent / "shared" / "data")
+    / "pragworld"
+    / "Manual_Dataset_500_Final.csv"
+)
+
+
+def child(argv: list[str]) -> None:
+    """Run one sweep in this process; print ``{"rss": bytes, "wall": s}`` as the last line."""
+    sys.path.insert(0, str(REPO))
+    from interp.cli import main
+
+    t = time.perf_counter()
+    rc = main(["sweep", *argv])
+    wall = time.perf_counter() - t
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+    print(json.dumps({"rc": rc, "rss": rss, "wall": wall}))
+
+
+def measure(model: str, data: Path, rows: int, args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = ["--model", model, "--data", str(data), "--n", str(rows), "--method", args.method]
+        argv += ["--layers", args.layers, "--out", tmp, "--quiet", "--n-boot", "200"]
+        if args.batch_size:
+            argv += ["--batch-size", str(args.batch_size)]
+        if args.max_memory:
+            argv += ["--max-memory", args.max_memory]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        p = subprocess.run(
+            [sys.executable, __file__, "--child", *argv], env=env, capture_output=True, text=True, check=False
+        )
+        if p.returncode != 0:
+            raise SystemExit(f"the sweep on {rows} rows failed:\n{p.stderr[-3000:]}")
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        run = json.loads((Path(tmp) / "run.json").read_text())
+    n = int(run["n_rows"])
+    return {
+        "rows": n,
+        "batch": run["batch"]["batch_size"],
+        "estimate_gb": run["batch"]["estimate"] / 1e9,
+        "sweep_s": run["sweep_seconds"],
+        "s_per_row": run["sweep_seconds"] / n,
+        "wall_s": got["wall"],
+        "peak_rss_gb": got["rss"] / 1e9,
+    }
+
+
+def main() -> None:
+    if "--child" in sys.argv:
+        child([a for a in sys.argv[1:] if a != "--child"])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", help="model folder (default: SmolLM2-135M-Instruct from interp models get)")
+    ap.add_argument("--data", type=Path, default=MANUAL, help="PragWorld CSV (default: the manual split)")
+    ap.add_argument("--rows", default="17,120,500", help="row counts (default 17,120,500)")
+    ap.add_argument("--layers", default="0,15,29", help="swept layers (default 0,15,29)")
+    ap.add_argument("--method", default="prefix", help="sweep method (default prefix)")
+    ap.add_argument("--quick", action="store_true", help="17 and 120 rows only")
+    ap.add_argument("--batch-size", type=int, help="passed to interp sweep (default: from the budget)")
+    ap.add_argument("--max-memory", help="passed to interp sweep")
+    args = ap.parse_args()
+    model = args.model
+    if model is None:
+        sys.path.insert(0, str(REPO))
+        from interp.models.pinned import get_model
+
+        model = str(get_model("smollm2-135m-instruct", log=sys.stderr))
+    if not args.data.exists():
+        raise SystemExit(f"no data file at {args.data} (set INTERP_SHARED_DATA or pass --data)")
+    counts = [17, 120] if args.quick else [int(x) for x in args.rows.split(",")]
+    print(f"interp sweep --method {args.method} --layers {args.layers} on {args.data.name}, model {model}")
+    print(f"{'rows':>5} {'batch':>5} {'estimate GB':>11} {'sweep s':>8} {'s/row':>7} {'wall s':>7} {'peak RSS GB':>11}")
+    out = []
+    for n in counts:
+        r = measure(model, args.data, n, args)
+        out.append(r)
+        print(
+            f"{r['rows']:>5} {r['batch']:>5} {r['estimate_gb']:>11.2f} {r['sweep_s']:>8.1f} {r['s_per_row']:>7.3f} "
+            f"{r['wall_s']:>7.1f} {r['peak_rss_gb']:>11.2f}",
+            flush=True,
+        )
+    if len(out) > 1:
+        t = [r["s_per_row"] for r in out]
+        m = [r["peak_rss_gb"] for r in out]
+        print(
+            f"ratios max/min across {', '.join(str(r['rows']) for r in out)} rows: time per row "
+            f"{max(t) / min(t):.2f}×, peak RSS {max(m) / min(m):.2f}× (goal: each ≤ 1.3×)"
+        )
+
+
+if __name__ == "__main__":
+    main()
