@@ -68,3 +68,25 @@ def test_build_is_seeded(tiny_city, tiny_model_config):
     for (n, p), q in zip(a.named_parameters(), b.parameters()):
         assert torch.equal(p, q), n
     assert a.config.resid_pdrop == 0.0 and a.config.vocab_size == len(tiny_city.vocab)
+
+
+def test_position_ids_count_real_tokens_left_and_right_padded(tiny_city, tiny_model_config):
+    """Hand-worked: each real token's index among its row's real tokens; padding takes the last
+    real token's (0 before the first). Oracle: a left- or right-padded row under these positions
+    gives the unpadded row's logits at its real tokens."""
+    from interp.models.positions import position_ids
+
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 1, 0, 1, 1]])
+    want = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 2, 2], [0, 1, 2, 3, 4], [0, 0, 0, 1, 2]])
+    assert torch.equal(position_ids(mask), want)
+    assert torch.equal(position_ids(mask.bool()), want) and position_ids(mask.bool()).dtype == torch.int64
+
+    model = build_gpt2(tiny_city.vocab, tiny_model_config).eval()
+    row, pad = torch.tensor([7, 8, 9]), tiny_city.vocab.pad_id
+    ids = torch.tensor([[pad, pad, *row], [*row, pad, pad]])
+    m = mask[:2]
+    with torch.no_grad():
+        alone = model(row[None]).logits[0]
+        padded = model(ids, attention_mask=m, position_ids=position_ids(m)).logits
+    torch.testing.assert_close(padded[0, 2:], alone, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(padded[1, :3], alone, rtol=1e-4, atol=1e-4)

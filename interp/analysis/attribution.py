@@ -71,6 +71,7 @@ from interp.analysis.patching import PatchPair, _ids, resid_cache
 from interp.analysis.scoring import Batch, Metric, forward, metric_name, to_model_device
 from interp.analysis.sweeps import OWN_GROUP, SweepResult, _categories, _chunks, _layers, _score, _trim, attach_groups
 from interp.hooks import Alignment, HookNames, InterventionError, Site, capturing, check_site, hooked, intervene, patch
+from interp.models.positions import position_ids
 
 #: activation-patching components this module estimates (those of the exact sweep)
 ATTRIBUTION_COMPONENTS = tuple(COMPONENTS)
@@ -83,7 +84,7 @@ def _model_inputs(bridge: Any, tokens: Tensor, mask: Tensor | None) -> tuple[Ten
     kwargs: dict[str, Any] = {}
     if mask is not None:
         kwargs["attention_mask"] = mask
-        kwargs["position_ids"] = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        kwargs["position_ids"] = position_ids(mask)
     return tokens, kwargs
 
 

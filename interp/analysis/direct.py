@@ -40,6 +40,7 @@ from interp.analysis.bands import cluster_band
 from interp.analysis.scoring import to_model_device
 from interp.hooks import Site, hooked, last_positions
 from interp.hooks.sites import hf_model
+from interp.models.positions import position_ids
 
 
 def _readout(bridge: Any) -> tuple[Tensor, Tensor, bool]:
@@ -98,7 +99,7 @@ def direct_effects(
         if mask is not None:
             kwargs = {
                 "attention_mask": to_model_device(bridge, mask),
-                "position_ids": to_model_device(bridge, (mask.cumsum(1) - 1).clamp(min=0)),
+                "position_ids": to_model_device(bridge, position_ids(mask)),
             }
         with torch.no_grad(), hooked(bridge, [(m, keep(m)) for m in names]):
             bridge(to_model_device(bridge, ids), **kwargs)

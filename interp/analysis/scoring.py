@@ -34,6 +34,7 @@ from torch import Tensor
 
 from interp.hooks import last_positions
 from interp.models.device import model_device
+from interp.models.positions import position_ids
 from interp.tasks.contrast import logit_diff  # the one implementation (ContrastTask.logit_diff_metric's)
 from interp.tasks.yesno import two_way_prob  # the one implementation (YesNoTask.metric's)
 
@@ -79,7 +80,7 @@ def forward(
     kwargs: dict[str, Any] = {}
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask
-        kwargs["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+        kwargs["position_ids"] = position_ids(attention_mask)
     with torch.no_grad():
         return bridge(tokens, **kwargs)
 

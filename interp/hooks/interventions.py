@@ -65,6 +65,7 @@ from torch import Tensor
 from interp.hooks.capture import capturing
 from interp.hooks.hooked import bridge_of, hooked
 from interp.hooks.sites import HookNames, Site, SiteError, check_site, parse_site
+from interp.models.positions import position_ids
 
 KINDS = ("zero", "mean", "resample", "patch", "scale")
 _NEEDS_SOURCE = frozenset({"mean", "resample", "patch"})
@@ -349,7 +350,7 @@ def _record(bridge: Any, src: Source, hook_names: Sequence[str]) -> dict[str, Te
     kwargs: dict[str, Any] = {}
     if src.attention_mask is not None:
         kwargs["attention_mask"] = src.attention_mask
-        kwargs["position_ids"] = (src.attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+        kwargs["position_ids"] = position_ids(src.attention_mask)
     with torch.no_grad(), hooked(bridge, capturing(got, hook_names, clone=False)):
         bridge(src.tokens, **kwargs)
     missing = [n for n in hook_names if n not in got]

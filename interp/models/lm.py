@@ -43,6 +43,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.models.positions import position_ids
 from interp.worlds.base import IllegalTokenError, State, Vocab, World, WorldError
 
 
@@ -453,7 +454,7 @@ class BridgeLM(LM):
         for i, r in enumerate(rows):
             ids[i, width - len(r) :] = torch.tensor(r)
             valid[i, width - len(r) :] = True
-        positions = (valid.long().cumsum(dim=1) - 1).clamp(min=0)
+        positions = position_ids(valid)
         causal = torch.ones(width, width, dtype=torch.bool).tril()
         eye = torch.eye(width, dtype=torch.bool)
         segments, lps = [], []
