@@ -10,10 +10,12 @@ each one call; every result an object with a DataFrame, ``plot`` / ``show``, ``s
 
 from interp.api.config import ConfigError, SweepConfig, VerdictRule
 from interp.api.finetuning import Finetuned, TuneConfig, finetune, hls_penalty
+from interp.api.loading import load
 from interp.api.model import Model, UnknownModelError, load_model
 from interp.api.patching import Patching, patch
 from interp.api.provenance import provenance
-from interp.api.sweeping import Figure, ResultFolderError, Sweep, load, sweep
+from interp.api.results import Figure, ResultFolderError
+from interp.api.sweeping import Sweep, sweep
 from interp.api.tasks import contrast, ioi, pragworld
 from interp.api.world import world_model
 

@@ -19,7 +19,7 @@ import pandas as pd
 from interp.api.config import VerdictRule
 from interp.api.model import Model, as_model
 from interp.api.provenance import provenance
-from interp.api.sweeping import Figure, SavedResult, describe_task
+from interp.api.results import Figure, SavedResult, describe_task
 from interp.jobs.task_sweep import run_task_sweep
 
 #: ``over`` → the map it reads first

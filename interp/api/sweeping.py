@@ -6,7 +6,6 @@ API or by ``interp sweep`` (the same files: the API runs the CLI's job,
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,46 +13,14 @@ from typing import Any
 
 import pandas as pd
 
-from interp.analysis.fingerprint import check_fingerprint
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdicts
 from interp.api.config import SweepConfig, VerdictRule
 from interp.api.model import Model, as_model
 from interp.api.provenance import provenance
+from interp.api.results import Figure, ResultFolderError, SavedResult, describe_task
 from interp.jobs.sweep_runs import SweepRun
 from interp.jobs.task_sweep import run_task_sweep
-
-
-class ResultFolderError(ValueError):
-    """A folder that is not a result interp wrote (or is missing a file), named."""
-
-
-@dataclass(frozen=True)
-class Figure:
-    """A figure file that shows itself in a notebook (``_repr_png_``) and knows its ``path``."""
-
-    path: Path
-
-    def _repr_png_(self) -> bytes:
-        return self.path.read_bytes()
-
-
-def describe_task(task: Any) -> dict[str, Any]:
-    """What a result records about its task: its type, source, size and tokenization."""
-    return {"type": type(task).__name__, "source": getattr(task, "source", None), "n": len(task), **task.settings()}
-
-
-class SavedResult:
-    """A result whose files live in ``folder``: :meth:`save` copies them elsewhere."""
-
-    folder: Path
-
-    def save(self, folder: str | Path) -> Path:
-        """Copy the result's files to ``folder`` (read back with :func:`interp.load`)."""
-        folder = Path(folder)
-        if folder.resolve() != self.folder.resolve():
-            shutil.copytree(self.folder, folder, dirs_exist_ok=True)
-        return folder
 
 
 @dataclass
@@ -200,7 +167,14 @@ def _removals(config: SweepConfig) -> Any:
     )
 
 
-def _read_sweep(folder: Path, stem: str) -> SweepResult:
+def read_sweep(folder: Path, info: dict[str, Any]) -> Sweep:
+    """The sweep a folder holds (``sweep.csv`` and, for each further removal, ``sweep_<removal>.csv``)."""
+    names = info.get("ablation") or ["zero"]
+    sweeps = {name: _read_sweep_file(folder, "sweep" if i == 0 else f"sweep_{name}") for i, name in enumerate(names)}
+    return Sweep(sweeps=sweeps, info=info, folder=folder)
+
+
+def _read_sweep_file(folder: Path, stem: str) -> SweepResult:
     csv, meta = folder / f"{stem}.csv", folder / f"{stem}.json"
     if not csv.is_file() or not meta.is_file():
         raise ResultFolderError(f"{folder} has no {stem}.csv / {stem}.json: the sweep's files are incomplete")
@@ -209,35 +183,4 @@ def _read_sweep(folder: Path, stem: str) -> SweepResult:
     return SweepResult(pd.read_csv(csv), info)
 
 
-def load(folder: str | Path, model: Model | None = None) -> Any:
-    """A result folder as its result object: a layer sweep (:class:`Sweep`) or activation-patching
-    maps (:class:`~interp.api.patching.Patching`), written by the API or by the CLI. With
-    ``model``, the folder's model fingerprint must match it
-    (:class:`~interp.analysis.fingerprint.ModelMismatchError` otherwise)."""
-    folder = Path(folder)
-    run_json = folder / "run.json"
-    if not run_json.is_file():
-        raise ResultFolderError(f"{folder} has no run.json: not a result folder written by interp")
-    info = json.loads(run_json.read_text())
-    if (folder / "patching_resid_pre.csv").is_file():
-        from interp.api.patching import Patching
-
-        result: Any = Patching.read(folder, info)
-        result.model = model
-    elif (folder / "sweep.csv").is_file():
-        sweeps = {}
-        names = info.get("ablation") or ["zero"]
-        for i, name in enumerate(names):
-            sweeps[name] = _read_sweep(folder, "sweep" if i == 0 else f"sweep_{name}")
-        result = Sweep(sweeps=sweeps, info=info, folder=folder)
-    else:
-        raise ResultFolderError(f"{folder} has a run.json but neither sweep.csv nor patching_resid_pre.csv")
-    if model is not None:
-        expected = (info.get("provenance") or {}).get("model") or result.recorded_model()
-        if expected is None:
-            raise ResultFolderError(f"{folder} records no model fingerprint to check the model against")
-        check_fingerprint(expected, model.bridge, what=f"the result in {folder}")
-    return result
-
-
-__all__ = ["Figure", "ResultFolderError", "SavedResult", "Sweep", "describe_task", "load", "sweep"]
+__all__ = ["Sweep", "read_sweep", "sweep"]
