@@ -291,3 +291,13 @@ def test_heuristics_by_hand():
     with pytest.raises(ValueError, match="meta\\['mentions'\\]"):
         heuristic_places({})
     json.dumps(frame.to_dict("records"))  # plain values: the frame can be saved beside a model's
+
+
+def test_train_and_heldout_of_one_seed_share_no_structure(tok):
+    """Kim & Schuster's control: no shared initial-state signature between train and test."""
+
+    def shapes(split):
+        ex = dialogue_examples(tok, DialogueConfig(groups=6, seed=0, split=split)).examples
+        return [tuple(ev["kind"] for ev in e.meta["events"]) for e in ex if e.template == "Original"]
+
+    assert shapes("train") != shapes("heldout")

@@ -12,6 +12,12 @@ Modules, one job each: ``state`` (facts and their semantics), ``grammar`` (words
 utterances), ``questions`` (templates, gold answers), ``world`` (the DFA), ``sampling`` (drawing
 conversations forwards and backwards), ``alterations`` (the seven alterations), ``export`` (CSV and
 token files). A model's QA accuracy on them is a metric: :mod:`interp.metrics.dialogue_qa`.
+
+Natural English (``interp data dialogue``): ``tracking`` (where objects are after put / move /
+take / hand-over events, simulated), ``render`` (template families and word lists, train and
+heldout), ``conversation`` (one item and its gold), ``tracking_alter`` (the seven alterations on
+events, and a paraphrase), ``natural`` (sampling, cloze and yes/no contrast examples). Shortcut
+baselines: :mod:`interp.metrics.dialogue_heuristics`.
 """
 
 from interp.worlds.dialogue.grammar import Item, Question

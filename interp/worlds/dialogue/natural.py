@@ -23,7 +23,8 @@ Two forms of the same groups (:func:`dialogue_examples`):
 Answers are single tokens of the model's tokenizer: the places are filtered to those that are
 one token with a leading space (:func:`usable_words`; too few is an error naming the tokenizer)
 and every example's correct and foil are checked (:func:`require_single_token`). Same tokenizer,
-settings and seed → the same examples (``numpy``'s PCG64).
+settings and seed → the same examples (``numpy``'s PCG64, seeded with the seed and the split, so
+a train and a heldout file of one seed do not share conversation structures either).
 """
 
 from __future__ import annotations
@@ -285,7 +286,8 @@ def dialogue_examples(tokenizer: Any, config: DialogueConfig) -> DialogueExample
         for a in ANSWERS:
             require_single_token(tokenizer, a, "the answer")
     families = render.family_names(config.split)
-    rng = np.random.default_rng(config.seed)
+    # the split enters the seed: train and heldout files of one seed share no conversation structure
+    rng = np.random.default_rng([config.seed, render.SPLITS.index(config.split)])
     out: list[ContrastExample] = []
     missing = {c: 0 for c in config.categories}
     inadmissible = {c: 0 for c in config.categories}
