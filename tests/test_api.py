@@ -17,7 +17,7 @@ import torch
 from test_analysis import _n_hooks
 
 import interp
-from interp.api.config import ConfigError, SweepConfig, VerdictRule
+from interp.analysis.sweep_config import ConfigError, SweepConfig, VerdictRule
 from interp.datasets.ioi import IOI_TEMPLATES, NAMES, OBJECTS, PLACES
 
 README_BLOCK = re.compile(r"<!-- BEGIN api-block -->\s*```python\n(.*?)```\s*<!-- END api-block -->", re.S)
@@ -146,6 +146,9 @@ def test_a_cli_folder_loads_and_a_folder_of_another_model_is_refused(folder, mod
     )
     cli = interp.load(tmp_path / "cli", model=model)
     assert sorted(cli.frame.layer.unique()) == list(range(model.n_layers))
+    rerun = interp.sweep(model, interp.contrast(model, data), SweepConfig.from_run(tmp_path / "cli"))
+    np.testing.assert_allclose(rerun.frame.effect, cli.frame.effect, atol=1e-6)
+    assert rerun.verdicts().frame.verdict.tolist() == cli.verdicts().frame.verdict.tolist()
     other = interp.Model(bridge=_other_bridge(), tokenizer=model.tokenizer, name="other", source="other")
     with pytest.raises(ModelMismatchError, match="computed on model"):
         interp.load(tmp_path / "cli", model=other)

@@ -22,7 +22,7 @@ import torch
 from jaxtyping import Int, Shaped
 from torch import Tensor
 
-from interp.api.config import ConfigError
+from interp.analysis.sweep_config import ConfigError
 from interp.api.model import Model, as_model, load_model
 
 #: the fine-tuning objectives

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from interp.api.config import VerdictRule
+from interp.analysis.sweep_config import VerdictRule
 from interp.api.model import Model, as_model
 from interp.api.provenance import provenance
 from interp.api.results import Figure, SavedResult, describe_task

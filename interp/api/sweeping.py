@@ -13,14 +13,15 @@ from typing import Any
 
 import pandas as pd
 
+from interp.analysis.sweep_config import SweepConfig, VerdictRule
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdicts
-from interp.api.config import SweepConfig, VerdictRule
 from interp.api.model import Model, as_model
 from interp.api.provenance import provenance
 from interp.api.results import Figure, ResultFolderError, SavedResult, describe_task
 from interp.jobs.sweep_runs import SweepRun
 from interp.jobs.task_sweep import run_task_sweep
+from interp.models.attention import attention
 
 
 @dataclass
@@ -133,6 +134,15 @@ def sweep(
         "task": describe_task(task),
         "provenance": provenance(model=m.fingerprint(), seed=config.seed),
     }
+    with attention(m.bridge, config.attention):
+        run = _run(m, task, config, folder, extra)
+    sweeps = run.sweeps or {"zero": run.sweep}
+    out_sweep = Sweep(sweeps=dict(sweeps), info=json.loads((folder / "run.json").read_text()), folder=folder)
+    out_sweep._verdicts[out_sweep.removals[0]] = run.verdicts
+    return out_sweep
+
+
+def _run(m: Model, task: Any, config: SweepConfig, folder: Path, extra: dict[str, Any]) -> SweepRun:
     run = run_task_sweep(
         m.source,
         getattr(task, "source", None),
@@ -153,10 +163,7 @@ def sweep(
         removals=_removals(config),
     )
     assert isinstance(run, SweepRun)  # the layer-sweep kinds return one (patching: interp.patch)
-    sweeps = run.sweeps or {"zero": run.sweep}
-    out_sweep = Sweep(sweeps=dict(sweeps), info=json.loads((folder / "run.json").read_text()), folder=folder)
-    out_sweep._verdicts[out_sweep.removals[0]] = run.verdicts
-    return out_sweep
+    return run
 
 
 def _removals(config: SweepConfig) -> Any:

@@ -15,6 +15,7 @@ import numpy as np
 
 from interp.analysis.agreement import agreement_lines
 from interp.analysis.runner import verify_text
+from interp.analysis.sweep_config import PRAGWORLD_KINDS
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.verdicts import LayerVerdicts
 
@@ -211,7 +212,6 @@ def _cell_verdicts(maps: dict[str, Any], rule: dict[str, Any], seed: int, out_di
 
 
 #: the sweep kinds on a PragWorld file (all of :data:`~interp.analysis.runner.KINDS`)
-PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
 #: the default metric of a PragWorld sweep (``--metric``; docs/concepts/verdicts.md, "bias vs mechanism")
 PRAGWORLD_METRIC = "p-gold"
 #: per yes/no metric, the score above which a row counts as answered correctly (the raw rule's A_ℓ)

@@ -365,6 +365,21 @@ def run_task_sweep(
     if yesno:
         info["metric"] = f"{METRICS[metric][0]}: {METRICS[metric][1]}"
     info["metric_name"] = metric
+    if "config" not in info and kind != "activation-patching":  # what SweepConfig.from_run reads back
+        from interp.analysis.sweep_config import SweepConfig
+
+        info["config"] = SweepConfig.of_job(
+            removals or [],
+            rule,
+            layers,
+            kind=kind,
+            metric=metric,
+            method=method,
+            batch_size=batch_size,
+            folds=folds,
+            seed=seed,
+            attention=getattr(placement, "attention", None) or "auto",
+        ).to_dict()
     threshold = (
         YESNO_THRESHOLDS[metric] if yesno else task.threshold_of("logit_diff" if metric == "logit-diff" else "prob")
     )

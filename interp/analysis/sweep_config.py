@@ -1,5 +1,6 @@
 """The sweep's settings as one frozen dataclass: what :func:`interp.sweep` takes, what ``run.json``
-records under ``config`` and what a rerun reads back (:meth:`SweepConfig.from_run`).
+records under ``config`` (written by the API and by ``interp sweep`` alike) and what a rerun reads
+back (:meth:`SweepConfig.from_run`).
 
 Every field is checked when the config is made — before any model loads — with one sentence naming
 the value and what is allowed."""
@@ -15,7 +16,9 @@ from typing import Any
 from interp.analysis.agreement import check_removals
 from interp.analysis.bands import RESAMPLE
 from interp.analysis.runner import RUN_METHODS
-from interp.jobs.sweep_runs import PRAGWORLD_KINDS
+
+#: ``--kind`` of a sweep of PragWorld or contrast rows (``activation-patching``: :func:`interp.patch`)
+PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
 
 #: ``method="auto"`` resolves to this exact strategy (clean caches reused across layers)
 AUTO_METHOD = "reuse"
@@ -61,7 +64,9 @@ class SweepConfig:
     (None: all), scored by ``metric`` (None: the task's default — P(gold) on yes/no, the logit
     difference on contrast tasks), by ``method`` (``auto`` = ``reuse``; ``loop``, ``batched``,
     ``prefix``, ``attribution``) in batches of ``batch_size`` rows; verdicts by ``rule``, confirmed
-    on ``folds`` held-out group folds when set; ``seed`` seeds every draw."""
+    on ``folds`` held-out group folds when set; ``seed`` seeds every draw; ``attention``: ``auto``
+    (fused SDPA, since no sweep reads the attention pattern; eager where an architecture needs it),
+    ``eager`` or ``fused`` (:doc:`/concepts/attention`)."""
 
     removals: Sequence[str] = ("zero",)
     scales: Sequence[float] = ()
@@ -74,6 +79,7 @@ class SweepConfig:
     folds: int | None = None
     seed: int = 0
     rule: VerdictRule | Mapping[str, Any] = field(default_factory=VerdictRule)
+    attention: str = "auto"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # normalise sequences to tuples (a frozen dataclass)
@@ -90,6 +96,8 @@ class SweepConfig:
             )
         if self.method != "auto" and self.method not in RUN_METHODS:
             raise ConfigError(f"method must be one of auto, {', '.join(RUN_METHODS)}, got {self.method!r}")
+        if self.attention not in ("auto", "eager", "fused"):
+            raise ConfigError(f"attention must be one of auto, eager, fused, got {self.attention!r}")
         if self.batch_size is not None and int(self.batch_size) < 1:
             raise ConfigError(f"batch_size must be ≥ 1 or None (all rows at once), got {self.batch_size}")
         if self.folds is not None and int(self.folds) < 2:
@@ -139,6 +147,25 @@ class SweepConfig:
         return cls(**d)
 
     @classmethod
+    def of_job(
+        cls, removals: Sequence[Any], rule: Mapping[str, Any], layers: Sequence[int] | None, **settings: Any
+    ) -> SweepConfig:
+        """The config of a sweep job's arguments: its :class:`~interp.analysis.removals.Removal`
+        list (kinds in order, the scale factors, the resample draws), its verdict-rule keywords,
+        and the other fields by name (what ``interp sweep`` records in ``run.json``)."""
+        kinds = list(dict.fromkeys(r.kind for r in removals)) or ["zero"]
+        scales = [float(r.factor) for r in removals if r.kind == "scale"]
+        draws = next((int(r.draws) for r in removals if r.kind == "resample"), 3)
+        return cls(
+            removals=kinds,
+            scales=scales,
+            draws=draws,
+            layers=None if layers is None else list(layers),
+            rule=VerdictRule(**rule),
+            **settings,
+        )
+
+    @classmethod
     def from_run(cls, folder: str | Path) -> SweepConfig:
         """The config recorded in ``folder/run.json`` (a sweep written by :func:`interp.sweep`)."""
         path = Path(folder) / "run.json"
@@ -167,4 +194,4 @@ def _layers(values: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(seq)
 
 
-__all__ = ["AUTO_METHOD", "ConfigError", "SweepConfig", "VerdictRule"]
+__all__ = ["AUTO_METHOD", "PRAGWORLD_KINDS", "ConfigError", "SweepConfig", "VerdictRule"]
