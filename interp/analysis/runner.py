@@ -185,7 +185,8 @@ def route_contrast(
     from interp.worlds.base import BOS
 
     pairs = aligned_edit_pairs(world, sequences, length, edit_at, seed=seed)
-    examples, skipped = [], pairs.failed
+    examples: list[Any] = []
+    skipped = pairs.failed
     for clean, alt in zip(pairs.originals, pairs.altered):
         after_clean = world.legal(world.states_along(clean)[-1])
         after_alt = world.legal(world.states_along(alt)[-1])
