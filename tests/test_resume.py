@@ -241,10 +241,11 @@ def test_a_killed_cli_sweep_resumes_to_equality(model_dir, data_csv, tmp_path, s
     rng = random.Random(int(sig))
     out = tmp_path / "cut"
     for _attempt in range(3):
+        done = len(list((out / "units").glob("*-*.json")))
         p = _cli(*args, "--out", out)
         t0 = time.time()
-        while not list((out / "units").glob("*-*.json")) and p.poll() is None and time.time() - t0 < 300:
-            time.sleep(0.05)  # the units have started
+        while len(list((out / "units").glob("*-*.json"))) <= done and p.poll() is None and time.time() - t0 < 300:
+            time.sleep(0.05)  # this process has written a unit
         time.sleep(rng.uniform(0, 1.5))
         p.send_signal(sig)
         _, err = p.communicate(timeout=300)

@@ -63,8 +63,10 @@ def prepare_sweep(
     """The :class:`~interp.analysis.unitstore.UnitRunner` of an MLP sweep writing its units to
     ``out_dir/units`` (the manifest checked against ``config`` and the model; refused on a
     difference unless ``control.overwrite``), with the job's progress bar; ``control.resume``
-    False: no units. Prints what a resumed run skips."""
-    control = control or LongRun()
+    False: no units. Prints what a resumed run skips. ``control`` None (a library caller that did not
+    ask): units of the same config are resumed, units of another config or model replaced without
+    refusal (such callers rewrite their folders), no progress bar."""
+    control = control or LongRun(overwrite=True, progress=False)
     names = [r.name for r in removals]
     if "zero" in names:  # scale α = 0 after zero reuses the zero sweep (run_removals): no units of its own
         names = [x for i, x in enumerate(names) if not (x == "scale0" and "zero" in names[:i])]
