@@ -111,7 +111,13 @@ class Sweep(SavedResult):
 
 
 def sweep(
-    model: Model | str, task: Any, config: SweepConfig | None = None, *, out: str | Path | None = None, **settings: Any
+    model: Model | str,
+    task: Any,
+    config: SweepConfig | None = None,
+    *,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    **settings: Any,
 ) -> Sweep:
     """Sweep every layer of ``model`` on ``task`` and judge each (PragWorld §6.2's MLP zero-out and
     the removals of :doc:`/concepts/interventions`; verdicts of :doc:`/concepts/verdicts`).
@@ -119,7 +125,9 @@ def sweep(
     ``config`` or keyword ``settings`` (the fields of :class:`SweepConfig`: ``removals``,
     ``layers``, ``metric``, ``method``, ``batch_size``, ``folds``, ``seed``, ``rule`` …), all
     checked before anything runs. ``out``: the folder to write (``interp sweep``'s files); default
-    a fresh temporary folder (:meth:`Sweep.save` copies it)."""
+    a fresh temporary folder (:meth:`Sweep.save` copies it). Finished units are written as they go:
+    the same call into the same ``out`` resumes (:doc:`/guides/resuming`); a folder of another
+    config or model is refused naming the difference, unless ``overwrite``."""
     config = (config or SweepConfig()).with_(**settings) if settings else (config or SweepConfig())
     m = as_model(model)
     if config.layers is not None:
@@ -135,14 +143,16 @@ def sweep(
         "provenance": provenance(model=m.fingerprint(), seed=config.seed),
     }
     with attention(m.bridge, config.attention):
-        run = _run(m, task, config, folder, extra)
+        run = _run(m, task, config, folder, extra, overwrite)
     sweeps = run.sweeps or {"zero": run.sweep}
     out_sweep = Sweep(sweeps=dict(sweeps), info=json.loads((folder / "run.json").read_text()), folder=folder)
     out_sweep._verdicts[out_sweep.removals[0]] = run.verdicts
     return out_sweep
 
 
-def _run(m: Model, task: Any, config: SweepConfig, folder: Path, extra: dict[str, Any]) -> SweepRun:
+def _run(m: Model, task: Any, config: SweepConfig, folder: Path, extra: dict[str, Any], overwrite: bool) -> SweepRun:
+    from interp.analysis.unitstore import LongRun
+
     run = run_task_sweep(
         m.source,
         getattr(task, "source", None),
@@ -161,6 +171,7 @@ def _run(m: Model, task: Any, config: SweepConfig, folder: Path, extra: dict[str
         metric=config.metric,
         folds=config.folds,
         removals=_removals(config),
+        control=LongRun(overwrite=overwrite),
     )
     assert isinstance(run, SweepRun)  # the layer-sweep kinds return one (patching: interp.patch)
     return run
