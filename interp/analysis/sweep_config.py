@@ -78,7 +78,8 @@ class SweepConfig:
     batch_size: int | None = 16
     folds: int | None = None
     seed: int = 0
-    rule: VerdictRule | Mapping[str, Any] = field(default_factory=VerdictRule)
+    #: a :class:`VerdictRule`, or a mapping of its fields (converted when the config is made)
+    rule: Any = field(default_factory=VerdictRule)
     attention: str = "auto"
 
     def __post_init__(self) -> None:
