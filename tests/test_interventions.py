@@ -491,3 +491,36 @@ def test_cli_metrics_and_next_token_report_the_ablation(checkpoints, capsys):
     assert "layer 9 is out of range" in capsys.readouterr().err
     assert main(["metrics", "--model", "oracle", "--world", "connect4:n=2", "--ablate", "mlp_out:0"]) == 2
     assert "needs a checkpoint model" in capsys.readouterr().err
+
+
+def test_mean_over_first_and_later_positions_left_or_right_padded(bridge, ids, other):
+    """``over="first/later"``: the first real token of each run row takes the reference rows'
+    first-token mean, every later position the mean of their later non-padding positions (hand
+    loops); a left-padded reference gives the same means as the right-padded one."""
+    name = "blocks.0.hook_mlp_out"
+    lengths = [7, 5, 3, 6]
+    right = (torch.arange(7)[None] < torch.tensor(lengths)[:, None]).long()
+    left = torch.stack([r.roll(7 - n) for r, n in zip(right, lengths)])
+    left_other = torch.stack([o.roll(7 - n) for o, n in zip(other, lengths)])
+    _, cache = bridge.run_with_cache(other, attention_mask=right, position_ids=(right.cumsum(1) - 1).clamp(min=0))
+    acts = cache[name]
+    first = torch.stack([acts[i, 0] for i in range(4)]).mean(0)
+    later = torch.stack([acts[i, t] for i in range(4) for t in range(1, lengths[i])]).mean(0)
+    run_mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0, 0]])
+    for ref in (Source(tokens=other, attention_mask=right), Source(tokens=left_other, attention_mask=left)):
+        iv = mean("mlp_out:0", "ref", over="first/later")
+        got = _recorded(bridge, ids, [iv], name, sources={"ref": ref}, attention_mask=run_mask)
+        for row, start in enumerate([0, 2, 0]):
+            torch.testing.assert_close(got[row, start], first, rtol=1e-4, atol=1e-5)
+            for t in [t for t in range(7) if t != start]:
+                torch.testing.assert_close(got[row, t], later, rtol=1e-4, atol=1e-5)
+    assert Intervention.from_dict(iv.to_dict()) == iv and iv.to_dict()["over"] == "first/later"
+    assert from_json(to_json([iv])) == [iv]
+    with pytest.raises(
+        InterventionError, match=r"unknown mean pooling over='rows'; expected one of positions, first/later"
+    ):
+        mean("mlp_out:0", "ref", over="rows")
+    with pytest.raises(InterventionError, match="pooling of mean, not of zero"):
+        Intervention(parse_site("mlp_out:0"), "zero", over="first/later")
+    with pytest.raises(InterventionError, match=r"unknown intervention kind 'median'; expected one of zero, mean"):
+        Intervention.from_dict({"site": "mlp_out:0", "kind": "median"})

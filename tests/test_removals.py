@@ -202,3 +202,56 @@ def test_bad_settings_fail_clearly(models, data):
     assert parse_scales(None) == [1.0, 0.75, 0.5, 0.25, 0.0]
     with pytest.raises(ValueError, match="--scales"):
         parse_scales("1,half")
+
+
+# ---- one definition: a Removal is a view of interp.hooks.Intervention ------------------------------
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("removal", REMOVALS[:4], ids=lambda r: r.name)
+def test_the_removals_intervention_reproduces_the_hand_worked_removal(models, data, arch, removal):
+    """``intervene`` with :meth:`Removal.intervention` (mean: ``over="first/later"`` from the
+    reference rows) gives, layer by layer, the raw-HF oracle's numbers: the hooks' definition is the
+    sweep's. (resample is the sweep's draw design over the hooks' kind: not one intervention.)"""
+    from interp.hooks import Source, intervene
+
+    bridges, hf = models
+    bridge, ids, (mask, groups) = bridges[arch], data[0], data[1:]
+    want = _oracle(hf[arch], ids, mask, groups, removal, token_loss)
+    batch = Batch(ids, mask, torch.arange(len(ids)))
+    for layer in range(want.shape[0]):
+        iv = removal.intervention(layer)
+        assert str(iv.site) == f"mlp_out:{layer}" and iv.kind == removal.kind
+        with (
+            torch.no_grad(),
+            intervene(
+                bridge, [iv], sources={"reference": Source(tokens=ids, attention_mask=mask)}, attention_mask=mask
+            ),
+        ):
+            got = token_loss(bridge(ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0)), batch)
+        np.testing.assert_allclose(got.numpy(), want[layer], atol=1e-5, rtol=0, err_msg=f"layer {layer}")
+
+
+def test_removals_round_trip_through_dicts_and_json(models, data):
+    import json
+
+    for r in [*REMOVALS, Removal("resample", draws=5, seed=7), Removal("scale", factor=0.0)]:
+        assert Removal.from_dict(r.to_dict()) == r
+        assert Removal.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    assert Removal("mean").to_dict()["over"] == "first/later"
+    assert Removal("mean", seed=4) == Removal("mean")  # draws and seed are resample's
+    # a sweep's meta["ablation"] (the record in run.json) reads back as its removal
+    bridges, _ = models
+    ids, mask, groups = data
+    res = mlp_removal_sweep(bridges["gpt2"], ids, token_loss, mask, ablation="mean", groups=groups, layers=[0])
+    assert Removal.from_dict(json.loads(json.dumps(res.meta["ablation"]))) == Removal("mean")
+    with pytest.raises(ValueError, match=r"unknown ablation 'median'; expected one of zero, mean, resample, scale$"):
+        Removal.from_dict({"kind": "median"})
+    with pytest.raises(ValueError, match="patch needs a source run"):
+        Removal("patch")
+    with pytest.raises(ValueError, match="factor is only for scale"):
+        Removal("zero", factor=0.5)
+    with pytest.raises(ValueError, match=r"unknown removal keys \['layers'\]"):
+        Removal.from_dict({"kind": "zero", "layers": [1]})
+    with pytest.raises(ValueError, match="name 'scale0.5' does not match"):
+        Removal.from_dict({"kind": "scale", "factor": 0.25, "name": "scale0.5"})

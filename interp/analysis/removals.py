@@ -34,22 +34,40 @@ non-padding position:
   long) is skipped and counted (``meta["skipped"]``).
 
 All kinds need right-padded inputs (every row's real tokens first); the sweeps check it.
+
+One definition: a :class:`Removal` is a view of :class:`interp.hooks.Intervention` at
+``mlp_out`` of each swept layer (:meth:`Removal.intervention`), which owns the kinds, their
+validation and their serialisation; ``mean``'s two classes are its ``over="first/later"`` pooling
+(:mod:`interp.hooks.means`, whose :func:`~interp.hooks.means.class_sums` the sweeps use too).
+What a Removal adds is the sweep's *sampling design*, which no single intervention has: ``draws``
+(the metric averaged over several resample draws) and the source rule above (reference rows at
+least as long as the row, from other groups: :func:`resample_sources`); the sweep runs each draw
+as a patch from the drawn rows.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
-from jaxtyping import Float, Shaped
+from jaxtyping import Shaped
 from torch import Tensor
 
-#: the removal kinds of a layer sweep (``interp sweep --ablation``)
-ABLATIONS = ("zero", "mean", "resample", "scale")
+from interp.hooks import KINDS, Intervention, Site
+from interp.hooks.means import class_sums, mean_replacement
+
+#: the removal kinds of a layer sweep (``interp sweep --ablation``): the intervention kinds that
+#: need no source run (``patch`` does)
+ABLATIONS = tuple(k for k in KINDS if k != "patch")
+#: the source name of ``mean`` / ``resample`` in :meth:`Removal.intervention`: the sweep's reference rows
+REFERENCE = "reference"
+#: keys of :meth:`Removal.to_dict` (and of a sweep's ``meta["ablation"]``) that describe, not define
+_RECORD_KEYS = frozenset(
+    {"name", "describe", "alignment", "positions", "over", "reference", "n_reference", "n_first", "n_later", "same_as"}
+)
 #: the default dose-response factors of ``scale`` (α = 1: the model; α = 0: zero-out)
 DEFAULT_SCALES = (1.0, 0.75, 0.5, 0.25, 0.0)
 #: default number of resample draws per example
@@ -61,7 +79,8 @@ class Removal:
     """One way to remove a layer's MLP output (see the module docstring).
 
     ``kind``: one of :data:`ABLATIONS`; ``factor``: α of ``scale`` (required there, refused
-    elsewhere); ``draws`` and ``seed``: the resample draws."""
+    elsewhere); ``draws`` and ``seed``: the resample draws (other kinds hold the defaults). Kinds, factor and seed are checked by
+    the :class:`~interp.hooks.Intervention` it stands for (:meth:`intervention`)."""
 
     kind: str = "zero"
     factor: float | None = None
@@ -70,15 +89,27 @@ class Removal:
 
     def __post_init__(self) -> None:
         if self.kind not in ABLATIONS:
-            raise ValueError(f"unknown ablation {self.kind!r}; expected one of {', '.join(ABLATIONS)}")
-        if self.kind == "scale":
-            if self.factor is None or not math.isfinite(float(self.factor)):
-                raise ValueError(f"scale needs a finite factor α, got {self.factor!r}")
-            object.__setattr__(self, "factor", float(self.factor))
-        elif self.factor is not None:
-            raise ValueError(f"a factor is only for scale, not {self.kind}")
+            why = " (patch needs a source run: use interp.hooks.patch)" if self.kind == "patch" else ""
+            raise ValueError(f"unknown ablation {self.kind!r}; expected one of {', '.join(ABLATIONS)}{why}")
+        object.__setattr__(self, "factor", self.intervention(0).factor)  # validates, α as a float
         if self.kind == "resample" and int(self.draws) < 1:
             raise ValueError(f"resample needs draws ≥ 1, got {self.draws}")
+        if self.kind != "resample":  # draws and seed are resample's: other kinds hold the defaults
+            object.__setattr__(self, "draws", DEFAULT_DRAWS)
+            object.__setattr__(self, "seed", 0)
+
+    def intervention(self, layer: int) -> Intervention:
+        """The :mod:`interp.hooks` intervention this removal applies at ``mlp_out:layer``, at every
+        position; ``mean`` / ``resample`` name their source :data:`REFERENCE` (the sweep's
+        reference rows; for ``resample`` the sweep draws the rows itself, see the module docstring)."""
+        return Intervention(
+            Site(int(layer), "mlp_out"),
+            self.kind,
+            factor=self.factor,
+            source=REFERENCE if self.kind in ("mean", "resample") else None,
+            seed=int(self.seed) if self.kind == "resample" else 0,
+            over="first/later" if self.kind == "mean" else "positions",
+        )
 
     @property
     def name(self) -> str:
@@ -98,17 +129,32 @@ class Removal:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the kind, its name, a sentence, and its settings (what ``meta["ablation"]`` holds)."""
+        iv = self.intervention(0).to_dict()
         out: dict[str, Any] = {"kind": self.kind, "name": self.name, "describe": self.describe()}
-        if self.kind == "scale":
-            out["factor"] = self.factor
+        out.update({k: iv[k] for k in ("factor", "over") if k in iv})
         if self.kind == "resample":
             out.update(
                 draws=int(self.draws),
-                seed=int(self.seed),
+                seed=iv["seed"],
                 alignment="from the first token; sources at least as long as the row, from other groups",
             )
         if self.kind == "mean":
             out["positions"] = "two classes: the first token, every later non-padding position"
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Removal:
+        """The removal of a :meth:`to_dict` (or of a sweep's ``meta["ablation"]``): reads ``kind``,
+        ``factor``, ``draws`` and ``seed``; the descriptive keys must agree with them."""
+        unknown = set(d) - {"kind", "factor", "draws", "seed"} - _RECORD_KEYS
+        if unknown:
+            raise ValueError(f"unknown removal keys {sorted(unknown)}; a removal has kind, factor, draws and seed")
+        out = cls(
+            str(d.get("kind", "zero")), d.get("factor"), int(d.get("draws", DEFAULT_DRAWS)), int(d.get("seed", 0))
+        )
+        for key in ("name", "over"):
+            if key in d and d[key] != out.to_dict().get(key):
+                raise ValueError(f"removal {key} {d[key]!r} does not match its kind: {out.to_dict().get(key)!r}")
         return out
 
 
@@ -198,33 +244,11 @@ def resample_sources(
     return sources, skipped
 
 
-def class_sums(
-    outputs: Float[Tensor, "n pos d"], mask: Shaped[Tensor, "n pos"] | None
-) -> tuple[Float[Tensor, " d"], Float[Tensor, " d"], int, int]:
-    """``(first, later, n_first, n_later)`` of right-padded outputs: the float64 sums over the rows'
-    first positions and over every later non-padding position, and how many vectors each holds
-    (accumulate over chunks, divide once: :func:`mean_replacement` takes the means)."""
-    x = outputs.detach().double().cpu()
-    m = torch.ones(x.shape[:2], dtype=torch.bool) if mask is None else mask.bool().cpu()
-    later_mask = m.clone()
-    later_mask[:, 0] = False
-    return x[:, 0].sum(0), (x * later_mask[..., None]).sum((0, 1)), int(x.shape[0]), int(later_mask.sum())
-
-
-def mean_replacement(
-    first: Float[Tensor, " d"], later: Float[Tensor, " d"], batch: int, width: int
-) -> Float[Tensor, "batch pos d"]:
-    """The ``mean`` replacement of a chunk: ``first`` at position 0 of every row, ``later`` at every
-    other position (padding positions too: they are never read by a real position)."""
-    out = later.expand(batch, width, later.shape[-1]).clone()
-    out[:, 0] = first
-    return out
-
-
 __all__ = [
     "ABLATIONS",
     "DEFAULT_DRAWS",
     "DEFAULT_SCALES",
+    "REFERENCE",
     "Removal",
     "check_right_padded",
     "class_sums",

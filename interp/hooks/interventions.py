@@ -13,9 +13,12 @@ Kinds (what replaces the activation at the chosen positions)
 - ``zero``: 0. Zeroing one layer's MLP output at every position is PragWorld's *MLP zero-out
   ablation* (§6.2): a layer is useful if accuracy drops without it, harmful if it rises.
 - ``scale``: the activation times ``factor`` (``scale(…, 1.0)`` is the identity).
-- ``mean``: the mean activation over a reference set — over every row and every non-padding
-  position of the reference inputs (a mean per feature, per head for ``z``). It is computed
-  *once*, when the intervention is compiled, by one forward over the reference inputs.
+- ``mean``: the mean activation over a reference set (a mean per feature, per head for ``z``),
+  pooled as ``over`` says (:mod:`interp.hooks.means`): ``"positions"`` (default), one mean over
+  every row and every non-padding position of the reference inputs; ``"first/later"`` (the removal
+  sweep's), one mean for the rows' first real tokens and one for every later position, each
+  position of the run taking its class's mean (full sequences only, not KV-cached steps). It is
+  computed *once*, when the intervention is compiled, by one forward over the reference inputs.
 - ``resample``: the activation of *another input*: each row of the run takes a row of a source
   set drawn at random with the intervention's ``seed`` (resampling ablation, Chan et al. 2022).
 - ``patch``: the activation of a *source run* (activation patching): row ``i`` of the run takes
@@ -64,6 +67,7 @@ from torch import Tensor
 
 from interp.hooks.capture import capturing
 from interp.hooks.hooked import bridge_of, hooked
+from interp.hooks.means import MEAN_OVER, first_real_positions, reference_mean
 from interp.hooks.sites import HookNames, Site, SiteError, check_site, parse_site
 from interp.models.positions import position_ids
 
@@ -150,7 +154,8 @@ class Intervention:
 
     ``factor``: the multiplier of ``scale``. ``source``: the name of the source of ``mean``
     (reference inputs), ``resample`` (a set of other inputs) and ``patch`` (a source run).
-    ``seed``: the draw of ``resample``. Build with :func:`zero`, :func:`scale`, :func:`mean`,
+    ``seed``: the draw of ``resample``. ``over``: the pooling of ``mean`` (``"positions"`` or
+    ``"first/later"``, :mod:`interp.hooks.means`). Build with :func:`zero`, :func:`scale`, :func:`mean`,
     :func:`resample`, :func:`patch`, or :meth:`from_dict`.
     """
 
@@ -160,6 +165,7 @@ class Intervention:
     factor: float | None = None
     source: str | None = None
     seed: int = 0
+    over: str = "positions"
 
     def __post_init__(self) -> None:
         if not isinstance(self.site, Site):
@@ -178,6 +184,10 @@ class Intervention:
                 raise InterventionError(f"{self.kind} needs the name of its source (source='...')")
         elif self.source is not None:
             raise InterventionError(f"{self.kind} takes no source")
+        if self.over not in MEAN_OVER:
+            raise InterventionError(f"unknown mean pooling over={self.over!r}; expected one of {', '.join(MEAN_OVER)}")
+        if self.over != "positions" and self.kind != "mean":
+            raise InterventionError(f"over={self.over!r} is the pooling of mean, not of {self.kind}")
         if isinstance(self.positions, Alignment) and self.kind not in ("resample", "patch"):
             raise InterventionError(
                 f"an alignment pairs run and source positions; {self.kind} has no source "
@@ -209,11 +219,13 @@ class Intervention:
             out["source"] = self.source
         if self.kind == "resample":
             out["seed"] = self.seed
+        if self.over != "positions":
+            out["over"] = self.over
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Intervention:
-        unknown = set(d) - {"site", "kind", "positions", "factor", "source", "seed"}
+        unknown = set(d) - {"site", "kind", "positions", "factor", "source", "seed", "over"}
         if unknown:
             raise InterventionError(f"unknown intervention keys {sorted(unknown)}")
         if "site" not in d:
@@ -225,11 +237,13 @@ class Intervention:
             d.get("factor"),
             d.get("source"),
             int(d.get("seed", 0)),
+            str(d.get("over", "positions")),
         )
 
     def describe(self) -> str:
         """One line: ``zero mlp_out:3 at all positions``."""
         what = f"scale×{self.factor:g}" if self.kind == "scale" else self.kind
+        what += f" ({self.over})" if self.over != "positions" else ""
         src = f" from {self.source!r}" if self.source else ""
         pos = self.positions
         where = (
@@ -258,9 +272,10 @@ def scale(site: Site | str, factor: float, positions: Any = "all") -> Interventi
     return Intervention(_site(site), "scale", positions, factor=factor)
 
 
-def mean(site: Site | str, source: str, positions: Any = "all") -> Intervention:
-    """Mean ablation over the reference inputs named ``source``."""
-    return Intervention(_site(site), "mean", positions, source=source)
+def mean(site: Site | str, source: str, positions: Any = "all", over: str = "positions") -> Intervention:
+    """Mean ablation over the reference inputs named ``source``, pooled ``over`` ``"positions"``
+    (one mean) or ``"first/later"`` (first token / later positions; :mod:`interp.hooks.means`)."""
+    return Intervention(_site(site), "mean", positions, source=source, over=over)
 
 
 def resample(site: Site | str, source: str, positions: Any = "all", seed: int = 0) -> Intervention:
@@ -461,12 +476,20 @@ class _Ctx:
         elif kind == "mean":
             if self.mean is None:
                 raise InterventionError(f"{self.iv.describe()}: no mean was recorded for {self.where}")
-            if self.mean.shape != view.shape[2:]:
+            split = self.iv.over == "first/later"  # mean is [2, *rest]: (first token, later positions)
+            if self.mean.shape[int(split) :] != view.shape[2:]:
                 raise InterventionError(
                     f"{self.iv.describe()}: mean has shape {tuple(self.mean.shape)}, "
                     f"{self.where} has {tuple(view.shape[2:])} per position"
                 )
-            vals = self.mean.to(view).expand(len(rows), *view.shape[2:])
+            if split:
+                mask = self.mask if self.mask is not None and self.mask.shape == view.shape[:2] else None
+                first = first_real_positions(mask) if mask is not None else torch.zeros(view.shape[0], dtype=torch.long)
+                is_first = (dest.cpu() == first[rows.cpu()]).to(view.device)
+                m = self.mean.to(view)
+                vals = torch.where(is_first.reshape(-1, *([1] * (view.dim() - 2))), m[0], m[1])
+            else:
+                vals = self.mean.to(view).expand(len(rows), *view.shape[2:])
         else:
             if self.source is None or s_rows is None or s_pos is None:
                 raise InterventionError(f"{self.iv.describe()}: no source activation was recorded for {self.where}")
@@ -526,13 +549,6 @@ def _hooks_for(ctx: _Ctx) -> list[tuple[str, HookFn]]:
         return _edit(act, rows, dest, vals - pre[rows, dest], None)
 
     return [(pre_name, keep_pre), (attn_name, edit_attn)]
-
-
-def _mean_of(view: Tensor, mask: Tensor | None) -> Tensor:
-    if mask is None or tuple(mask.shape) != tuple(view.shape[:2]):
-        return view.float().mean(dim=(0, 1))
-    m = mask.to(torch.float32).reshape(*mask.shape, *([1] * (view.dim() - 2)))
-    return (view.float() * m).sum(dim=(0, 1)) / m.sum()
 
 
 @dataclass
@@ -604,7 +620,10 @@ def _prepare(
             src, acts = recorded[iv.source]
             view = _view(acts[iv.site.hook_name], iv.site)
             if iv.kind == "mean":
-                ctx.mean = _mean_of(view, src.attention_mask)
+                try:
+                    ctx.mean = reference_mean(view, src.attention_mask, iv.over)
+                except ValueError as e:
+                    raise InterventionError(f"{iv.describe()}: {e}") from None
             else:
                 ctx.source, ctx.source_mask = view, src.attention_mask
         ctxs.append(ctx)
