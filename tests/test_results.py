@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import inspect
 import json
+import math
 import pkgutil
 
 import numpy as np
@@ -219,3 +220,16 @@ def test_rank_auc_equals_the_share_of_correctly_ordered_pairs():
     assert np.isnan(rank_auc([0.1, 0.2], [1, 1]))
     with pytest.raises(ValueError, match="shape"):
         rank_auc([0.1, 0.2], [1])
+
+
+@pytest.mark.parametrize(
+    "n, want",  # the 97.5 % quantile of Student's t with n − 1 degrees of freedom, from printed tables
+    [(2, 12.7062047), (3, 4.3026527), (6, 2.5705818), (11, 2.2281389), (31, 2.0422725), (1001, 1.9623390)],
+)
+def test_t_quantile_equals_the_printed_table_without_scipy(n, want):
+    from interp.stats import t_cdf, t_quantile
+
+    assert t_quantile(n) == pytest.approx(want, abs=2e-6)
+    assert t_cdf(t_quantile(n), n - 1) == pytest.approx(0.975, abs=1e-10)
+    assert t_cdf(0.0, n - 1) == pytest.approx(0.5)
+    assert math.isnan(t_quantile(1))
