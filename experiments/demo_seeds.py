@@ -31,20 +31,19 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
+import torch
+
+from interp.config import load_toml
+from interp.jobs.experiment import ExperimentConfig, run_experiment
+from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences
+from interp.models.checkpoint import load_checkpoint
+from interp.models.lm import BridgeLM, IdealLM
+from interp.worlds.io import read_sequences
+from interp.worlds.streets.graph import END
+
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-
-from interp.config import load_toml  # noqa: E402
-from interp.jobs.experiment import ExperimentConfig, run_experiment  # noqa: E402
-from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences  # noqa: E402
-from interp.models.checkpoint import load_checkpoint  # noqa: E402
-from interp.models.lm import BridgeLM, IdealLM  # noqa: E402
-from interp.worlds.io import read_sequences  # noqa: E402
-from interp.worlds.streets.graph import END  # noqa: E402
 
 #: the competence bar of issue 22
 MIN_VALID, MAX_P_END_GAP = 0.90, 0.05

@@ -29,14 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from interp.train.plant import PlantSpec
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import pandas as pd  # noqa: E402
-
-from interp.train.plant import PlantSpec  # noqa: E402
 
 PLANTINGS = {
     "L0_turns": PlantSpec(layers=(0,), corruption="random_turns", share=0.3, seed=0),
