@@ -28,9 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from demo_seeds import score
 
 from interp.config import load_toml
+from interp.jobs.competence import score
 from interp.jobs.experiment import ExperimentConfig
 from interp.models.checkpoint import save_checkpoint
 from interp.train.trainer import train
