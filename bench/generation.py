@@ -28,12 +28,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from interp.datasets.pragworld import benchmark_prompt, load_pragworld  # noqa: E402
-from interp.hooks import intervene, zero  # noqa: E402
-from interp.models import load_bridge  # noqa: E402
-from interp.models.generate import greedy_generate  # noqa: E402
+from interp.datasets.pragworld import benchmark_prompt, load_pragworld
+from interp.hooks import intervene, zero
+from interp.models import load_bridge
+from interp.models.generate import greedy_generate
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "pragworld" / "Manual_Dataset_500_Final.csv"
 

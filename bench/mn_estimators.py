@@ -32,10 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from interp.metrics.acceptance import Epsilon  # noqa: E402
-from interp.metrics.myhill_nerode import myhill_nerode  # noqa: E402
+from interp.metrics.acceptance import Epsilon
+from interp.metrics.myhill_nerode import myhill_nerode
 
 SCORES = ("compression_precision", "distinction_precision", "distinction_recall")
 

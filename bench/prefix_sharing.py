@@ -43,16 +43,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from real_model import MANUAL, device_peak  # noqa: E402  (the shared data path, a CUDA device's peak)
+import numpy as np
+import torch
+from real_model import MANUAL, device_peak  # (the shared data path, a CUDA device's peak)
 
 
 def timed(fn):

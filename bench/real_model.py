@@ -27,16 +27,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 #: the shared data: ``../shared/data`` beside the checkout, or ``$INTERP_SHARED_DATA``
 MANUAL = (

@@ -23,17 +23,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from interp.models import ModelConfig, build_gpt2  # noqa: E402
-from interp.train import TrainConfig, train  # noqa: E402
-from interp.train.regularisers import (  # noqa: E402
+from interp.models import ModelConfig, build_gpt2
+from interp.train import TrainConfig, train
+from interp.train.regularisers import (
     HLS,
     ULA,
     LabelCoding,
@@ -41,8 +37,8 @@ from interp.train.regularisers import (  # noqa: E402
     last_state_labels,
     mlp_modules,
 )
-from interp.worlds import parse_world  # noqa: E402
-from interp.worlds.encoding import encode_sequences  # noqa: E402
+from interp.worlds import parse_world
+from interp.worlds.encoding import encode_sequences
 
 
 class SecondForwardHLS:

@@ -40,7 +40,6 @@ MANUAL = (
 
 def child(argv: list[str]) -> None:
     """Run one sweep in this process; print ``{"rss": bytes, "wall": s}`` as the last line."""
-    sys.path.insert(0, str(REPO))
     from interp.cli import main
 
     t = time.perf_counter()
@@ -58,10 +57,7 @@ def measure(model: str, data: Path, rows: int, args: argparse.Namespace) -> dict
             argv += ["--batch-size", str(args.batch_size)]
         if args.max_memory:
             argv += ["--max-memory", args.max_memory]
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        p = subprocess.run(
-            [sys.executable, __file__, "--child", *argv], env=env, capture_output=True, text=True, check=False
-        )
+        p = subprocess.run([sys.executable, __file__, "--child", *argv], capture_output=True, text=True, check=False)
         if p.returncode != 0:
             raise SystemExit(f"the sweep on {rows} rows failed:\n{p.stderr[-3000:]}")
         got = json.loads(p.stdout.strip().splitlines()[-1])
@@ -94,7 +90,6 @@ def main() -> None:
     args = ap.parse_args()
     model = args.model
     if model is None:
-        sys.path.insert(0, str(REPO))
         from interp.models.pinned import get_model
 
         model = str(get_model("smollm2-135m-instruct", log=sys.stderr))

@@ -17,23 +17,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from interp.machine import matmul_peak  # noqa: E402
-from interp.models import ModelConfig, build_gpt2  # noqa: E402
-from interp.train import TrainConfig, make_batch, train  # noqa: E402
-from interp.train.data import batch_indices  # noqa: E402
-from interp.worlds import parse_world  # noqa: E402
-from interp.worlds.encoding import encode_sequences  # noqa: E402
+from interp.machine import matmul_peak
+from interp.models import ModelConfig, build_gpt2
+from interp.train import TrainConfig, make_batch, train
+from interp.train.data import batch_indices
+from interp.worlds import parse_world
+from interp.worlds.encoding import encode_sequences
 
 
 def minimal_loop(model, batches, lr: float) -> float:

@@ -50,11 +50,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import numpy as np
+import pandas as pd
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 MANUAL_CSV = REPO.parent / "shared" / "data" / "pragworld" / "Manual_Dataset_500_Final.csv"
 RULES = ("v1", "per-layer", "rows", "shipped", "holm", "holm-t")

@@ -16,20 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
+
+import pandas as pd
+import torch
+
+from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences
+from interp.models.checkpoint import load_checkpoint
+from interp.models.lm import BridgeLM, IdealLM
+from interp.worlds.io import read_sequences
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-
-from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences  # noqa: E402
-from interp.models.checkpoint import load_checkpoint  # noqa: E402
-from interp.models.lm import BridgeLM, IdealLM  # noqa: E402
-from interp.worlds.io import read_sequences  # noqa: E402
 
 
 def nll_per_token(lm, world, sequences) -> float:

@@ -26,20 +26,19 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
+from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences
+from interp.models import ModelConfig, build_gpt2
+from interp.models.checkpoint import load_checkpoint, save_checkpoint
+from interp.models.lm import BridgeLM
+from interp.train import TrainConfig, train
+from interp.worlds import parse_world
+from interp.worlds.encoding import encode_sequences
+from interp.worlds.split import split_sequences
+
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from interp.metrics.navigation import decode_routes, end_at_destination, pairs_from_sequences  # noqa: E402
-from interp.models import ModelConfig, build_gpt2  # noqa: E402
-from interp.models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from interp.models.lm import BridgeLM  # noqa: E402
-from interp.train import TrainConfig, train  # noqa: E402
-from interp.worlds import parse_world  # noqa: E402
-from interp.worlds.encoding import encode_sequences  # noqa: E402
-from interp.worlds.split import split_sequences  # noqa: E402
 
 OUT = Path("/tmp/interp_curriculum")
 

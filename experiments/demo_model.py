@@ -21,11 +21,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from interp.jobs.experiment import DEMO_MODEL, ExperimentConfig, package_model, run_experiment, training_recipe
+
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from interp.jobs.experiment import DEMO_MODEL, ExperimentConfig, package_model, run_experiment, training_recipe  # noqa: E402
 
 
 def main() -> None:

@@ -34,14 +34,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 DEFAULT_CONFIG = REPO / "experiments" / "configs" / "dialogue_small.toml"
 

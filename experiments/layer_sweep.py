@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
+
+from interp.analysis.runner import KINDS, METHODS, parse_layers
+from interp.jobs.sweep import run_sweep
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from interp.analysis.runner import KINDS, METHODS, parse_layers  # noqa: E402
-from interp.jobs.sweep import run_sweep  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

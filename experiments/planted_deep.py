@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
+
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import pandas as pd  # noqa: E402
 
 
 def main() -> None:

@@ -38,15 +38,14 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
+from interp.train.plant import PlantSpec
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import pandas as pd  # noqa: E402
-
-from interp.train.plant import PlantSpec  # noqa: E402
 
 #: (name, spec) of every planting; None: the unplanted base model (a control)
 PLANTINGS: list[tuple[str, PlantSpec | None]] = [

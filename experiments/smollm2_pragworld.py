@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 CONFIGS = REPO / "experiments" / "configs"
 
 

@@ -23,10 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from interp.datasets.pragworld.data import normalise_category  # noqa: E402
-from interp.stats import rank_auc  # noqa: E402
+from interp.datasets.pragworld.data import normalise_category
+from interp.stats import rank_auc
 
 
 def category(row: dict) -> str:

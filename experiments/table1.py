@@ -30,29 +30,27 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
+
+import numpy as np
+
+from interp.jobs.experiment import CurriculumConfig, train_curriculum
+from interp.metrics.navigation import detour_test, pairs_from_sequences
+from interp.metrics.table import evaluate_lm, results_table, save_table, to_markdown
+from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpoint
+from interp.models.lm import BridgeLM, IdealLM, WorldLM
+from interp.results import write_json
+from interp.train import TrainConfig, train
+from interp.viz.tables import draw_table1
+from interp.worlds.encoding import encode_sequences
+from interp.worlds.split import split_sequences
+from interp.worlds.streets import StreetsWorld, SyntheticCityConfig, TraversalConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import numpy as np  # noqa: E402
-
-from interp.jobs.experiment import CurriculumConfig, train_curriculum  # noqa: E402
-from interp.metrics.navigation import detour_test, pairs_from_sequences  # noqa: E402
-from interp.metrics.table import evaluate_lm, results_table, save_table, to_markdown  # noqa: E402
-from interp.models import ModelConfig, build_gpt2, load_checkpoint, save_checkpoint  # noqa: E402
-from interp.models.lm import BridgeLM, IdealLM, WorldLM  # noqa: E402
-from interp.results import write_json  # noqa: E402
-from interp.train import TrainConfig, train  # noqa: E402
-from interp.viz.tables import draw_table1  # noqa: E402
-from interp.worlds.encoding import encode_sequences  # noqa: E402
-from interp.worlds.split import split_sequences  # noqa: E402
-from interp.worlds.streets import StreetsWorld, SyntheticCityConfig, TraversalConfig  # noqa: E402
 
 KINDS = ("shortest_paths", "noisy_shortest_paths", "random_walks")
 LABELS = {

@@ -23,24 +23,22 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
+from interp.config import load_toml
+from interp.jobs.competence import score
+from interp.jobs.experiment import ExperimentConfig
+from interp.models.checkpoint import save_checkpoint
+from interp.train.trainer import train
+from interp.worlds import world_from_spec
+from interp.worlds.encoding import encode_sequences
+from interp.worlds.io import read_sequences
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import torch  # noqa: E402
-from demo_seeds import score  # noqa: E402
-
-from interp.config import load_toml  # noqa: E402
-from interp.jobs.experiment import ExperimentConfig  # noqa: E402
-from interp.models.checkpoint import save_checkpoint  # noqa: E402
-from interp.train.trainer import train  # noqa: E402
-from interp.worlds import world_from_spec  # noqa: E402
-from interp.worlds.encoding import encode_sequences  # noqa: E402
-from interp.worlds.io import read_sequences  # noqa: E402
 
 
 def main() -> None:

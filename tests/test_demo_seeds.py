@@ -1,16 +1,11 @@
-"""``experiments/demo_seeds.py``'s loop finder, against routes worked by hand on the default city."""
+"""``experiments/demo_seeds.py``'s loop finder (:func:`interp.jobs.competence.trailing_loops`), against routes worked by hand on the default city."""
 
 from __future__ import annotations
 
-import sys
-
 import pandas as pd
-from conftest import REPO
 
+from interp.jobs.competence import MIN_LOOP, trailing_loops
 from interp.worlds import parse_world
-
-sys.path.insert(0, str(REPO / "experiments"))
-from demo_seeds import MIN_LOOP, trailing_loops  # noqa: E402
 
 
 def _loop_and_way_in(world):

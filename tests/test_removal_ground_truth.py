@@ -3,19 +3,15 @@
 dose-response, the same planting with its constant part taken out is harmful under zero, mean and
 resample, no unplanted layer is harmful under zero or a dose, and a planting in the vital layer 0
 is useful under every full removal but harmful at α = 0.75 (docs/reproductions/planted-harm.md,
-"Removal kinds"; the full table: experiments/removal_ground_truth.py)."""
+"Removal kinds"; the full table: experiments/removal_ground_truth.py, interp.jobs.removal_truth)."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "experiments"))
 
 
 def _verdicts(folder: Path, removal: str) -> dict:
@@ -24,8 +20,7 @@ def _verdicts(folder: Path, removal: str) -> dict:
 
 @pytest.mark.slow
 def test_planted_layers_under_every_removal(tmp_path):
-    from removal_ground_truth import ABLATION, PLANTINGS, centered_planting, demo_run
-
+    from interp.jobs.removal_truth import ABLATION, PLANTINGS, centered_planting, demo_run
     from interp.jobs.sweep import run_sweep
     from interp.train.plant import plant_harm
 

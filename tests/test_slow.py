@@ -89,9 +89,7 @@ def test_the_demo_recipe_retrained_is_competent(tmp_path):
 
     from conftest import REPO
 
-    sys.path.insert(0, str(REPO / "experiments"))
-    from demo_seeds import MAX_P_END_GAP, MIN_VALID, score
-
+    from interp.jobs.competence import MAX_P_END_GAP, MIN_VALID, score
     from interp.jobs.experiment import ExperimentConfig, run_experiment
 
     cfg = replace(ExperimentConfig(), runs_dir=str(tmp_path))

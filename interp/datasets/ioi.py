@@ -215,6 +215,24 @@ def ioi_examples(
     return ContrastExamples(out)
 
 
+def split_ioi_prompts(
+    tokenizer: Any, n_train: int, n_heldout: int, seed: int = 0
+) -> tuple[list[ContrastExample], list[ContrastExample], int]:
+    """Training and held-out IOI prompts with disjoint name pairs: ``(train, heldout, dropped)``.
+
+    The held-out prompts are :func:`ioi_examples` drawn with ``seed + 1``; the training pool is drawn
+    with ``seed + 2`` and a training prompt whose unordered {IO, S} pair occurs among the held-out
+    ones is dropped (``dropped`` counts them), so no name pair is seen in training and judged."""
+    heldout = ioi_examples(tokenizer, n_heldout, seed=seed + 1)
+    pairs = {frozenset((e.meta["IO"], e.meta["S"])) for e in heldout}
+    pool = ioi_examples(tokenizer, 2 * n_train + 2 * len(pairs), seed=seed + 2)
+    train = [e for e in pool if frozenset((e.meta["IO"], e.meta["S"])) not in pairs]
+    dropped = len(pool) - len(train)
+    if len(train) < n_train:
+        raise IOIError(f"only {len(train)} training prompts with name pairs unseen in the held-out set")
+    return train[:n_train], list(heldout), dropped
+
+
 __all__ = [
     "IOIError",
     "IOI_TEMPLATES",
@@ -226,6 +244,7 @@ __all__ = [
     "ioi_examples",
     "n_tokens",
     "single_token_words",
+    "split_ioi_prompts",
     "template_fields",
     "tokenizer_name",
 ]

@@ -1,0 +1,190 @@
+"""Experiment scripts stay thin, and the library logic moved out of them behaves as the scripts relied on.
+
+The scripts in ``experiments/`` are a config (argparse) and calls of the package; ``bench/`` scripts
+too import ``interp`` as installed. Checked on the source (:mod:`ast`): no ``sys.path`` edit, at most
+:data:`MAX_LINES` lines per experiment (the exceptions listed with their reason), no ``_private`` name
+imported from ``interp``. Then the pieces of ``experiments/ioi_planted.py`` now in the package
+(:mod:`interp.analysis.planted_ioi`, :mod:`interp.viz.planted_tables`,
+:func:`interp.datasets.ioi.split_ioi_prompts`) against independent oracles on a tiny Llama.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import REPO
+from test_plant import ioi_base  # noqa: F401  (the tiny Llama and IOI prompts fixture)
+
+MAX_LINES = 150
+#: experiment scripts still over :data:`MAX_LINES`, each with why (shrink this as they move into the package)
+OVER_LIMIT = {
+    "table1.py": "Table 1 / 2 training and evaluation loop not yet moved (issue 38 item 7)",
+    "ioi_smollm2.py": "the IOI sweep, patching and figures on SmolLM2 not yet moved (issue 38 item 7)",
+    "dialogue_qa.py": "the dialogue QA trials not yet moved (issue 38 item 7)",
+    "planted_harm.py": "the planted-harm table on the demo model not yet moved (issue 38 item 7)",
+    "demo_results.py": "the README / docs demo block writer not yet moved",
+}
+SCRIPTS = sorted((REPO / "experiments").glob("*.py")) + sorted((REPO / "bench").glob("*.py"))
+#: bench scripts that time a private step of the package on purpose, with why
+PRIVATE_OK = {
+    "prefix_sharing.py": "times the sweep's own batch chunking (interp.analysis.sweeps._chunks)",
+    "real_model.py": "times the LoRA wrapping step alone (interp.train.finetune._apply_lora)",
+}
+
+
+def _sys_path_edits(path: Path) -> list[int]:
+    """Lines that change ``sys.path`` (``sys.path.insert/append/extend/…`` or assign to it)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        target = node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(ast.unparse(t).startswith("sys.path") for t in targets):
+                lines.append(node.lineno)
+        elif target is not None and ast.unparse(target) == "sys.path":
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def _private_interp_imports(path: Path) -> list[str]:
+    """``module.name`` of every ``_private`` name (or module) imported from ``interp``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "interp":
+            parts = node.module.split(".") + [a.name for a in node.names]
+            found += [f"{node.module}.{a.name}" for a in node.names if any(p.startswith("_") for p in parts)]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "interp" and "._" in a.name]
+    return found
+
+
+def test_the_checkers_catch_what_they_claim(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import sys\nsys.path.insert(0, '.')\nsys.path = ['x']\n"
+        "from interp.models import _secret\nfrom interp._hidden import x\nimport interp._y\n"
+    )
+    assert _sys_path_edits(bad) == [2, 3]
+    assert _private_interp_imports(bad) == ["interp.models._secret", "interp._hidden.x", "interp._y"]
+    good = tmp_path / "good.py"
+    good.write_text("import sys\nprint(sys.path)\nfrom interp import load_model\n")
+    assert _sys_path_edits(good) == [] and _private_interp_imports(good) == []
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_scripts_import_interp_as_installed(path):
+    assert _sys_path_edits(path) == [], f"{path.name} edits sys.path: the package is installed (make setup)"
+    if not (path.parent.name == "bench" and path.name in PRIVATE_OK):
+        assert _private_interp_imports(path) == [], f"{path.name} imports private names of interp"
+
+
+def test_experiment_scripts_are_thin():
+    lines = {p.name: len(p.read_text().splitlines()) for p in (REPO / "experiments").glob("*.py")}
+    over = {name for name, n in lines.items() if n > MAX_LINES}
+    assert over <= set(OVER_LIMIT), f"over {MAX_LINES} lines: { {k: lines[k] for k in over - set(OVER_LIMIT)} }"
+    stale = {k for k in OVER_LIMIT if k not in over}
+    assert not stale, f"now within {MAX_LINES} lines (take them off OVER_LIMIT): {sorted(stale)}"
+
+
+# ---- the pieces of experiments/ioi_planted.py ----------------------------------------------------------
+
+
+def test_split_ioi_prompts_keeps_name_pairs_apart(ioi_base):  # noqa: F811
+    from transformers import AutoTokenizer
+
+    from interp.datasets.ioi import split_ioi_prompts
+
+    tok = AutoTokenizer.from_pretrained(ioi_base[0])
+    train, held, dropped = split_ioi_prompts(tok, 20, 8, seed=3)
+    assert (len(train), len(held)) == (20, 8)
+    pair = lambda e: frozenset((e.meta["IO"], e.meta["S"]))  # noqa: E731
+    assert not {pair(e) for e in train} & {pair(e) for e in held}
+    assert dropped >= 0
+    again = split_ioi_prompts(tok, 20, 8, seed=3)
+    assert [e.prompt for e in again[0]] == [e.prompt for e in train]  # seeded
+
+
+def test_evaluate_hf_zeroing_equals_zero_weights_and_leaves_no_hook(ioi_base, tmp_path):  # noqa: F811
+    """Zeroing layer 1's MLP output by a hook = a plain forward with its down projection zeroed (Llama's
+    MLP has no bias); the logit difference is also checked against a hand-indexed forward."""
+    from interp.analysis.planted_ioi import evaluate_hf, mean_sq
+    from interp.models.checkpoint import load_hf_model
+    from interp.tasks import ContrastTask
+
+    base, data = ioi_base
+    task = ContrastTask.build(base, data)
+    model = load_hf_model(base)
+    got = evaluate_hf(model, task, zeroed=(1,), batch_size=5)
+    assert all(not m._forward_hooks for m in model.modules())
+    ids, mask = task.inputs()
+    with torch.no_grad():
+        model.model.layers[1].mlp.down_proj.weight.zero_()
+        logits = model(ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0)).logits
+    last = mask.sum(1) - 1
+    want = [
+        float(logits[i, last[i], task.correct_ids[i]] - logits[i, last[i], task.foil_ids[i]]) for i in range(len(ids))
+    ]
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    assert mean_sq(model, task, [1]) == 0.0  # its MLP now outputs zeros
+    assert all(not m._forward_hooks for m in model.modules())
+
+
+def test_check_frozen_names_what_moved(ioi_base, tmp_path):  # noqa: F811
+    from interp.analysis.planted_ioi import check_frozen
+    from interp.models.checkpoint import load_hf_model
+
+    base = ioi_base[0]
+    model = load_hf_model(base)
+    with torch.no_grad():
+        for p in model.model.layers[2].mlp.parameters():
+            p[0, 0] += 1.0
+    model.save_pretrained(tmp_path / "m")
+    names = [f"model.layers.2.mlp.{k}_proj.weight" for k in ("down", "gate", "up")]
+    assert check_frozen(base, tmp_path / "m", [2]) == names
+    with pytest.raises(AssertionError, match="expected exactly"):
+        check_frozen(base, tmp_path / "m", [1])  # layer 2 moved, layer 1 did not
+    with torch.no_grad():
+        model.model.layers[0].self_attn.q_proj.weight[0, 0] += 1.0
+    model.save_pretrained(tmp_path / "m")
+    with pytest.raises(AssertionError, match="expected exactly"):
+        check_frozen(base, tmp_path / "m", [2])  # an attention weight moved too
+
+
+def test_repair_summary_and_tables_by_hand():
+    from interp.analysis.planted_ioi import repair_summary
+    from interp.viz.planted_tables import fmt_interval, repair_markdown
+
+    rows = [
+        {"planting": "L1", "model": "unplanted", "seed": None, "metric": "logit_diff", "value": 0.5},
+        {"planting": "L1", "model": "plain", "seed": 0, "metric": "logit_diff", "value": 1.0},
+        {"planting": "L1", "model": "plain", "seed": 1, "metric": "logit_diff", "value": 3.0},
+    ]
+    table = pd.DataFrame(rows).assign(ci_low=0.25, ci_high=0.75)
+    s = repair_summary(table).set_index("model")
+    assert (s.loc["unplanted", "lo"], s.loc["unplanted", "hi"]) == (0.25, 0.75)  # one value: its own interval
+    # two seeds: mean 2, sd √2, so the half-width is t(0.975, 1 df) · √2 / √2 = 12.7062 (tables)
+    assert s.loc["plain", "value"] == 2.0 and s.loc["plain", "gap_to_unplanted"] == 1.5
+    half = s.loc["plain", "hi"] - 2.0
+    assert math.isclose(half, 2.0 - s.loc["plain", "lo"]) and s.loc["plain", "seeds"] == 2
+    try:
+        import scipy  # noqa: F401
+    except ImportError:  # interp.stats.t_quantile falls back to the normal 1.96 without scipy
+        assert math.isclose(half, 1.96)
+    else:
+        assert math.isclose(half, 12.7062, rel_tol=1e-4)
+    assert fmt_interval(1.23456, 1.0, 1.5) == "1.23 [1, 1.5]"
+    assert fmt_interval(2.0, math.nan, 1.0) == "2" and fmt_interval(math.nan) == "–"
+    both = pd.concat([repair_summary(table), repair_summary(table.assign(metric="accuracy"))], ignore_index=True)
+    assert "| L1 | plain | 2 |" in repair_markdown(both)
+
+
+def test_parse_planting():
+    from interp.jobs.ioi_planted import parse_planting
+
+    assert parse_planting("8,20") == parse_planting("8+20") == (8, 20) and parse_planting("15") == (15,)
