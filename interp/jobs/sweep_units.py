@@ -1,7 +1,7 @@
 """What every long sweep job does before its work: size the batch from the memory budget
 (:mod:`interp.analysis.budget`) and open the folder of finished units (:mod:`interp.analysis.unitstore`).
 
-:func:`prepare_sweep` is called by :func:`~interp.jobs.task_sweep._run_task_sweep` (PragWorld and
+:func:`prepare_sweep` is called by :func:`~interp.jobs.task_sweep.run_task_sweep` (PragWorld and
 contrast files) and :func:`~interp.jobs.sweep.run_sweep` (world checkpoints) once the model and
 the rows are loaded; it prints the chosen batch and, on a rerun, how many units it skips, and
 records both in ``run.json`` (``batch``, ``units``)."""
