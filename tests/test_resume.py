@@ -234,7 +234,7 @@ def test_a_killed_cli_sweep_resumes_to_equality(model_dir, data_csv, tmp_path, s
     each followed by a rerun of the same command, until one finishes; its files equal an
     uninterrupted run's."""
     args = ["--model", model_dir, "--data", data_csv, "--method", "loop", "--ablation", "zero,resample"]
-    args += ["--batch-size", "1", "--n-boot", "200"]
+    args += ["--draws", "1", "--batch-size", "2", "--n-boot", "200"]
     whole = _cli(*args, "--out", tmp_path / "whole")
     _, err = whole.communicate(timeout=600)
     assert whole.returncode == 0, err
