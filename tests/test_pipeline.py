@@ -18,16 +18,19 @@ from interp.jobs.pipeline import choose_hls_layers, run_main_job
 
 def _numbers(results: dict, runs_dir: str | None = None) -> dict:
     """results.json without what legitimately differs between runs (timings, throughput, the machine
-    and its measured matmul peak); NaN as
+    and its measured matmul peak, the free RAM a batch budget was taken from); NaN as
     None so that equal files compare equal; with ``runs_dir``, that folder's path written as
     ``<runs>`` (so runs in two folders compare)."""
 
     def clean(x):
         if isinstance(x, dict):
+            # a batch plan's budget is a share of the RAM free at that moment (interp.analysis.budget)
+            free_ram = ("budget", "source") if "per_row" in x else ()
             return {
                 k: clean(v)
                 for k, v in x.items()
-                if k not in ("seconds", "elapsed_s", "tokens_per_s", "tokens_per_second", "machine")
+                if k not in ("seconds", "sweep_seconds", "elapsed_s", "tokens_per_s", "tokens_per_second", "machine")
+                and k not in free_ram
             }
         if isinstance(x, list):
             return [clean(v) for v in x]

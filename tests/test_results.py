@@ -31,6 +31,8 @@ NOT_RESULTS = {
     "interp.hooks.interventions.ActiveInterventions": "live hooks on a model (summary() lists them)",
     "interp.train.regularisers.ULAHeads": "model weights (save writes safetensors)",
     "interp.worlds.streets.traversals.TraversalBatch": "a batch of generated world data (summary() is a text line)",
+    "interp.analysis.unitstore.UnitRunner": "writes a sweep's finished units as it runs (save stores one unit)",
+    "interp.api.results.SavedResult": "the base of the API's results (save copies their folder; each has frame)",
 }
 
 
