@@ -266,4 +266,19 @@ def paired_difference(
     return {"diff": d, "lo": lo, "hi": hi, "a": float(ga.mean()), "b": float(gb.mean()), "groups": g}
 
 
-__all__ = ["DialogueScore", "evaluate_dialogue", "paired_difference", "score_dialogue", "subset_robust"]
+def arm_table(arms: dict[str, Sequence[DialogueScore]], quantity: str = "accuracy") -> pd.DataFrame:
+    """One row per subset, one column per arm (e.g. fine-tuning arms, each a list of seeds' scores
+    of the same examples): ``quantity`` (``accuracy``, ``robust``, ``logit_diff``, ``flip``,
+    ``invariant``) averaged over the arm's seeds; ``<arm> sd`` its spread over seeds (with more than one)."""
+    cols: dict[str, pd.Series] = {}
+    for arm, scores in arms.items():
+        if not scores:
+            continue
+        values = pd.concat([s.table.set_index("subset")[quantity] for s in scores], axis=1)
+        cols[arm] = values.mean(axis=1)
+        if len(scores) > 1:
+            cols[f"{arm} sd"] = values.std(axis=1, ddof=1)
+    return pd.DataFrame(cols)
+
+
+__all__ = ["DialogueScore", "arm_table", "evaluate_dialogue", "paired_difference", "score_dialogue", "subset_robust"]
