@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import interp
-from interp.analysis.dialogue_eval import arm_table, evaluate_dialogue, paired_difference
+from interp.analysis.dialogue_eval import arm_table, control_layers, evaluate_dialogue, paired_difference
 from interp.api import provenance
 from interp.datasets.contrast import ContrastExample
 from interp.machine import machine
@@ -66,18 +65,6 @@ def splits(model, c: Config) -> dict[str, list]:
     return {"train": make(0, "train"), "selection": make(1, "train"), "eval": make(0, "heldout")}
 
 
-def verdict_text(s) -> str:
-    r, flips = s.row("all"), s.row("flip")
-    best = max(r[f"{h}_robust"] for h in ("recent", "first", "initial", "random"))
-    can = r["accuracy_lo"] > 0.5 and flips["accuracy_lo"] > 0.5 and r["robust"] > best
-    return (
-        f"{'can' if can else 'cannot'} do the task as measured: accuracy {100 * r['accuracy']:.0f}% "
-        f"[{100 * r['accuracy_lo']:.0f}, {100 * r['accuracy_hi']:.0f}], flips {100 * flips['accuracy']:.0f}% "
-        f"[{100 * flips['accuracy_lo']:.0f}, {100 * flips['accuracy_hi']:.0f}], robust {100 * r['robust']:.0f}% "
-        f"(best heuristic robust {100 * best:.0f}%; 'can' needs accuracy and flips above 50% and robust above every heuristic)"
-    )
-
-
 def layers_step(model, data, c: Config, out: Path) -> dict:
     rule = interp.VerdictRule(n_boot=c.n_boot)
     res: dict = {"verdicts": {}, "harmful": set(), "useful": set()}
@@ -113,19 +100,6 @@ def layers_step(model, data, c: Config, out: Path) -> dict:
             "no flipped alteration has the token length of its original (patching needs equal lengths)"
         )
     return res
-
-
-def control_layers(harmful: list[int], useful: list[int], n_layers: int, seed: int = 0) -> list[int]:
-    """As many layers as ``harmful`` (2 when none), each drawn among the non-harmful, non-useful
-    layers within 3 of one harmful layer (of the middle third when none are harmful)."""
-    rng, free = random.Random(seed), [x for x in range(n_layers) if x not in harmful and x not in useful]
-    free = free or [x for x in range(n_layers) if x not in harmful]  # a tiny model: useful layers may be drawn
-    centres = harmful or [n_layers // 3, 2 * n_layers // 3]
-    out: list[int] = []
-    for h in centres:
-        near = [x for x in free if abs(x - h) <= 3 and x not in out] or [x for x in free if x not in out]
-        out += [rng.choice(near)] if near else []
-    return sorted(out)
 
 
 def finetune_step(model, data, lay: dict, c: Config, seeds: list[int], out: Path, base) -> dict:
@@ -171,7 +145,7 @@ def run_model(name: str, c: Config, seeds: list[int], out: Path) -> dict:
     lay = layers_step(model, data, c, out / stem / "layers")
     ft = finetune_step(model, data, lay, c, seeds, out / stem / "finetune", base["bare"])
     md = [f"# {name}: baseline on held-out templates and words\n"]
-    md += [f"## {k}\n\n{s.markdown()}\n\n{stem} ({k}) {verdict_text(s)}.\n" for k, s in base.items()]
+    md += [f"## {k}\n\n{s.markdown()}\n\n{stem} ({k}) {s.verdict()}.\n" for k, s in base.items()]
     (out / f"baseline_{stem}.md").write_text("\n".join(md))
     lmd = [
         f"# {name}: layers on the selection split\n",
@@ -189,7 +163,7 @@ def run_model(name: str, c: Config, seeds: list[int], out: Path) -> dict:
     ]
     (out / f"finetune_{stem}.md").write_text("\n".join(fmd))
     return {
-        "baseline": {k: {**s.to_dict(), "verdict": verdict_text(s)} for k, s in base.items()},
+        "baseline": {k: {**s.to_dict(), "verdict": s.verdict()} for k, s in base.items()},
         "layers": {**{k: v for k, v in lay.items() if k != "verdicts"}, "verdicts": {k: v.to_dict("records") for k, v in lay["verdicts"].items()}},
         "finetune": {**{k: v for k, v in ft.items() if k not in ("scores", "tables")}, "tables": {q: t.reset_index().to_dict("records") for q, t in ft["tables"].items()},
                      "scores": {a: [s.to_dict() for s in ss] for a, ss in ft["scores"].items()}},

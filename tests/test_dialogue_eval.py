@@ -88,3 +88,18 @@ def test_paired_difference_by_group():
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match="one logit difference per example"):
         score_dialogue(EXAMPLES, [1.0])
+
+
+def test_verdict_says_cannot_below_chance(score):
+    assert score.verdict().startswith("cannot do the task as measured: accuracy 67%")
+
+
+def test_control_layers_are_near_the_harmful_ones_and_never_harmful_or_useful():
+    from interp.analysis.dialogue_eval import control_layers
+
+    for seed in range(20):
+        got = control_layers([10, 20], [9, 11], 30, seed=seed)
+        assert len(got) == 2 and not set(got) & {9, 10, 11, 20}
+        assert 7 <= min(got) <= 13 and 17 <= max(got) <= 23
+    assert len(control_layers([], [], 30)) == 2  # none harmful: two layers around the thirds
+    assert control_layers([0], [1], 2) == [1]  # a two-layer model: only a useful layer is left

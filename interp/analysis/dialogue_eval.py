@@ -64,10 +64,27 @@ class DialogueScore:
             raise KeyError(f"no subset {subset!r}; there are {', '.join(self.table['subset'])}")
         return hit.iloc[0].to_dict()
 
+    def verdict(self) -> str:
+        """Whether the model can do the task, measured: it *can* when its accuracy and its accuracy
+        on flips are above chance (the interval's low end > 50 %) and its robust accuracy is above
+        every heuristic's; the sentence gives the numbers."""
+        r, flips = self.row("all"), self.row("flip")
+        best = max(r[f"{h}_robust"] for h in HEURISTICS)
+        can = r["accuracy_lo"] > 0.5 and flips["accuracy_lo"] > 0.5 and r["robust"] > best
+
+        def pct(row: dict[str, Any], k: str) -> str:
+            return f"{100 * row[k]:.0f}% [{100 * row[k + '_lo']:.0f}, {100 * row[k + '_hi']:.0f}]"
+
+        return (
+            f"{'can' if can else 'cannot'} do the task as measured: accuracy {pct(r, 'accuracy')}, flips "
+            f"{pct(flips, 'accuracy')}, robust {pct(r, 'robust')} (best heuristic robust {100 * best:.0f}%; "
+            "'can' needs accuracy and flips above 50% and robust above every heuristic)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the summary, the table as records and the settings."""
         records = [{k: _json(v) for k, v in r.items()} for r in self.table.to_dict("records")]
-        return {"summary": self.summary, "table": records, "settings": self.settings}
+        return {"summary": self.summary, "table": records, "settings": self.settings, "verdict": self.verdict()}
 
     def save(self, folder: str | Path, stem: str = "dialogue_eval") -> Path:
         """``<stem>.json`` (summary and settings), ``<stem>.csv`` (per example), ``<stem>_table.csv``."""
@@ -281,4 +298,28 @@ def arm_table(arms: dict[str, Sequence[DialogueScore]], quantity: str = "accurac
     return pd.DataFrame(cols)
 
 
-__all__ = ["DialogueScore", "arm_table", "evaluate_dialogue", "paired_difference", "score_dialogue", "subset_robust"]
+def control_layers(harmful: Sequence[int], useful: Sequence[int], n_layers: int, seed: int = 0) -> list[int]:
+    """A random-layer control for harmful-layer suppression: as many layers as ``harmful`` (two
+    when none, centred on the thirds of the depth), each drawn (seeded) among the layers that are
+    neither harmful nor useful within 3 of one harmful layer (anywhere when none is that near;
+    useful ones too when no other is left)."""
+    rng = np.random.default_rng(seed)
+    free = [x for x in range(n_layers) if x not in harmful and x not in useful]
+    free = free or [x for x in range(n_layers) if x not in harmful]
+    out: list[int] = []
+    for h in list(harmful) or [n_layers // 3, 2 * n_layers // 3]:
+        near = [x for x in free if abs(x - h) <= 3 and x not in out] or [x for x in free if x not in out]
+        if near:
+            out.append(int(near[int(rng.integers(len(near)))]))
+    return sorted(out)
+
+
+__all__ = [
+    "DialogueScore",
+    "arm_table",
+    "control_layers",
+    "evaluate_dialogue",
+    "paired_difference",
+    "score_dialogue",
+    "subset_robust",
+]
