@@ -112,14 +112,10 @@ def finetune_step(model, data, lay: dict, c: Config, seeds: list[int], out: Path
     train, ioi = interp.contrast(model, data["train"]), interp.ioi(model, n=c.ioi_n, seed=0)
     scores, ioi_rows, skipped = {"none": [base]}, {}, {}
     for arm, (method, layers) in arms.items():
-        if method != "plain" and not layers:
-            skipped[arm] = {
-                "hls": "no harmful layer was named on the selection split: HLS has nothing to suppress",
-                "ula": "no useful layer was named on the selection split",
-            }.get(arm, "no layer to draw")
-            scores[arm] = []
-            continue
         scores[arm] = []
+        if method != "plain" and not layers:
+            skipped[arm] = f"no {'harmful' if arm == 'hls' else 'useful'} layer named on the selection split"
+            continue
         for seed in seeds:
             ft = interp.finetune(model, train, method=method, suppress=layers or None, steps=c.steps, lr=c.lr,
                                  weight=c.weight, batch_size=c.batch_size, seed=seed, eval_task=ioi,
@@ -142,11 +138,11 @@ def run_model(name: str, c: Config, seeds: list[int], out: Path) -> dict:
     base = {("chat" if ch else "bare"): evaluate_dialogue(model, interp.contrast(model, data["eval"], chat_template=ch),
                                                           n_boot=c.n_boot) for ch in chat}  # fmt: skip
     stem = Path(name).name
-    lay = layers_step(model, data, c, out / stem / "layers")
-    ft = finetune_step(model, data, lay, c, seeds, out / stem / "finetune", base["bare"])
     md = [f"# {name}: baseline on held-out templates and words\n"]
     md += [f"## {k}\n\n{s.markdown()}\n\n{stem} ({k}) {s.verdict()}.\n" for k, s in base.items()]
-    (out / f"baseline_{stem}.md").write_text("\n".join(md))
+    (out / f"baseline_{stem}.md").write_text("\n".join(md))  # written before the long steps
+    lay = layers_step(model, data, c, out / stem / "layers")
+    ft = finetune_step(model, data, lay, c, seeds, out / stem / "finetune", base["bare"])
     lmd = [
         f"# {name}: layers on the selection split\n",
         f"harmful (zero, flip or invariant): {lay['harmful']}; useful: {lay['useful']}\n",
@@ -163,7 +159,7 @@ def run_model(name: str, c: Config, seeds: list[int], out: Path) -> dict:
     ]
     (out / f"finetune_{stem}.md").write_text("\n".join(fmd))
     return {
-        "baseline": {k: {**s.to_dict(), "verdict": s.verdict()} for k, s in base.items()},
+        "baseline": {k: s.to_dict() for k, s in base.items()},
         "layers": {**{k: v for k, v in lay.items() if k != "verdicts"}, "verdicts": {k: v.to_dict("records") for k, v in lay["verdicts"].items()}},
         "finetune": {**{k: v for k, v in ft.items() if k not in ("scores", "tables")}, "tables": {q: t.reset_index().to_dict("records") for q, t in ft["tables"].items()},
                      "scores": {a: [s.to_dict() for s in ss] for a, ss in ft["scores"].items()}},
