@@ -123,7 +123,7 @@ def finetune_step(model, data, lay: dict, c: Config, seeds: list[int], out: Path
             scores[arm].append(evaluate_dialogue(ft.model, interp.contrast(ft.model, data["eval"]), n_boot=c.n_boot))
             ioi_rows[f"{arm}/{seed}"] = ft.table.to_dict()
             shutil.rmtree(ft.folder)
-    pairs = [("hls", "plain"), ("hls", "hls_random"), ("hls", "none"), ("plain", "none"), ("hls_random", "none"), ("ula", "none"), ("ula", "plain")]  # fmt: skip
+    pairs = [("hls", "plain"), ("hls", "hls_random"), ("hls_random", "plain"), ("hls", "none"), ("plain", "none"), ("hls_random", "none"), ("ula", "none"), ("ula", "plain")]  # fmt: skip
     diffs = {f"{a} - {b}": {q: paired_difference(scores[a], scores[b], q, n_boot=c.n_boot) for q in ("robust", "accuracy")}
              for a, b in pairs if scores.get(a) and scores.get(b)}  # fmt: skip
     tables = {q: arm_table(scores, q) for q in ("accuracy", "robust", "logit_diff")}
