@@ -27,7 +27,9 @@ def folder(tmp_path_factory):
     for split in render.SPLITS:
         w = render.WORDS[split]
         words += list(w.places) + list(w.objects) + list(w.people)
-    texts = [" ".join(f" {w}" for w in words)] * 80 + [t.replace("{", " ").replace("}", " ") for t in IOI_TEMPLATES] * 30
+    texts = [" ".join(f" {w}" for w in words)] * 80 + [
+        t.replace("{", " ").replace("}", " ") for t in IOI_TEMPLATES
+    ] * 30
     tok = train_bpe(texts, 1500)
     root = tmp_path_factory.mktemp("pw_real_model") / "tiny-llama"
     torch.manual_seed(0)
