@@ -290,6 +290,7 @@ def test_tokenizer_bos_and_single_token_ioi_names(gemma):
     assert rec["licence"] == "Gemma Terms of Use" and (Path(folder) / rec["licence_file"]).is_file()
 
 
+@pytest.mark.slow
 def test_ioi_mlp_sweep_and_direct_effects_equal_hf_hooks(gemma):
     """On IOI prompts of two templates (so the batch is padded), the MLP zero-out sweep (resumed
     forwards) equals one plain HF forward per prompt with ``mlp_out`` zeroed by a PyTorch hook, on a
