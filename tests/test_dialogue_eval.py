@@ -69,7 +69,7 @@ def test_heuristic_columns_by_hand(score):
 
 
 def test_summary_is_score_pragworld_on_the_same_rightness(score):
-    s = score.summary
+    s = score.summary()
     assert s["robust"] == 0.0 and s["groups"] == 2 and s["rows"] == 6
     assert s["flip"] == 0.0 and s["invariant"] == pytest.approx(200 / 3) and s["original"] == 100.0
 

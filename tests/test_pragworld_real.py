@@ -62,5 +62,5 @@ def test_quick_run_writes_every_arm(folder, tmp_path):
     model = interp.load_model(folder)
     data = mod.splits(model, mod.QUICK)
     again = evaluate_dialogue(model, interp.contrast(model, data["eval"]), n_boot=mod.QUICK.n_boot)
-    assert res["baseline"]["bare"]["summary"]["robust"] == again.summary["robust"]
+    assert res["baseline"]["bare"]["summary"]["robust"] == again.summary()["robust"]
     assert res["baseline"]["bare"]["table"][0]["accuracy"] == pytest.approx(again.row("all")["accuracy"])

@@ -19,7 +19,7 @@ Per subset — ``all``, each category (``Original``, the seven alterations, ``Pa
 
 Every interval is the percentile interval of whole-group resamples
 (:func:`~interp.analysis.contrast_eval.cluster_percentile`; robust: one value per group). The
-headline numbers (:attr:`DialogueScore.summary`) are :func:`~interp.metrics.pragworld.score_pragworld`'s
+headline numbers (:meth:`DialogueScore.summary`) are :func:`~interp.metrics.pragworld.score_pragworld`'s
 on the same rightness, so robust accuracy is defined once. :func:`paired_difference` compares two
 scores of the same examples (two fine-tuning arms) group by group.
 """
@@ -54,7 +54,7 @@ class DialogueScore:
 
     frame: pd.DataFrame
     table: pd.DataFrame
-    summary: dict[str, Any]
+    headline: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
 
     def row(self, subset: str = "all") -> dict[str, Any]:
@@ -81,15 +81,19 @@ class DialogueScore:
             "'can' needs accuracy and flips above 50% and robust above every heuristic)"
         )
 
+    def summary(self) -> dict[str, Any]:
+        """The headline numbers (accuracy, robust / flip / invariant accuracy with their intervals)."""
+        return self.headline
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the summary, the table as records and the settings."""
         records = [{k: _json(v) for k, v in r.items()} for r in self.table.to_dict("records")]
-        return {"summary": self.summary, "table": records, "settings": self.settings, "verdict": self.verdict()}
+        return {"summary": self.headline, "table": records, "settings": self.settings, "verdict": self.verdict()}
 
     def save(self, folder: str | Path, stem: str = "dialogue_eval") -> Path:
         """``<stem>.json`` (summary and settings), ``<stem>.csv`` (per example), ``<stem>_table.csv``."""
         return save_result(
-            folder, stem, {**self.summary, "settings": self.settings}, **{"": self.frame, "table": self.table}
+            folder, stem, {**self.headline, "settings": self.settings}, **{"": self.frame, "table": self.table}
         )
 
     def markdown(self, heuristics: bool = True) -> str:
