@@ -73,8 +73,10 @@ def _hf_logit_diffs(hf, task, zero_layer: int | None = None) -> np.ndarray:
     return np.array(out)
 
 
-def test_the_readme_block_runs_unchanged_on_a_model_folder(folder, capsys):
+def test_the_readme_block_runs_unchanged_on_a_model_folder(folder, capsys, tmp_path, monkeypatch):
     from conftest import REPO
+
+    monkeypatch.chdir(tmp_path)  # the block saves to runs/ioi_sweep: here, not in the checkout
 
     block = README_BLOCK.search((REPO / "README.md").read_text())
     assert block, "README.md has no <!-- BEGIN api-block --> python block"
@@ -85,6 +87,7 @@ def test_the_readme_block_runs_unchanged_on_a_model_folder(folder, capsys):
     exec(compile(code.replace('"smollm2-135m-instruct"', repr(str(folder))), "README.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "verdict" in printed and "layer" in printed
+    assert (tmp_path / "runs" / "ioi_sweep" / "verdicts.json").is_file()
 
 
 def test_sweep_effects_equal_plain_hf_forwards_with_the_mlp_zeroed(folder, task, result):
