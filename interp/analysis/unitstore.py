@@ -93,12 +93,11 @@ class LongRun:
 
 
 def file_sha256(path: str | Path) -> str:
-    """The SHA-256 of a file's bytes (a data file in the config fingerprint)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """The SHA-256 of a file's bytes (a data file in the config fingerprint;
+    :func:`interp.models.pinned.sha256_file`)."""
+    from interp.models.pinned import sha256_file
+
+    return sha256_file(path)
 
 
 def weights_hash(model: Any, sample: int = 4096) -> str:

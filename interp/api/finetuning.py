@@ -124,6 +124,7 @@ def finetune(
     from interp.train.finetune_data import free_pad_id
     from interp.train.regularisers import HLS, ULA, LabelCoding, ULAHeads
     from interp.train.trainer import train
+    from interp.worlds.encoding import pad_right
 
     config = TuneConfig(**{**(config.__dict__ if config else {}), **settings})
     m = as_model(model)
@@ -132,10 +133,7 @@ def finetune(
     rows, start = task.training_rows("correct")
     vocab = int(m.bridge.cfg.d_vocab)
     pad = free_pad_id(rows + list(eval_task.ids), task.pad_id, vocab)
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r)
+    ids, _, _ = pad_right(rows, pad)
     tok = m.tokenizer
     answers = tok.convert_ids_to_tokens([int(i) for i in task.correct_ids])
     coding = LabelCoding.fit(answers)
