@@ -7,7 +7,10 @@ For each row count (default 17, 120 and 500 manual PragWorld rows) one fresh pro
 
 with the default batch (chosen from the memory budget, :mod:`interp.analysis.budget`) and prints
 its peak RSS (``ru_maxrss`` of that process) and the sweep's own seconds (``run.json["sweep_seconds"]``:
-the units, without loading the model or the verdicts' bootstrap) per row. The goal: time per row
+the units, without loading the model or the verdicts' bootstrap) per row and per token (the rows'
+own tokens, ``sweep.json["packing"]["row_tokens"]``: a prefix sweep's cost follows the tokens, and
+the first rows of the file are shorter conversations than the average) and per *unique* token
+(``unique_tokens``: a prefix the rows of a pack share counted once — what the prefix sweep computes). The goal: time per row
 and peak RSS each within 1.3× across the row counts (the ratios max / min are printed last).
 
     python bench/sweep_memory.py                      # SmolLM2-135M-Instruct (interp models get smollm2-135m-instruct)
@@ -62,13 +65,20 @@ def measure(model: str, data: Path, rows: int, args: argparse.Namespace) -> dict
             raise SystemExit(f"the sweep on {rows} rows failed:\n{p.stderr[-3000:]}")
         got = json.loads(p.stdout.strip().splitlines()[-1])
         run = json.loads((Path(tmp) / "run.json").read_text())
+        packing = json.loads((Path(tmp) / "sweep.json").read_text()).get("packing") or {}
     n = int(run["n_rows"])
+    tokens = int(packing.get("row_tokens") or 0)
+    unique = int(packing.get("unique_tokens") or 0)
     return {
         "rows": n,
         "batch": run["batch"]["batch_size"],
         "estimate_gb": run["batch"]["estimate"] / 1e9,
         "sweep_s": run["sweep_seconds"],
         "s_per_row": run["sweep_seconds"] / n,
+        "tokens": tokens,
+        "ms_per_token": 1e3 * run["sweep_seconds"] / tokens if tokens else float("nan"),
+        "unique": unique,
+        "ms_per_unique": 1e3 * run["sweep_seconds"] / unique if unique else float("nan"),
         "wall_s": got["wall"],
         "peak_rss_gb": got["rss"] / 1e9,
     }
@@ -96,23 +106,44 @@ def main() -> None:
     if not args.data.exists():
         raise SystemExit(f"no data file at {args.data} (set INTERP_SHARED_DATA or pass --data)")
     counts = [17, 120] if args.quick else [int(x) for x in args.rows.split(",")]
+    from interp.machine import machine
+
+    info = machine()
+    print(
+        f"{info['cpu']}, {info['threads']} threads, fp32 matmul peak {info['matmul_peak_gflops']} GFLOP/s "
+        "(measured now, beside the runs)"
+    )
     print(f"interp sweep --method {args.method} --layers {args.layers} on {args.data.name}, model {model}")
-    print(f"{'rows':>5} {'batch':>5} {'estimate GB':>11} {'sweep s':>8} {'s/row':>7} {'wall s':>7} {'peak RSS GB':>11}")
+    cols = "rows batch estimate_GB sweep_s s/row tokens ms/token unique ms/unique wall_s peak_RSS_GB".split()
+    print(" ".join(f"{c:>11}" for c in cols))
     out = []
     for n in counts:
         r = measure(model, args.data, n, args)
         out.append(r)
-        print(
-            f"{r['rows']:>5} {r['batch']:>5} {r['estimate_gb']:>11.2f} {r['sweep_s']:>8.1f} {r['s_per_row']:>7.3f} "
-            f"{r['wall_s']:>7.1f} {r['peak_rss_gb']:>11.2f}",
-            flush=True,
-        )
+        vals = [
+            r["rows"],
+            r["batch"],
+            f"{r['estimate_gb']:.2f}",
+            f"{r['sweep_s']:.1f}",
+            f"{r['s_per_row']:.3f}",
+            r["tokens"],
+            f"{r['ms_per_token']:.2f}",
+            r["unique"],
+            f"{r['ms_per_unique']:.2f}",
+            f"{r['wall_s']:.1f}",
+            f"{r['peak_rss_gb']:.2f}",
+        ]
+        print(" ".join(f"{v:>11}" for v in vals), flush=True)
     if len(out) > 1:
-        t = [r["s_per_row"] for r in out]
-        m = [r["peak_rss_gb"] for r in out]
+
+        def ratio(key: str) -> float:
+            v = [r[key] for r in out]
+            return max(v) / min(v)
+
         print(
             f"ratios max/min across {', '.join(str(r['rows']) for r in out)} rows: time per row "
-            f"{max(t) / min(t):.2f}×, peak RSS {max(m) / min(m):.2f}× (goal: each ≤ 1.3×)"
+            f"{ratio('s_per_row'):.2f}×, per token {ratio('ms_per_token'):.2f}×, per unique token "
+            f"{ratio('ms_per_unique'):.2f}×, peak RSS {ratio('peak_rss_gb'):.2f}× (goal: each ≤ 1.3×)"
         )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -83,13 +84,32 @@ def ratio_se(numerators: Any, denominators: Any) -> Estimate:
     return Estimate(float(r), float(se), m)
 
 
+def atomic_write(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` whole or not at all: to a temporary name beside it, flushed and
+    synced, then renamed over ``path`` (a rename within a folder is atomic on POSIX and Windows), so
+    a reader — or a rerun after SIGKILL — never sees a half-written file. Returns the path."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def as_json(data: Any) -> Any:
+    """``data`` as JSON reads it back after :func:`write_json` (tuples as lists, NumPy numbers as
+    Python's, paths as strings): what a record is compared against and returned as."""
+    return json.loads(json.dumps(data, default=_json_default))
+
+
 def write_json(path: str | Path, data: dict[str, Any]) -> Path:
-    """Write ``data`` as indented JSON (NumPy and pandas values converted), creating the folder;
-    returns the path."""
+    """Write ``data`` as indented JSON (NumPy and pandas values converted), creating the folder,
+    atomically (:func:`atomic_write`); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
-    return path
+    return atomic_write(path, (json.dumps(data, indent=2, default=_json_default) + "\n").encode())
 
 
 def save_result(folder: str | Path, stem: str, summary: dict[str, Any], **frames: Any) -> Path:

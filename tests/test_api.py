@@ -220,7 +220,7 @@ def test_patching_cell_equals_a_plain_hf_forward_with_the_clean_residual_patched
     assert len(res.top_heads(3)) == 3 and res.plot("head").path.is_file()
 
 
-def test_finetune_hls_suppresses_the_layer_and_leaves_the_given_model_alone(model, task, tmp_path):
+def test_finetune_hls_suppresses_the_layer_and_leaves_the_given_model_alone(model, task, tmp_path, capsys):
     w0 = {k: v.clone() for k, v in model.bridge.state_dict().items()}
     plain = interp.finetune(model, task, method="plain", steps=6, lr=3e-3, out=tmp_path / "plain")
     hls = interp.finetune(model, task, method="hls", suppress=[1], weight=10.0, steps=6, lr=3e-3, out=tmp_path / "hls")
@@ -236,6 +236,22 @@ def test_finetune_hls_suppresses_the_layer_and_leaves_the_given_model_alone(mode
 
     assert mlp_sq(hls.model) < mlp_sq(plain.model)
     assert list(hls.table.index) == ["before", "after"] and "accuracy" in hls.table.columns
+    # the same call into the same out reads the finished run back (an interrupted script resumes);
+    # another setting runs again
+    again = interp.finetune(
+        model, task, method="hls", suppress=[1], weight=10.0, steps=6, lr=3e-3, out=tmp_path / "hls"
+    )
+    assert "read back" in capsys.readouterr().err
+    assert list(again.table.index) == ["before", "after"] and again.layers == [1]
+    np.testing.assert_allclose(again.table["logit_diff"].to_numpy(), hls.table["logit_diff"].to_numpy())
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(again.model.bridge.state_dict().values(), hls.model.bridge.state_dict().values())
+    )
+    other = interp.finetune(
+        model, task, method="hls", suppress=[1], weight=10.0, steps=5, lr=3e-3, out=tmp_path / "hls"
+    )
+    assert "read back" not in capsys.readouterr().err and other.config.steps == 5
     with pytest.raises(ConfigError, match="needs layers"):
         interp.finetune(model, task, method="hls")
     with pytest.raises(ConfigError, match="out of range"):

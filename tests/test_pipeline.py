@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO
 
@@ -18,7 +19,8 @@ from interp.jobs.pipeline import choose_hls_layers, run_main_job
 
 def _numbers(results: dict, runs_dir: str | None = None) -> dict:
     """results.json without what legitimately differs between runs (timings, throughput, the machine
-    and its measured matmul peak, the free RAM a batch budget was taken from); NaN as
+    and its measured matmul peak, the free RAM a batch budget was taken from, the stages and units
+    read back by a resumed run); NaN as
     None so that equal files compare equal; with ``runs_dir``, that folder's path written as
     ``<runs>`` (so runs in two folders compare)."""
 
@@ -29,7 +31,17 @@ def _numbers(results: dict, runs_dir: str | None = None) -> dict:
             return {
                 k: clean(v)
                 for k, v in x.items()
-                if k not in ("seconds", "sweep_seconds", "elapsed_s", "tokens_per_s", "tokens_per_second", "machine")
+                if k
+                not in (
+                    "seconds",
+                    "read_back",
+                    "units",  # how many units a sweep ran or read back: what happened, not what it found
+                    "sweep_seconds",
+                    "elapsed_s",
+                    "tokens_per_s",
+                    "tokens_per_second",
+                    "machine",
+                )
                 and k not in free_ram
             }
         if isinstance(x, list):
@@ -135,6 +147,50 @@ def test_a_rerun_gives_the_same_numbers(tiny_job, tmp_path_factory):
     assert _numbers(again, str(second.parent)) == _numbers(results, str(first.parent))
     for name in ("table1.csv", "sweep_mlp-zero/sweep.csv", "finetune/repair_table.md"):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_a_rerun_into_the_same_folder_reads_the_finished_stages_back(tiny_job):
+    """``interp run`` again into the same run folder: every finished stage is read back (said, and
+    listed in ``results.json["read_back"]``) with the same numbers; a stage whose record is missing
+    — what Ctrl-C or SIGKILL inside it leaves — runs again, and so ends with the same files."""
+    cfg, base, results = tiny_job
+    run = Path(results["run_dir"])
+    said: list[str] = []
+    again = run_main_job(cfg, base, progress=False, log=said.append)
+    assert again["read_back"] == ["world_model", "plant", "layers", "fix"]
+    assert sum("read back from" in s for s in said) == 4
+    assert _numbers(again) == _numbers(results)
+    before = {name: (run / name).read_bytes() for name in ("sweep_mlp-zero/sweep.csv", "finetune/repair_table.md")}
+    for name in ("layers", "fix"):  # interrupted inside the layer stage: neither record was written
+        (run / "stages" / f"{name}.json").unlink()
+    resumed = run_main_job(cfg, base, progress=False, log=lambda *_: None)
+    assert resumed["read_back"] == ["world_model", "plant"]
+    assert _numbers(resumed) == _numbers(results)
+    for name, data in before.items():
+        assert (run / name).read_bytes() == data, name
+
+
+def test_stage_records_rerun_a_stage_whose_inputs_changed_or_whose_record_is_broken(tmp_path):
+    from interp.jobs.stages import StageRecords
+
+    said: list[str] = []
+    records = StageRecords(tmp_path, said.append)
+    calls = []
+
+    def stage(value):
+        calls.append(value)
+        return {"value": np.float64(value), "layers": (1, 2)}
+
+    first = records.run("fix", {"steps": 20, "weights": "abc"}, lambda: stage(1.5))
+    assert first == {"value": 1.5, "layers": [1, 2]}  # as a rerun reads it back: plain JSON
+    assert records.run("fix", {"steps": 20, "weights": "abc"}, lambda: stage(9.0)) == first
+    assert calls == [1.5] and records.read_back == ["fix"]
+    assert records.run("fix", {"steps": 30, "weights": "abc"}, lambda: stage(2.0))["value"] == 2.0
+    assert "steps: 20 in the folder, 30 now" in said[-1] and calls == [1.5, 2.0]
+    (tmp_path / "stages" / "fix.json").write_text('{"format": 1, "key": {"steps": 30')  # cut short
+    assert records.run("fix", {"steps": 30, "weights": "abc"}, lambda: stage(3.0))["value"] == 3.0
+    assert "unreadable" in said[-1]
+    assert not list((tmp_path / "stages").glob(".*tmp*"))  # written whole, then renamed
 
 
 def test_no_harmful_layer_means_nothing_to_suppress():

@@ -480,3 +480,74 @@ def test_smollm2_hls_step_in_half_precision_agrees_with_float32(smollm2, dtype, 
     )
     assert log["next_token_loss"] == pytest.approx(ref_log["next_token_loss"], abs=tol_loss)
     assert log["hls"] == pytest.approx(ref_log["hls"], rel=tol_hls)
+
+
+# ---- verdicts: bfloat16's equal float32's wherever float32's are clear of the rounding --------------
+
+
+def _all_pairs() -> pd.DataFrame:
+    """Every context with every question (16 rows, each its own group), gold alternating."""
+    rows = [(c, q) for c in CTX for q in QUESTIONS]
+    return pd.DataFrame(
+        {"context": [c for c, _ in rows], "question": [q for _, q in rows], "gold": [i % 2 for i in range(len(rows))]}
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_bfloat16_sweep_verdicts_equal_float32_where_clear(tiny_folders, arch, device):
+    """The verdict a user reads (useful / harmful / negligible / inconclusive per layer) is
+    float32's in bfloat16 at every layer whose float32 interval bounds lie farther than the effect
+    tolerance from the margin ±min_effect (:mod:`interp.analysis.precision_verdicts`); the
+    statistics run in float32 either way; every layer's mean effect is within the tolerance. Not
+    vacuous on the Llama: its planted large-activation layer is clear (the 2-layer GPT-2's effects
+    are all within its tolerance of a threshold, so there only the tolerance is checked)."""
+    from interp.analysis.precision_verdicts import verdict_agreement
+    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.verdicts import layer_verdicts
+    from interp.models.precision import effect_tolerance
+    from interp.tasks import YesNoTask
+
+    _skip_without(device)
+    ref, half = _bridge(tiny_folders[arch], device, "float32"), _bridge(tiny_folders[arch], device, torch.bfloat16)
+    task = YesNoTask.pragworld(tiny_folders[arch], _all_pairs(), prompt="label", chat_template=False)
+    ids, mask = task.inputs()
+    layers = list(range(int(ref.cfg.n_layers)))
+    verdicts = {}
+    for name, bridge in (("float32", ref), ("bfloat16", half)):
+        sweep = mlp_zero_sweep(bridge, ids, task.metric(), mask, layers, batch_size=8)
+        assert sweep.frame["effect"].dtype.kind == "f"  # statistics read plain floats, whatever the model's dtype
+        verdicts[name] = layer_verdicts(sweep, seed=0, n_boot=500)
+    scale = float(_scale(_last_logits(ref, ids, mask)).max())
+    tol = effect_tolerance(torch.bfloat16, len(layers), scale, verdicts["float32"].meta["metric"])
+    agreement = verdict_agreement(verdicts["float32"], verdicts["bfloat16"], tol)
+    print(agreement)
+    assert agreement.summary()["max_abs_mean_effect_diff"] <= tol
+    assert agreement.clear or arch == "gpt2", agreement.frame
+    assert not agreement.disagreeing_clear, agreement.frame
+    assert _n_hooks(ref) == _n_hooks(half) == 0
+
+
+def test_verdict_agreement_refuses_different_rules_and_reads_a_planted_disagreement(tiny_folders):
+    """The comparison itself: a layer moved across the margin by more than the tolerance is a
+    clear disagreement; verdicts judged under another margin are refused."""
+    from interp.analysis.precision_verdicts import verdict_agreement
+    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.verdicts import layer_verdicts
+    from interp.tasks import YesNoTask
+
+    ref = _bridge(tiny_folders["llama"], "cpu", "float32")
+    task = YesNoTask.pragworld(tiny_folders["llama"], _all_pairs(), prompt="label", chat_template=False)
+    ids, mask = task.inputs()
+    sweep = mlp_zero_sweep(ref, ids, task.metric(), mask, [0, 1, 2, 3], batch_size=8)
+    a = layer_verdicts(sweep, seed=0, n_boot=300)
+    same = verdict_agreement(a, a, 0.0)
+    assert same.summary()["agree_all"] == 4 and not same.disagreeing_clear
+    b = layer_verdicts(sweep, seed=0, n_boot=300)
+    b.frame = b.frame.copy()
+    b.frame.loc[b.frame["layer"] == 1, "verdict"] = "planted"
+    planted = verdict_agreement(a, b, 0.0)
+    assert 1 in planted.clear and planted.disagreeing_clear == [1]
+    assert planted.summary()["agree_all"] == 3
+    with pytest.raises(ValueError, match="different rules"):
+        verdict_agreement(a, layer_verdicts(sweep, seed=0, n_boot=300, min_effect=0.2), 0.0)

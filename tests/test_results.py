@@ -32,6 +32,7 @@ NOT_RESULTS = {
     "interp.train.regularisers.ULAHeads": "model weights (save writes safetensors)",
     "interp.worlds.streets.traversals.TraversalBatch": "a batch of generated world data (summary() is a text line)",
     "interp.analysis.unitstore.UnitRunner": "writes a sweep's finished units as it runs (save stores one unit)",
+    "interp.analysis.unitstore.MapUnits": "writes a patching run's finished chunks as it runs (summary() counts them)",
     "interp.api.results.SavedResult": "the base of the API's results (save copies their folder; each has frame)",
 }
 

@@ -285,3 +285,78 @@ def test_batch_from_the_budget_and_explicit_batch_wins(model_dir, data_csv, tmp_
         == run.info["batch"]["batch_size"]
     )
     assert "batch: " in capsys.readouterr().err
+
+
+def _same_maps(a: Path, b: Path) -> None:
+    """The oracle of a patching run: every map's cells equal an uninterrupted run's (to 1e-6)."""
+    for comp in ("resid_pre", "heads"):
+        fa, fb = pd.read_csv(a / f"patching_{comp}.csv"), pd.read_csv(b / f"patching_{comp}.csv")
+        assert list(fa.columns) == list(fb.columns) and len(fa) == len(fb), comp
+        for c in fa.columns:
+            if pd.api.types.is_numeric_dtype(fa[c]):
+                np.testing.assert_allclose(fa[c].to_numpy(), fb[c].to_numpy(), atol=1e-6, rtol=0, err_msg=(comp, c))
+            else:
+                assert fa[c].astype(str).tolist() == fb[c].astype(str).tolist(), (comp, c)
+
+
+def test_an_interrupted_patching_run_resumes_to_equal_maps(folders, ioi_file, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """Activation patching writes each finished chunk's maps (one unit per map) and a rerun reads
+    them back: Ctrl-C between the two maps of the third chunk keeps two chunks, and the rerun ends
+    with the maps of an uninterrupted run; a chunk whose second map was not written is redone."""
+    from interp.analysis import unitstore
+
+    kw = dict(kind="activation-patching", batch_size=2)
+    whole = _sweep(folders["llama"], ioi_file, tmp_path / "whole", **kw)
+    assert whole.info["units"]["ran"] == whole.info["units"]["units"] >= 3
+
+    real_put, calls = unitstore.UnitStore.put, [0]
+
+    def put_then_stop(self, key, result):
+        real_put(self, key, result)
+        calls[0] += 1
+        if calls[0] == 5:  # chunk 3's first map written, its second not
+            raise _Stop()
+
+    monkeypatch.setattr(unitstore.UnitStore, "put", put_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        _sweep(folders["llama"], ioi_file, tmp_path / "cut", **kw)
+    assert "interrupted: 2 of" in capsys.readouterr().err
+    assert not (tmp_path / "cut" / "patching_heads.csv").exists()
+    monkeypatch.setattr(unitstore.UnitStore, "put", real_put)
+
+    again = _sweep(folders["llama"], ioi_file, tmp_path / "cut", **kw)
+    units = again.info["units"]
+    assert units["resumed"] == 2 and units["ran"] == whole.info["units"]["units"] - 2
+    assert "resuming:" in capsys.readouterr().err
+    _same_maps(tmp_path / "whole", tmp_path / "cut")
+    with pytest.raises(unitstore.ResumeMismatchError, match="method"):
+        _sweep(
+            folders["llama"], ioi_file, tmp_path / "cut", kind="activation-patching", batch_size=2, method="attribution"
+        )
+
+
+def test_an_interrupted_direct_effect_sweep_resumes_to_equality(folders, ioi_file, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """Direct-effect patching is cut into units of pairs like the MLP sweep: Ctrl-C after the 2nd
+    unit, a rerun reads two units back and ends with an uninterrupted run's files."""
+    from interp.analysis import unitstore
+
+    kw = dict(kind="direct-effect", batch_size=2, layers=[0, 1])
+    whole = _sweep(folders["llama"], ioi_file, tmp_path / "whole", **kw)
+    assert whole.info["units"]["ran"] == whole.info["units"]["units"] >= 3
+
+    real_put, calls = unitstore.UnitStore.put, [0]
+
+    def put_then_stop(self, key, result):
+        real_put(self, key, result)
+        calls[0] += 1
+        if calls[0] == 2:
+            raise _Stop()
+
+    monkeypatch.setattr(unitstore.UnitStore, "put", put_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        _sweep(folders["llama"], ioi_file, tmp_path / "cut", **kw)
+    assert "interrupted: 2 of" in capsys.readouterr().err
+    monkeypatch.setattr(unitstore.UnitStore, "put", real_put)
+    again = _sweep(folders["llama"], ioi_file, tmp_path / "cut", **kw)
+    assert again.info["units"]["resumed"] == 2
+    _same_files(tmp_path / "whole", tmp_path / "cut")

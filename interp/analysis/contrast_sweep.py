@@ -42,14 +42,14 @@ def contrast_activation_patching(
     method: str = "exact",
     batch_size: int | None = None,
     metric: str | None = None,
+    units: Any = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Activation patching of every example of a contrast task (module docstring): ``(maps,
     info)``, ``maps`` component → :class:`~interp.analysis.activation_patching.PatchingMap` whose
     ``example`` is the task row. ``metric``: ``logit_diff`` (default) or ``prob``;
-    ``method="attribution"``: :func:`~interp.analysis.attribution.activation_attribution`."""
-    import torch
-
-    from interp.analysis.activation_patching import activation_patching
+    ``method="attribution"``: :func:`~interp.analysis.attribution.activation_attribution`;
+    ``units``: finished chunks written and read back (:func:`~interp.analysis.pair_patching.patch_by_length`)."""
+    from interp.analysis.pair_patching import patch_by_length
     from interp.analysis.pragworld_sweep import _merge_maps
     from interp.tasks.contrast import GROUP_UNIT
 
@@ -57,25 +57,16 @@ def contrast_activation_patching(
         raise ValueError(f"method must be 'exact' or 'attribution', got {method!r}")
     if task.corrupted_ids is None:
         raise ValueError("activation patching of a contrast task needs a corrupted prompt in every example")
-    by_length: dict[int, list[int]] = {}
-    for i, ids in enumerate(task.ids):
-        by_length.setdefault(len(ids), []).append(i)
-    parts: dict[str, list[tuple[Any, list[int], int]]] = {c: [] for c in components}
-    size = batch_size or max(len(g) for g in by_length.values())
-    for length in sorted(by_length):
-        for a in range(0, len(by_length[length]), size):
-            chunk = by_length[length][a : a + size]
-            clean = torch.tensor([task.ids[i] for i in chunk])
-            corrupted = torch.tensor([task.corrupted_ids[i] for i in chunk])
-            fn = task.metric_of(metric, rows=chunk)
-            if method == "attribution":
-                from interp.analysis.attribution import activation_attribution
-
-                got = activation_attribution(bridge, clean, corrupted, fn, components)
-            else:
-                got = {c: activation_patching(bridge, clean, corrupted, fn, c) for c in components}
-            for c in components:
-                parts[c].append((got[c], chunk, length))
+    parts = patch_by_length(
+        bridge,
+        task.ids,
+        task.corrupted_ids,
+        lambda chunk: task.metric_of(metric, rows=chunk),
+        components,
+        method=method,
+        batch_size=batch_size,
+        units=units,
+    )
     rows = [(i, i) for i in range(len(task))]
     maps = {c: _merge_maps(parts[c], rows, task) for c in components}
     for m in maps.values():
@@ -84,7 +75,7 @@ def contrast_activation_patching(
         "n_pairs": len(task),
         "skipped": {},
         "rows": [[i, i] for i in range(len(task))],
-        "lengths": sorted(by_length),
+        "lengths": sorted({len(x) for x in task.ids}),
     }
 
 

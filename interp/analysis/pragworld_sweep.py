@@ -145,6 +145,7 @@ def pair_activation_patching(
     *,
     method: str = "exact",
     batch_size: int | None = None,
+    units: Any = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Activation patching of PragWorld (original, alteration) pairs: ``(maps, info)``.
 
@@ -157,9 +158,11 @@ def pair_activation_patching(
     corrupted = the original, metric P(altered gold) — or, with ``method="attribution"``,
     :func:`~interp.analysis.attribution.activation_attribution`; the group maps are merged by
     :func:`_merge_maps` (positions counted from the end). ``maps``: component → map; the frame's
-    ``example`` numbers the patched pairs in ``info["rows"]`` order.
+    ``example`` numbers the patched pairs in ``info["rows"]`` order. ``units``: a
+    :class:`~interp.analysis.unitstore.MapUnits` (finished chunks written, read back on a rerun;
+    :func:`~interp.analysis.pair_patching.patch_by_length`).
     """
-    from interp.analysis.activation_patching import activation_patching
+    from interp.analysis.pair_patching import patch_by_length
 
     if method not in ("exact", "attribution"):
         raise ValueError(f"method must be 'exact' or 'attribution', got {method!r}")
@@ -172,27 +175,19 @@ def pair_activation_patching(
             "positions)"
         )
     gold = task.gold
-    groups: dict[int, list[int]] = {}
-    for k, (o, _) in enumerate(kept):
-        groups.setdefault(len(task.ids[o]), []).append(k)
-    parts: dict[str, list[tuple[Any, list[int], int]]] = {c: [] for c in components}
-    size = batch_size or max(len(g) for g in groups.values())
-    for length in sorted(groups):
-        for a in range(0, len(groups[length]), size):
-            chunk = groups[length][a : a + size]
-            clean = torch.tensor([task.ids[kept[k][1]] for k in chunk])
-            corrupted = torch.tensor([task.ids[kept[k][0]] for k in chunk])
-            metric = task.metric([int(gold[kept[k][1]]) for k in chunk])
-            if method == "attribution":
-                from interp.analysis.attribution import activation_attribution
-
-                got = activation_attribution(bridge, clean, corrupted, metric, components)
-            else:
-                got = {c: activation_patching(bridge, clean, corrupted, metric, c) for c in components}
-            for c in components:
-                parts[c].append((got[c], chunk, length))
+    parts = patch_by_length(
+        bridge,
+        [task.ids[i] for _, i in kept],
+        [task.ids[o] for o, _ in kept],
+        lambda chunk: task.metric([int(gold[kept[k][1]]) for k in chunk]),
+        components,
+        method=method,
+        batch_size=batch_size,
+        units=units,
+    )
     maps = {c: _merge_maps(parts[c], kept, task) for c in components}
-    info = {"n_pairs": len(kept), "skipped": skipped, "rows": [list(r) for r in kept], "lengths": sorted(groups)}
+    lengths = sorted({len(task.ids[o]) for o, _ in kept})
+    info = {"n_pairs": len(kept), "skipped": skipped, "rows": [list(r) for r in kept], "lengths": lengths}
     return maps, info
 
 
@@ -221,7 +216,7 @@ def reference_patch_pairs(bridge: Any, task: Any) -> tuple[list[Any], list[int],
 
 
 def reference_activation_patching(
-    bridge: Any, task: Any, *, method: str = "exact", batch_size: int | None = None
+    bridge: Any, task: Any, *, method: str = "exact", batch_size: int | None = None, units: Any = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``activation-patching`` on PragWorld rows: :func:`pair_activation_patching` of the pairs the
     reference patches (:func:`reference_pairs`); ``info["skipped"]`` counts every pair left out by
@@ -238,7 +233,7 @@ def reference_activation_patching(
             f"prompts of equal token length (skipped before: {skipped}); activation patching runs "
             "position by position — --kind direct-effect aligns the positions instead"
         )
-    maps, got = pair_activation_patching(bridge, task, candidates, method=method, batch_size=batch_size)
+    maps, got = pair_activation_patching(bridge, task, candidates, method=method, batch_size=batch_size, units=units)
     skipped.update(got["skipped"])
     got["skipped"] = skipped
     return maps, got

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from interp.analysis.sweeps import OWN_GROUP, SweepResult
+from interp.results import atomic_write
 
 #: the format of ``units/manifest.json`` (a folder of another format is refused)
 FORMAT = 1
@@ -120,16 +121,8 @@ def weights_hash(model: Any, sample: int = 4096) -> str:
     return h.hexdigest()[:16]
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _differences(recorded: dict[str, Any], now: dict[str, Any], what: str) -> list[str]:
+def differences(recorded: dict[str, Any], now: dict[str, Any], what: str) -> list[str]:
+    """One line per key whose value differs between a recorded fingerprint and the current one."""
     keys = sorted(set(recorded) | set(now))
     return [
         f"{what} {k}: {recorded.get(k)!r} in the folder, {now.get(k)!r} now"
@@ -176,8 +169,8 @@ class UnitStore:
         manifest = self.folder / "manifest.json"
         recorded = self._read_manifest(manifest)
         if recorded is not None:
-            diffs = _differences(recorded.get("config", {}), self.config, "config")
-            diffs += _differences(
+            diffs = differences(recorded.get("config", {}), self.config, "config")
+            diffs += differences(
                 {k: v for k, v in recorded.get("model", {}).items() if k != "path"},
                 {k: v for k, v in self.model.items() if k != "path"},
                 "model",
@@ -196,7 +189,7 @@ class UnitStore:
         if recorded is None:
             self.unit_rows = int(unit_rows)
             body = {"format": FORMAT, "config": self.config, "model": self.model, "unit_rows": self.unit_rows}
-            _atomic_write(manifest, (json.dumps(body, indent=2) + "\n").encode())
+            atomic_write(manifest, (json.dumps(body, indent=2) + "\n").encode())
         else:
             self.unit_rows = int(recorded["unit_rows"])  # the chunking of the first run, so units match
 
@@ -227,9 +220,10 @@ class UnitStore:
         """Whether ``key`` has a record (its rows are checked by :meth:`get`)."""
         return self._paths(key)[1].exists()
 
-    def get(self, key: str) -> SweepResult | None:
-        """The unit's result when its CSV and record are whole and agree (row count and SHA-256);
-        None otherwise (a corrupted unit is removed, counted in ``redone``, and rerun)."""
+    def get(self, key: str, kind: Any = SweepResult) -> Any:
+        """The unit's result (``kind(frame, meta)``: a :class:`SweepResult`, or a patching map) when
+        its CSV and record are whole and agree (row count and SHA-256); None otherwise (a corrupted
+        unit is removed, counted in ``redone``, and rerun)."""
         csv, rec = self._paths(key)
         if not rec.exists():
             return None
@@ -246,7 +240,7 @@ class UnitStore:
             for p in (rec, csv):
                 p.unlink(missing_ok=True)
             return None
-        return SweepResult(frame, record["meta"])
+        return kind(frame, record["meta"])
 
     @staticmethod
     def _frame(csv: Path, record: dict[str, Any]) -> pd.DataFrame:
@@ -258,18 +252,19 @@ class UnitStore:
             frame[c] = frame[c].where(frame[c] != "", None)
         return frame[list(dtypes)]
 
-    def put(self, key: str, result: SweepResult) -> None:
-        """Write a finished unit: its CSV, then its record (module docstring)."""
+    def put(self, key: str, result: Any) -> None:
+        """Write a finished unit (anything with a ``frame`` and a JSON-able ``meta``): its CSV, then
+        its record (module docstring)."""
         csv, rec = self._paths(key)
         data = result.frame.to_csv(index=False).encode()
-        _atomic_write(csv, data)
+        atomic_write(csv, data)
         record = {
             "rows": len(result.frame),
             "sha256": hashlib.sha256(data).hexdigest(),
             "dtypes": {c: str(t) for c, t in result.frame.dtypes.items()},
             "meta": result.meta,
         }
-        _atomic_write(rec, json.dumps(record, default=_plain).encode())
+        atomic_write(rec, json.dumps(record, default=_plain).encode())
 
 
 def _plain(v: Any) -> Any:
@@ -278,6 +273,25 @@ def _plain(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return v.tolist()
     return str(v)
+
+
+def release_heap() -> None:
+    """Hand the heap pages freed by a finished unit back to the operating system (glibc's
+    ``malloc_trim``; nothing elsewhere). Units of different shapes leave the allocator holding
+    freed blocks of many sizes, so without it a long sweep's resident set creeps up with the number
+    of units, not the batch (``bench/sweep_memory.py``). ``INTERP_NO_TRIM=1`` turns it off."""
+    if os.environ.get("INTERP_NO_TRIM") or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+        return
 
 
 def unit_chunks(lengths: Sequence[int] | np.ndarray, unit_rows: int) -> list[np.ndarray]:
@@ -404,6 +418,7 @@ class UnitRunner:
                     if self.store is not None:
                         self.store.put(self.key(name, k), res)
                     self.ran += 1
+                    release_heap()
                     if self.bar is not None:
                         self.bar.update(len(rows) * self.layers)
                 parts.append((rows, res))
@@ -446,12 +461,89 @@ class UnitRunner:
         )
 
 
+class MapUnits:
+    """The finished chunks of a patching run (:func:`~interp.analysis.pair_patching.patch_by_length`):
+    each chunk's maps, one unit per component, written to ``store`` as the chunk finishes and read
+    back on a rerun; one progress bar over the pairs. ``store`` None: nothing is written.
+    ``chunk_rows``: the chunk size recorded in the folder (the first run's, so a rerun's chunks are
+    the same)."""
+
+    def __init__(self, store: UnitStore | None, *, progress: bool = False, memory: str = "", log: Any = None):
+        self.store, self.progress, self.memory, self.log = store, progress, memory, log or sys.stderr
+        self.chunk_rows = store.unit_rows if store is not None else None
+        self.total_units = self.ran = self.resumed = 0
+        self.bar: Any = None
+
+    def begin(self, chunks: int, pairs: int) -> None:
+        """Start the job's bar: ``chunks`` chunks over ``pairs`` pairs."""
+        self.total_units = chunks
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=pairs, unit=" pairs", desc="activation patching", file=sys.stderr, dynamic_ncols=True)
+            if self.memory:
+                self.bar.set_postfix_str(self.memory)
+
+    def __call__(
+        self, key: str, components: Sequence[str], compute: Callable[[], dict[str, Any]], pairs: int
+    ) -> dict[str, Any]:
+        """The chunk ``key``'s maps: read back when every component's unit is whole, else computed
+        by ``compute()`` and written."""
+        from interp.analysis.activation_patching import PatchingMap
+
+        got = None
+        if self.store is not None:
+            found = {c: self.store.get(f"{key}-{c}", kind=PatchingMap) for c in components}
+            got = found if all(m is not None for m in found.values()) else None
+        if got is not None:
+            self.resumed += 1
+        else:
+            got = compute()
+            if self.store is not None:
+                for c in components:
+                    self.store.put(f"{key}-{c}", got[c])
+            self.ran += 1
+            release_heap()
+        if self.bar is not None:
+            self.bar.update(pairs)
+        return got
+
+    def interrupted(self) -> None:
+        """Ctrl-C: close the bar and say how to resume."""
+        self.close()
+        if self.store is not None:
+            _LAST["hinted"] = True
+            print(
+                f"interrupted: {self.ran + self.resumed} of {self.total_units} chunks are kept in "
+                f"{self.store.folder}; rerun the same command (same --out) to resume",
+                file=self.log,
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def summary(self) -> dict[str, Any]:
+        """What ``run.json["units"]`` holds: the folder, pairs per chunk, chunks run / read back / redone."""
+        return {
+            "folder": None if self.store is None else str(self.store.folder),
+            "unit_rows": self.chunk_rows,
+            "units": self.total_units,
+            "ran": self.ran,
+            "resumed": self.resumed,
+            "redone": 0 if self.store is None else self.store.redone,
+        }
+
+
 __all__ = [
     "FORMAT",
     "LongRun",
+    "MapUnits",
     "ResumeMismatchError",
     "UnitRunner",
     "UnitStore",
+    "differences",
     "file_sha256",
     "join_units",
     "resume_hint",

@@ -11,9 +11,11 @@ removed when training ends, also on error."""
 from __future__ import annotations
 
 import contextlib
+import json
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from torch import Tensor
 
 from interp.analysis.sweep_config import ConfigError
 from interp.api.model import Model, as_model, load_model
+from interp.results import as_json, write_json
 
 #: the fine-tuning objectives
 METHODS = ("plain", "hls", "ula")
@@ -118,7 +121,9 @@ def finetune(
     ULA their useful layers). Scored before and after on ``eval_task`` (default ``task``; give a
     held-out one). ``out``: where the fine-tuned Hugging Face folder goes (default temporary);
     ``progress``: the training bar (off in a notebook whose outputs are stored). The model you pass
-    is not changed."""
+    is not changed. A fine-tuning that finished in ``out`` with the same settings, base weights and
+    tasks (``out/finetune.json``, written last) is read back instead of run again: a script of
+    several arms, each with its own ``out``, resumes after an interruption at the arm it was in."""
     from interp.config import TrainConfig
     from interp.models.checkpoint import load_hf_model
     from interp.train.finetune_data import free_pad_id
@@ -130,6 +135,10 @@ def finetune(
     m = as_model(model)
     layers = suppressed_layers(suppress, config.method, m.n_layers)
     eval_task = eval_task if eval_task is not None else task
+    key = _run_key(m, task, eval_task, config, layers)
+    done = _finished(out, key)
+    if done is not None:
+        return done
     rows, start = task.training_rows("correct")
     vocab = int(m.bridge.cfg.d_vocab)
     pad = free_pad_id(rows + list(eval_task.ids), task.pad_id, vocab)
@@ -176,7 +185,45 @@ def finetune(
             {"model": "after", **_evaluate(tuned, eval_task, config.seed)},
         ]
     ).set_index("model")
+    write_json(folder / RECORD, {"key": key, "table": table.reset_index().to_dict("records")})
     return Finetuned(model=tuned, folder=folder, layers=layers, table=table, config=config)
+
+
+#: the record a finished fine-tuning leaves in its ``out`` (written last: its presence means done)
+RECORD = "finetune.json"
+
+
+def _run_key(m: Model, task: Any, eval_task: Any, config: TuneConfig, layers: list[int]) -> dict[str, Any]:
+    """What decides a fine-tuning's outcome: the config, the layers, the base model's weights and
+    the training and evaluation tasks' ids."""
+    from interp.analysis.unitstore import weights_hash
+    from interp.jobs.task_sweep import task_sha256
+
+    return as_json(
+        {
+            "config": asdict(config),
+            "layers": layers,
+            "weights": weights_hash(m.bridge),
+            "task": task_sha256(task),
+            "eval_task": task_sha256(eval_task),
+        }
+    )
+
+
+def _finished(out: str | Path | None, key: dict[str, Any]) -> Finetuned | None:
+    """The fine-tuning already finished in ``out`` with this ``key`` (read back, said), else None."""
+    if out is None or not (Path(out) / RECORD).is_file():
+        return None
+    try:
+        record = json.loads((Path(out) / RECORD).read_text())
+    except (OSError, ValueError):
+        return None  # unreadable: run again (the record is written whole, so this is a foreign file)
+    if record.get("key") != key:
+        return None
+    print(f"fine-tuning already finished in {out} with these settings: read back", file=sys.stderr)
+    table = pd.DataFrame(record["table"]).set_index("model")
+    config = TuneConfig(**key["config"])
+    return Finetuned(model=load_model(out), folder=Path(out), layers=list(key["layers"]), table=table, config=config)
 
 
 @contextlib.contextmanager

@@ -30,7 +30,10 @@ Stages, each writing into the run folder ``<runs_dir>/<name>/``:
 6. **report**: ``report.html`` (tables, figures, CircuitsVis attention and patching views; opens
    offline) and ``results.json`` with every number, the config and the seed.
 
-The same config and seed give the same ``results.json`` numbers (timings aside).
+The same config and seed give the same ``results.json`` numbers (timings aside). A rerun into
+the same run folder resumes: training from its last checkpoint, and stages 2–5 each read back
+when it finished before with the same settings and input weights (:mod:`interp.jobs.stages`;
+``results.json["read_back"]`` lists them); ``--fresh`` starts over.
 """
 
 from __future__ import annotations
@@ -38,10 +41,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interp.analysis.unitstore import file_sha256
 from interp.config import AnalysisConfig, FixConfig, PlantConfig
 from interp.results import write_json
 
@@ -69,24 +73,46 @@ def run_main_job(
     timings["train"] = time.perf_counter() - t
     run_dir = Path(results.pop("run_dir"))
     if cfg.analysis.enabled:
+        from interp.jobs.stages import StageRecords, weights_sha256
+
+        stages = StageRecords(run_dir, log)
+        data = {name: file_sha256(run_dir / "data" / f"{name}.txt") for name in ("train", "test")}
+        analysis = asdict(cfg.analysis)
+        best = {"weights": weights_sha256(run_dir / "best"), "data": data}
         t = time.perf_counter()
-        results["world_model"] = world_model_stage(run_dir, cfg.analysis, log)
+        results["world_model"] = stages.run(
+            "world_model", {"analysis": analysis, **best}, lambda: world_model_stage(run_dir, cfg.analysis, log)
+        )
         timings["world_model"] = time.perf_counter() - t
         analysed = run_dir / "best"
         plant_cfg = getattr(cfg, "plant", None)
         if plant_cfg is not None and plant_cfg.enabled:
             t = time.perf_counter()
-            results["plant"] = plant_stage(run_dir, plant_cfg, cfg.analysis, progress, log)
+            results["plant"] = stages.run(
+                "plant",
+                {"plant": asdict(plant_cfg), "analysis": analysis, **best},
+                lambda: plant_stage(run_dir, plant_cfg, cfg.analysis, progress, log),
+            )
             timings["plant"] = time.perf_counter() - t
             if results["plant"].get("model"):
                 analysed = Path(results["plant"]["model"])
+        model = {"model": analysed.name, "weights": weights_sha256(analysed), "data": data}
         t = time.perf_counter()
-        results["layers"] = layer_stage(run_dir, cfg.analysis, log, model=analysed)
+        results["layers"] = stages.run(
+            "layers", {"analysis": analysis, **model}, lambda: layer_stage(run_dir, cfg.analysis, log, model=analysed)
+        )
         timings["layers"] = time.perf_counter() - t
         if cfg.fix.enabled:
             t = time.perf_counter()
-            results["fix"] = fix_stage(run_dir, cfg.fix, results["layers"]["mlp_zero"], progress, log, model=analysed)
+            found = [(r["layer"], r["verdict"]) for r in results["layers"]["mlp_zero"]["layers"]]
+            results["fix"] = stages.run(
+                "fix",
+                {"fix": asdict(cfg.fix), "verdicts": found, **model},
+                lambda: fix_stage(run_dir, cfg.fix, results["layers"]["mlp_zero"], progress, log, model=analysed),
+            )
             timings["fix"] = time.perf_counter() - t
+        if stages.read_back:
+            results["read_back"] = stages.read_back
     results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
     results["machine"] = {**here, "date": time.strftime("%Y-%m-%d", time.gmtime())}
     write_json(run_dir / "results.json", results)

@@ -407,7 +407,7 @@ def run_sweep(
             model=model,
             lengths=lengths,
             layers=lays,
-            removals=removals,
+            names=[r.name for r in removals],
             plan=plan,
             control=control,
             log=log,

@@ -16,7 +16,7 @@ import numpy as np
 
 from interp.analysis.budget import BatchPlan, choose_batch, human
 from interp.analysis.fingerprint import model_fingerprint
-from interp.analysis.unitstore import ROW_BYTES, LongRun, UnitRunner, UnitStore, weights_hash
+from interp.analysis.unitstore import ROW_BYTES, LongRun, MapUnits, UnitRunner, UnitStore, weights_hash
 
 
 def plan_batch(
@@ -55,32 +55,24 @@ def prepare_sweep(
     model: str | Path,
     lengths: Sequence[int] | np.ndarray,
     layers: Sequence[int],
-    removals: Sequence[Any],
+    names: Sequence[str],
     plan: BatchPlan,
     control: LongRun | None,
     log: Any,
 ) -> UnitRunner:
-    """The :class:`~interp.analysis.unitstore.UnitRunner` of an MLP sweep writing its units to
+    """The :class:`~interp.analysis.unitstore.UnitRunner` of a layer sweep (``names``: its removals,
+    or ``["direct"]`` for direct-effect patching) writing its units to
     ``out_dir/units`` (the manifest checked against ``config`` and the model; refused on a
     difference unless ``control.overwrite``), with the job's progress bar; ``control.resume``
     False: no units. Prints what a resumed run skips. ``control`` None (a library caller that did not
     ask): units of the same config are resumed, units of another config or model replaced without
     refusal (such callers rewrite their folders), no progress bar."""
     control = control or LongRun(overwrite=True, progress=False)
-    names = [r.name for r in removals]
+    names = list(names)
     if "zero" in names:  # scale α = 0 after zero reuses the zero sweep (run_removals): no units of its own
         names = [x for i, x in enumerate(names) if not (x == "scale0" and "zero" in names[:i])]
-    store = None
-    if control.resume:
-        fp = model_fingerprint(bridge, model)
-        store = UnitStore(
-            out_dir / "units",
-            config,
-            {"config_hash": fp["config_hash"], "weights": weights_hash(bridge), "path": fp["path"]},
-            unit_rows=plan.batch_size,
-            overwrite=control.overwrite,
-            need_bytes=len(lengths) * len(layers) * len(names) * ROW_BYTES * 2 + 1_000_000,
-        )
+    need = len(lengths) * len(layers) * len(names) * ROW_BYTES * 2 + 1_000_000
+    store = _open_store(bridge, out_dir, config, model, plan.batch_size, control, need) if control.resume else None
     runner = UnitRunner(
         store,
         lengths,
@@ -96,4 +88,46 @@ def prepare_sweep(
     return runner
 
 
-__all__ = ["plan_batch", "prepare_sweep"]
+def _open_store(
+    bridge: Any, out_dir: Path, config: dict[str, Any], model: str | Path, unit_rows: int, control: LongRun, need: int
+) -> UnitStore:
+    """``out_dir/units`` checked against ``config`` and the model (architecture and weights)."""
+    fp = model_fingerprint(bridge, model)
+    return UnitStore(
+        out_dir / "units",
+        config,
+        {"config_hash": fp["config_hash"], "weights": weights_hash(bridge), "path": fp["path"]},
+        unit_rows=unit_rows,
+        overwrite=control.overwrite,
+        need_bytes=need,
+    )
+
+
+def prepare_patching(
+    bridge: Any,
+    out_dir: Path,
+    config: dict[str, Any],
+    *,
+    model: str | Path,
+    n_pairs: int,
+    width: int,
+    plan: BatchPlan,
+    control: LongRun | None,
+    log: Any,
+) -> MapUnits:
+    """The :class:`~interp.analysis.unitstore.MapUnits` of a patching run on ``n_pairs`` pairs of at
+    most ``width`` tokens, writing each finished chunk to ``out_dir/units`` (as :func:`prepare_sweep`;
+    the chunk is ``plan.batch_size`` pairs, or the first run's on a rerun)."""
+    control = control or LongRun(overwrite=True, progress=False)
+    cells = int(bridge.cfg.n_layers) * (width + int(bridge.cfg.n_heads))
+    need = n_pairs * cells * ROW_BYTES * 2 + 1_000_000
+    store = _open_store(bridge, out_dir, config, model, plan.batch_size, control, need) if control.resume else None
+    units = MapUnits(
+        store, progress=control.show_progress(), memory=f"batch {plan.batch_size}, est. {human(plan.estimate)}", log=log
+    )
+    if store is not None and store.count():
+        print(f"resuming: {store.count()} finished chunk maps in {store.folder} are read back", file=log)
+    return units
+
+
+__all__ = ["plan_batch", "prepare_patching", "prepare_sweep"]

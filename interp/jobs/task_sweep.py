@@ -39,7 +39,7 @@ from interp.jobs.sweep_runs import (
     check_folds,
     verdict_rule,
 )
-from interp.jobs.sweep_units import plan_batch, prepare_sweep
+from interp.jobs.sweep_units import plan_batch, prepare_patching, prepare_sweep
 from interp.models.parallel import rank_and_size
 
 
@@ -56,6 +56,8 @@ def _run_pair_patching(
     acc: Any,
     rule: dict[str, Any],
     seed: int,
+    *,
+    units: Any = None,
 ) -> PatchingRun:
     """``--kind activation-patching`` on a PragWorld file: the reference's pairs of equal token length
     (:func:`~interp.analysis.pragworld_sweep.reference_activation_patching`), written
@@ -66,13 +68,13 @@ def _run_pair_patching(
 
     how = "attribution" if method == "attribution" else "exact"
     if isinstance(task, YesNoTask):
-        maps, got = reference_activation_patching(bridge, task, method=how, batch_size=batch_size)
+        maps, got = reference_activation_patching(bridge, task, method=how, batch_size=batch_size, units=units)
         skipped, what, pair_text = got["skipped"], "altered → original", "pairs"
         info.update(clean="altered prompt", corrupted="original prompt")
     else:
         from interp.analysis.contrast_sweep import contrast_activation_patching
 
-        maps, got = contrast_activation_patching(bridge, task, method=how, batch_size=batch_size)
+        maps, got = contrast_activation_patching(bridge, task, method=how, batch_size=batch_size, units=units)
         skipped = {}
         what, pair_text = ("clean → corrupted", "examples")
         info.update(clean="prompt", corrupted="corrupted prompt")
@@ -88,6 +90,8 @@ def _run_pair_patching(
         position_axis=maps["resid_pre"].meta["position_axis"],
         processes=rank_and_size(acc)[1],
     )
+    if units is not None:
+        info["units"] = units.summary()
     if any(skipped.values()):
         print(f"note: patched {got['n_pairs']} pairs; skipped {skipped}", file=log)
     kind_dir = "pragworld" if isinstance(task, YesNoTask) else "contrast"
@@ -425,7 +429,7 @@ def run_task_sweep(
             model=model,
             lengths=lengths,
             layers=lays,
-            removals=removals,
+            names=[r.name for r in removals],
             plan=plan,
             control=control,
             log=log,
@@ -491,25 +495,72 @@ def run_task_sweep(
             info.update(n_pairs=len(pairs), n_failed=0, clean="prompt", corrupted="corrupted prompt")
             sweep_groups = task.group_unit
         de = direct_effect_attribution if method == "attribution" else direct_effect_patching
-        sweep = sharded(
-            lambda part: de(
+
+        def de_part(part: Any) -> SweepResult:  # a slice (sharded) or sorted pair numbers (a unit)
+            idx = np.arange(len(pairs))[part]
+            return de(
                 bridge,
-                pairs[part],
-                pair_metric(part),
+                [pairs[i] for i in idx],
+                pair_metric(idx),
                 lays,
-                categories=pair_cats[part],
-                groups=pair_groups[part],
+                categories=None if pair_cats is None else [pair_cats[i] for i in idx],
+                groups=None if pair_groups is None else np.asarray(pair_groups)[idx],
                 higher_is_better=True,
-            ),
-            len(pairs),
-            acc,
+            )
+
+        units = prepare_sweep(
+            bridge,
+            out_dir,
+            {
+                "job": f"sweep {kind} on {suffix} rows",
+                "data_sha256": file_sha256(data) if data is not None and Path(data).is_file() else task_sha256(task),
+                "n_rows": len(task),
+                **{k: v for k, v in extra.items() if k != "provenance"},
+                "method": method,
+                "layers": lays,
+                "metric": metric,
+                "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},
+            },
+            model=model,
+            lengths=np.zeros(len(pairs), dtype=int),  # units in the pairs' own order
+            layers=lays,
+            names=["direct"],
+            plan=plan,
+            control=control,
+            log=log,
         )
+        if rank_and_size(acc)[1] > 1:  # several processes share the pairs: no units (as run_removals)
+            sweep = sharded(de_part, len(pairs), acc)
+        else:
+            sweep = units.run("direct", de_part)
+            info["units"] = units.summary()
+        units.close()
         sweep.meta["groups"] = sweep_groups
         if yesno:
             sweep.frame["gold"] = np.asarray(pair_gold, dtype=int)[sweep.frame["example"].to_numpy(dtype=int)]
         info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
     else:
-        return _run_pair_patching(bridge, task, info, model, data, out, method, batch_size, log, acc, rule, seed)
+        chunks = prepare_patching(
+            bridge,
+            out_dir,
+            {
+                "job": f"activation patching on {suffix} rows",
+                "data_sha256": file_sha256(data) if data is not None and Path(data).is_file() else task_sha256(task),
+                "n_rows": len(task),
+                **{k: v for k, v in extra.items() if k != "provenance"},
+                "method": method,
+                "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},
+            },
+            model=model,
+            n_pairs=len(task),
+            width=int(lengths.max()),
+            plan=plan,
+            control=control,
+            log=log,
+        )
+        return _run_pair_patching(
+            bridge, task, info, model, data, out_dir, method, batch_size, log, acc, rule, seed, units=chunks
+        )
 
     info["processes"] = rank_and_size(acc)[1]
     info["sweep_seconds"] = round(time.perf_counter() - started, 3)

@@ -59,4 +59,31 @@ def probability_tolerance(dtype: torch.dtype, n_layers: int, logit_scale: float,
     return logit_tolerance(dtype, n_layers, logit_scale, headroom) / 4
 
 
-__all__ = ["HEADROOM", "logit_tolerance", "probability_tolerance", "unit_roundoff"]
+#: metrics read on the logit scale (a difference of logits, a next-token loss); the others
+#: (P(gold), P(yes), the probability mass on legal next tokens) are probabilities
+LOGIT_METRICS = ("logit-diff", "logit_diff", "token_loss", "continuation_loss")
+
+
+def effect_tolerance(
+    dtype: torch.dtype, n_layers: int, logit_scale: float, metric: str | None, headroom: float = HEADROOM
+) -> float:
+    """How far a sweep *effect* (ablated − clean, a difference of two metric values) computed in
+    ``dtype`` may be from float32's: twice the tolerance of its metric, :func:`logit_tolerance`
+    for a logit-scale metric (:data:`LOGIT_METRICS`; a next-token loss moves at most as much as
+    the largest logit error), :func:`probability_tolerance` for a probability (P(gold), P(yes),
+    legal mass: ``Σ_legal p`` moves by ``m(1 − m)`` times a logit difference, at most a quarter)."""
+    if metric is not None and str(metric) in LOGIT_METRICS:
+        return 2 * logit_tolerance(dtype, n_layers, logit_scale, headroom)
+    if metric is not None and str(metric) == "accuracy":
+        raise ValueError("accuracy is a step function of the margin: it has no rounding tolerance; use p-gold")
+    return 2 * probability_tolerance(dtype, n_layers, logit_scale, headroom)
+
+
+__all__ = [
+    "HEADROOM",
+    "LOGIT_METRICS",
+    "effect_tolerance",
+    "logit_tolerance",
+    "probability_tolerance",
+    "unit_roundoff",
+]

@@ -580,6 +580,8 @@ def _train(
             ) from None
     bar.close()
     checkpoint(end)
+    if completed == start and history:  # resumed at the end: the last step's loss is in the log
+        loss_value = float(history[-1]["loss"])
     elapsed = time.perf_counter() - t0
     hist = pd.DataFrame(history)
     if out is not None and main:
