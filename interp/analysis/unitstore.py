@@ -294,10 +294,13 @@ def release_heap() -> None:
         return
 
 
-def unit_chunks(lengths: Sequence[int] | np.ndarray, unit_rows: int) -> list[np.ndarray]:
-    """The rows of each unit: ``unit_rows`` at a time in order of length (so a unit's rows pad little),
-    each chunk sorted."""
-    order = np.argsort(np.asarray(lengths), kind="stable")
+def unit_chunks(
+    lengths: Sequence[int] | np.ndarray, unit_rows: int, order: Sequence[int] | np.ndarray | None = None
+) -> list[np.ndarray]:
+    """The rows of each unit: ``unit_rows`` at a time in order of length (so a unit's rows pad
+    little), or in the given ``order`` (the prefix sweep's: rows sorted by their token ids, so the
+    rows that share a prefix fall into one unit and it is computed once), each chunk sorted."""
+    order = np.argsort(np.asarray(lengths), kind="stable") if order is None else np.asarray(order)
     size = max(1, int(unit_rows))
     return [np.sort(order[i : i + size]) for i in range(0, len(order), size)]
 
@@ -355,7 +358,8 @@ class UnitRunner:
     layers a unit sweeps (the progress bar counts layers × rows); ``names``: the removals the job
     will run, in order (the finished units are read back and checked first, so the bar starts at
     what is done and its ETA counts only what runs); ``memory``: a note for the bar (the batch's
-    estimate). ``store`` None: nothing is written (one unit per removal, as before)."""
+    estimate); ``order``: the rows' order before chunking (default by length, :func:`unit_chunks`).
+    ``store`` None: nothing is written (one unit per removal, as before)."""
 
     def __init__(
         self,
@@ -367,11 +371,12 @@ class UnitRunner:
         progress: bool = False,
         memory: str = "",
         log: Any = None,
+        order: Sequence[int] | np.ndarray | None = None,
     ):
         self.store, self.layers, self.log = store, int(layers), log or sys.stderr
         self.lengths = np.asarray(lengths)
         self.n = len(self.lengths)
-        self.chunks = unit_chunks(self.lengths, store.unit_rows if store is not None else max(1, self.n))
+        self.chunks = unit_chunks(self.lengths, store.unit_rows if store is not None else max(1, self.n), order)
         self.names = list(dict.fromkeys(names))
         self.total_units = len(self.chunks) * len(self.names)
         self.found: dict[str, SweepResult] = {}

@@ -433,6 +433,8 @@ def run_task_sweep(
             plan=plan,
             control=control,
             log=log,
+            # prefix: rows sharing a prefix in one unit (token order), so each prefix is computed once
+            order=sorted(range(len(task)), key=lambda i: list(task.ids[i])) if method == "prefix" else None,
         )
 
         def mlp_sweep(part: Any, removal: Any) -> SweepResult:
