@@ -71,7 +71,7 @@ def timed(fn) -> tuple[float, float, object]:
 def examples(world, n: int, length: int, edit_at: int, seed: int):
     """(clean ids, corrupted ids, legal-mass metric) of ``n`` aligned one-token edits."""
     from interp.analysis.activation_patching import legal_mass
-    from interp.analysis.runner import aligned_edit_pairs
+    from interp.analysis.edit_pairs import aligned_edit_pairs
 
     seqs = world.generate(40 * n, np.random.default_rng(seed))
     pairs = aligned_edit_pairs(world, seqs, length, edit_at, seed)

@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     from interp.models import load_bridge, load_hf_model
     from interp.models.device import Placement
     from interp.models.generate import greedy_generate
-    from interp.models.pinned import get_model
     from interp.models.precision import logit_tolerance, probability_tolerance
+    from interp.models.registry import get_model
     from interp.tasks import YesNoTask
     from interp.train.regularisers import HLS
     from interp.train.trainer import train

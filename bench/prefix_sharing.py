@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     from interp.models.attention import attention, set_attention
     from interp.models.device import Placement
     from interp.models.packing import plan
-    from interp.models.pinned import get_model
+    from interp.models.registry import get_model
     from interp.tasks import YesNoTask
 
     place = Placement.resolve(args.device, args.dtype)

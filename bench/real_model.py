@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     from interp.metrics.pragworld_eval import generate_responses, score_label_prompts
     from interp.models import load_bridge
     from interp.models.device import Placement
-    from interp.models.pinned import get_model
+    from interp.models.registry import get_model
     from interp.tasks import YesNoTask
 
     place = Placement.resolve(args.device, args.dtype)

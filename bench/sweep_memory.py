@@ -100,7 +100,7 @@ def main() -> None:
     args = ap.parse_args()
     model = args.model
     if model is None:
-        from interp.models.pinned import get_model
+        from interp.models.registry import get_model
 
         model = str(get_model("smollm2-135m-instruct", log=sys.stderr))
     if not args.data.exists():

@@ -20,7 +20,7 @@ Issue 30, item 4. Starting from the unplanted model:
    change of its effect on the same prompts beyond the margin, :func:`interp.analysis.planted.harm_rise`)
    counts as newly harmful. A planting in several layers is also undone one layer at a time (its
    MLP weights put back): the harm each planted layer carries, an oracle that removes nothing. Every other layer that changes is measured along two paths
-   (:func:`interp.analysis.paths.mlp_path_removal`): its output removed only from the planted MLP's
+   (:func:`interp.analysis.path_removal.mlp_path_removal`): its output removed only from the planted MLP's
    input (what it does *through* the planted layer) and only from the final norm's input (its
    direct effect).
 4. **Repair** (``--repair`` plantings): the found (newly harmful) layers zeroed at inference; plain

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     from interp.datasets.ioi import IOI_TEMPLATES, ioi_examples
     from interp.machine import machine
     from interp.models import load_bridge
-    from interp.models.pinned import PINNED, get_model
+    from interp.models.registry import PINNED, get_model
     from interp.tasks import own_tokenizer
     from interp.tasks.contrast import GROUP_UNIT, ContrastTask
     from interp.viz.attribution import draw_attribution_scatter

@@ -41,7 +41,7 @@ def _chunked(tmp_path: Path, chunks: list[bytes], *, whole_sha: str | None = Non
     """A pinned model of ``chunks`` in wheels ``demo-partK`` written into ``tmp_path/wheels``."""
     import hashlib
 
-    from interp.models.pinned import Part, PinnedModel
+    from interp.models.registry import Part, PinnedModel
 
     wheels = tmp_path / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
@@ -72,7 +72,7 @@ def _chunked(tmp_path: Path, chunks: list[bytes], *, whole_sha: str | None = Non
 def test_chunks_are_assembled_in_order_and_checked(tmp_path):
     import hashlib
 
-    from interp.models.pinned import extract_file, extract_licence
+    from interp.models.registry import extract_file, extract_licence
 
     chunks = [b"GGUF" + bytes(range(200)), b"second" * 50, b"tail"]
     model, wheels = _chunked(tmp_path, chunks)
@@ -87,7 +87,7 @@ def test_chunks_are_assembled_in_order_and_checked(tmp_path):
 def test_chunk_errors_name_the_file_and_both_hashes(tmp_path):
     import hashlib
 
-    from interp.models.pinned import PinnedModelError, extract_file
+    from interp.models.registry import PinnedModelError, extract_file
 
     chunks = [b"GGUF-one", b"two"]
     model, wheels = _chunked(tmp_path / "a", chunks, whole_sha="0" * 64)  # every chunk right, the whole wrong
@@ -114,7 +114,7 @@ def test_chunk_errors_name_the_file_and_both_hashes(tmp_path):
 
 
 def test_missing_chunk_wheels_offline_say_which_to_copy(tmp_path, monkeypatch):
-    from interp.models.pinned import NoCopyError, fetch_wheels
+    from interp.models.registry import NoCopyError, fetch_wheels
 
     model, wheels = _chunked(tmp_path, [b"a", b"b", b"c"])
     (wheels / model.parts[1].wheel("1.0.0")).unlink()
@@ -130,7 +130,7 @@ def test_missing_chunk_wheels_offline_say_which_to_copy(tmp_path, monkeypatch):
 
 def test_gemma_is_pinned_with_its_licence_shown(capsys, tmp_path):
     from interp.cli import main
-    from interp.models.pinned import PINNED, pinned
+    from interp.models.registry import PINNED, pinned
 
     g = pinned(NAME)
     assert pinned("gemma3-270m") is g and len(g.parts) == 4
@@ -151,7 +151,7 @@ def test_gemma_is_pinned_with_its_licence_shown(capsys, tmp_path):
 def gemma():
     from interp.models.cache import cache_dir
     from interp.models.gguf import read_record
-    from interp.models.pinned import pinned
+    from interp.models.registry import pinned
 
     folder = cache_dir() / "models" / NAME
     rec = read_record(folder)

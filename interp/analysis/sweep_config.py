@@ -15,7 +15,7 @@ from typing import Any
 
 from interp.analysis.agreement import check_removals
 from interp.analysis.bands import RESAMPLE
-from interp.analysis.runner import RUN_METHODS
+from interp.analysis.sweep_options import RUN_METHODS
 
 #: ``--kind`` of a sweep of PragWorld or contrast rows (``activation-patching``: :func:`interp.patch`)
 PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")

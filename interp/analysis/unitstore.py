@@ -95,8 +95,8 @@ class LongRun:
 
 def file_sha256(path: str | Path) -> str:
     """The SHA-256 of a file's bytes (a data file in the config fingerprint;
-    :func:`interp.models.pinned.sha256_file`)."""
-    from interp.models.pinned import sha256_file
+    :func:`interp.models.registry.sha256_file`)."""
+    from interp.models.registry import sha256_file
 
     return sha256_file(path)
 

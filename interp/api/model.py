@@ -11,7 +11,7 @@ from typing import Any
 
 from interp.analysis.fingerprint import model_fingerprint
 from interp.models.checkpoint import CheckpointError, load_bridge
-from interp.models.pinned import PINNED, get_model
+from interp.models.registry import PINNED, get_model
 from interp.tasks import own_tokenizer
 
 
@@ -57,7 +57,7 @@ class Model:
 
 def resolve_name(name: str | os.PathLike) -> str:
     """Where ``name`` loads from, checked before anything is loaded: a pinned name
-    (:data:`interp.models.pinned.PINNED`: fetched once, then cached), an existing folder or
+    (:data:`interp.models.registry.PINNED`: fetched once, then cached), an existing folder or
     ``.gguf`` file, or a hub id (``owner/name`` or a bare hub name). Raises
     :class:`UnknownModelError` for a path that does not exist."""
     text = str(name)

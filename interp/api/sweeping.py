@@ -19,7 +19,7 @@ from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdict
 from interp.api.model import Model, as_model
 from interp.api.provenance import provenance
 from interp.api.results import Figure, ResultFolderError, SavedResult, describe_task
-from interp.jobs.sweep_runs import SweepRun
+from interp.jobs.run_records import SweepRun
 from interp.jobs.task_sweep import run_task_sweep
 from interp.models.attention import attention
 

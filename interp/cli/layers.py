@@ -51,7 +51,7 @@ def _run_sweep(args: argparse.Namespace, layers: Any, n: int | None) -> Any:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from interp.analysis.runner import parse_layers
+    from interp.analysis.sweep_options import parse_layers
     from interp.jobs.sweep import PatchingRun
 
     layers = parse_layers(args.layers)
@@ -147,7 +147,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_plant(args: argparse.Namespace) -> int:
-    from interp.analysis.runner import parse_layers
+    from interp.analysis.sweep_options import parse_layers
     from interp.train.plant import PlantSpec, plant_harm
 
     layers = parse_layers(args.layers)

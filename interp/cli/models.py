@@ -10,7 +10,7 @@ from pathlib import Path
 
 def cmd_models_list(args: argparse.Namespace) -> int:
     from interp.models.cache import cache_dir
-    from interp.models.pinned import PINNED
+    from interp.models.registry import PINNED
 
     root = cache_dir(args.cache)
     for m in {id(m): m for m in PINNED.values()}.values():
@@ -23,7 +23,7 @@ def cmd_models_list(args: argparse.Namespace) -> int:
 
 
 def cmd_models_get(args: argparse.Namespace) -> int:
-    from interp.models.pinned import get_model, pinned
+    from interp.models.registry import get_model, pinned
 
     model = pinned(args.name)
     folder = get_model(args.name, args.cache, log=sys.stderr)

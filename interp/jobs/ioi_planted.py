@@ -46,7 +46,7 @@ from interp.analysis.planted_ioi import (
 )
 from interp.viz.planted_tables import detection_markdown, pooled_markdown, repair_markdown, unplant_markdown
 
-#: the pinned unplanted model (:func:`interp.models.pinned.get_model`)
+#: the pinned unplanted model (:func:`interp.models.registry.get_model`)
 MODEL = "smollm2-135m-instruct"
 
 
@@ -233,7 +233,7 @@ def run_ioi_planted(cfg: IOIPlantedConfig, log: Callable[[str], Any] = print) ->
     info = machine()  # the fp32 matmul peak of this run, measured before the work starts
     log(f"machine: {info}")
     if cfg.model is None:
-        from interp.models.pinned import get_model
+        from interp.models.registry import get_model
 
         cfg.model = str(get_model(MODEL))
     base, out = Path(cfg.model), Path(cfg.out)

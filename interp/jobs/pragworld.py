@@ -54,12 +54,12 @@ PROMPTS = ("benchmark", "label")
 
 
 def resolve_job_model(name: str, log: Callable[[str], Any] = print) -> Path:
-    """A pinned model name (fetched and converted, :func:`interp.models.pinned.get_model`), a
+    """A pinned model name (fetched and converted, :func:`interp.models.registry.get_model`), a
     .gguf file (its converted folder) or a Hugging Face folder → the folder."""
     import sys
 
     from interp.models.checkpoint import _check_folder, local_model
-    from interp.models.pinned import PINNED, get_model
+    from interp.models.registry import PINNED, get_model
 
     folder = get_model(name, log=sys.stderr) if name in PINNED else Path(local_model(name))
     _check_folder(folder)
@@ -269,7 +269,7 @@ def mlp_zero(
     """The MLP zero-out sweep (:func:`interp.jobs.task_sweep.run_pragworld_sweep`) on the first ``n_rows``
     manual rows at ``layers``; with ``figures`` also the paper-style accuracy plot and the layer ×
     alteration heatmap."""
-    from interp.jobs.sweep_runs import SweepRun
+    from interp.jobs.run_records import SweepRun
     from interp.jobs.task_sweep import run_pragworld_sweep
     from interp.viz.layers import draw_category_effects, draw_layer_accuracy
 

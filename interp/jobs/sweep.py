@@ -11,18 +11,18 @@ writes everything to a folder (default ``<checkpoint>/../sweep_<kind>/``):
 - ``mlp-zero`` — :func:`~interp.analysis.sweeps.mlp_zero_sweep` over the sequences, metric
   :func:`~interp.analysis.scoring.token_loss` (mean next-token loss over the non-padding targets).
 - ``direct-effect`` — :func:`~interp.analysis.patching.direct_effect_patching` on pairs built by
-  :func:`~interp.analysis.runner.state_change_pairs`: a held-out prefix and the same prefix with one token replaced by
+  :func:`~interp.analysis.edit_pairs.state_change_pairs`: a held-out prefix and the same prefix with one token replaced by
   another legal token that leads to a different state (for streets: one direction by another
   direction), both legal. The metric is the original's next-token loss on the tokens after the
-  edit (:func:`~interp.analysis.runner.continuation_loss`), so the effect of layer ℓ is how much the altered run's
+  edit (:func:`~interp.analysis.edit_pairs.continuation_loss`), so the effect of layer ℓ is how much the altered run's
   residual entering ℓ (at every aligned position) changes the model's loss on the original route.
 
 ``method="attribution"`` estimates every site from one gradient run instead
 (:mod:`interp.analysis.attribution`) and writes the same files and verdicts from the estimates;
 with ``verify_top=K`` the K sites of largest |attribution| are then measured exactly (the reuse
 sweep, the pair-by-pair patching, or one patched forward per cell), written to ``verify.csv`` and
-``run.json`` beside the estimates (:func:`~interp.analysis.runner.verify_layers`,
-:func:`~interp.analysis.runner.verify_cells`).
+``run.json`` beside the estimates (:func:`~interp.analysis.verify_attribution.verify_layers`,
+:func:`~interp.analysis.verify_attribution.verify_cells`).
 
 Written: ``sweep.csv`` / ``sweep_layers.csv`` / ``sweep.json`` (:meth:`SweepResult.save`),
 ``verdicts.json`` (:meth:`LayerVerdicts.save`), ``layers.png``
@@ -48,31 +48,22 @@ import torch
 
 from interp.analysis.agreement import check_removals, compare_removals, discovery_reference, run_removals
 from interp.analysis.confirmation import confirm_verdicts
-from interp.analysis.runner import (
-    KINDS,
-    RUN_METHODS,
-    accelerator,
-    aligned_edit_pairs,
-    check_layers,
-    continuation_loss,
-    is_main,
-    sharded,
-    state_change_pairs,
-    verify_cells,
-    verify_layers,
-)
+from interp.analysis.edit_pairs import aligned_edit_pairs, continuation_loss, state_change_pairs
+from interp.analysis.processes import accelerator, is_main, sharded
 from interp.analysis.scoring import token_loss
+from interp.analysis.sweep_options import KINDS, RUN_METHODS, check_layers
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.unitstore import file_sha256
 from interp.analysis.verdicts import LayerVerdicts
-from interp.jobs.sweep_runs import (
+from interp.analysis.verify_attribution import verify_cells, verify_layers
+from interp.jobs.run_records import (
     PRAGWORLD_KINDS,
     PRAGWORLD_METRIC,
     RULE_KEYS,
     YESNO_THRESHOLDS,
     PatchingRun,
     SweepRun,
-    _cell_verdicts,
+    cell_verdicts,
     check_folds,
     rule_line,
     verdict_rule,
@@ -170,7 +161,7 @@ def _run_patching(
             m = activation_patching(bridge, clean, corrupted, metric, comp, labels=labels)
         m.save(out_dir, f"patching_{comp}")
         maps[comp] = m
-    cells = _cell_verdicts(maps, rule, seed, out_dir)
+    cells = cell_verdicts(maps, rule, seed, out_dir)
     for comp, m in maps.items():
         what = "position" if comp == "resid_pre" else "head"
         figures.append(
@@ -243,7 +234,7 @@ def run_sweep(
     (None: the metric's default), ``resample`` ``groups`` (a world sequence and its edit pair are
     each their own group; PragWorld rows: their group) or ``rows``; ``n_boot`` replicates.
     ``metric``: a yes/no sweep's metric (``p-gold``, ``logit-diff``, ``accuracy``; default
-    :data:`~interp.jobs.sweep_runs.PRAGWORLD_METRIC`) or a contrast sweep's (``logit-diff``,
+    :data:`~interp.jobs.run_records.PRAGWORLD_METRIC`) or a contrast sweep's (``logit-diff``,
     default, or ``p-gold``: P(correct)); ``folds``: confirm the verdicts on held-out groups
     (:func:`~interp.analysis.confirmation.confirm_verdicts`; 2 = a discovery and a confirmation half).
     ``ablation`` (``mlp-zero`` only): the removal kinds, ``zero`` (default), ``mean``, ``resample``,

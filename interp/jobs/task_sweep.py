@@ -3,7 +3,7 @@ or contrast examples (JSONL, e.g. IOI; :class:`interp.tasks.ContrastTask`), the 
 ``interp sweep --data FILE.csv|FILE.jsonl`` (:func:`interp.jobs.sweep.run_sweep` dispatches here).
 
 One metric per row (``--metric``): for a yes/no task ``p-gold`` (default,
-:data:`~interp.jobs.sweep_runs.PRAGWORLD_METRIC`), ``logit-diff`` (gold − other) or ``accuracy``; for a contrast task ``logit-diff`` (correct − foil,
+:data:`~interp.jobs.run_records.PRAGWORLD_METRIC`), ``logit-diff`` (gold − other) or ``accuracy``; for a contrast task ``logit-diff`` (correct − foil,
 default) or ``p-gold`` (P(correct) over the pair). Every yes/no sweep writes each row's ``gold`` and
 its verdicts gain the per-gold-class effects and the prior-shift flag
 (:mod:`interp.analysis.prior_shift`); a ``logit-diff`` MLP sweep adds each layer's direct effect
@@ -25,17 +25,18 @@ from interp.analysis.agreement import check_removals, compare_removals, discover
 from interp.analysis.confirmation import confirm_verdicts
 from interp.analysis.pragworld_sweep import reference_activation_patching, reference_patch_pairs
 from interp.analysis.prior_shift import add_prior_shift
-from interp.analysis.runner import accelerator, check_layers, is_main, sharded
+from interp.analysis.processes import accelerator, is_main, sharded
+from interp.analysis.sweep_options import check_layers
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.unitstore import file_sha256
 from interp.analysis.verdicts import LayerVerdicts
-from interp.jobs.sweep_runs import (
+from interp.jobs.run_records import (
     PRAGWORLD_KINDS,
     PRAGWORLD_METRIC,
     YESNO_THRESHOLDS,
     PatchingRun,
     SweepRun,
-    _cell_verdicts,
+    cell_verdicts,
     check_folds,
     verdict_rule,
 )
@@ -109,9 +110,9 @@ def _write_patching(
     from interp.viz.layers import draw_patching_heatmap
 
     if not is_main(acc):
-        return PatchingRun(maps, out_dir, [], info, _cell_verdicts(maps, rule, seed, None))
+        return PatchingRun(maps, out_dir, [], info, cell_verdicts(maps, rule, seed, None))
     figures = []
-    cells = _cell_verdicts(maps, rule, seed, out_dir)
+    cells = cell_verdicts(maps, rule, seed, out_dir)
     for comp, m in maps.items():
         m.save(out_dir, f"patching_{comp}")
         axis = "offset from the last token" if comp == "resid_pre" else "head"
@@ -165,7 +166,7 @@ def run_pragworld_sweep(
     model runs (:class:`interp.models.device.Placement`; default CPU; a launcher's process device).
     Verdicts as in :func:`~interp.jobs.sweep.run_sweep`; the resampling unit is the PragWorld group
     (an original and its alterations; a patched pair: its original's group). ``metric``: ``p-gold``
-    (default, :data:`~interp.jobs.sweep_runs.PRAGWORLD_METRIC`), ``logit-diff`` or ``accuracy``
+    (default, :data:`~interp.jobs.run_records.PRAGWORLD_METRIC`), ``logit-diff`` or ``accuracy``
     (:meth:`interp.tasks.YesNoTask.metric`); the frame carries each row's ``gold``, the verdicts the
     per-class effects and prior-shift flag, with ``logit-diff`` on ``mlp-zero`` the direct effect;
     ``folds``: confirmation on held-out groups; ``ablation`` / ``scales`` / ``draws``: the removal

