@@ -44,8 +44,9 @@ def add_placement(
     parser.add_argument(
         "--dtype",
         default="float32" if device else None,
-        help=f"float32, bfloat16, float16, or auto (float32 on CPU; bfloat16 on a CUDA device that "
-        f"supports it, else float16) ({'default float32' if device else default})",
+        help=f"float32, bfloat16, float16, or auto (bfloat16 on a CUDA device that supports it, else "
+        f"float16; on a CPU bfloat16 with native AVX-512 BF16 / AMX, else float32) "
+        f"({'default float32' if device else default})",
     )
     if device is not None:  # a command that loads the bridge (fine-tuning reads its config)
         parser.add_argument(
