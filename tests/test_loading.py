@@ -148,8 +148,8 @@ def test_device_and_dtype_names():
     assert resolve_device_map('{"": "cpu"}') == {"": "cpu"} and resolve_device_map("balanced") == "balanced"
     with pytest.raises(DeviceError, match="JSON"):
         resolve_device_map("{not json")
-    p = Placement.resolve(device_map={"": "cpu"}, dtype="auto")
-    assert p.mapped and p.dtype is torch.float32 and "device" not in p.boot_kwargs()
+    p = Placement.resolve(device_map={"": "cpu"}, dtype="auto")  # a CPU map: the CPU's auto dtype
+    assert p.mapped and p.dtype is resolve_dtype("auto", "cpu") and "device" not in p.boot_kwargs()
 
 
 def _split_map(arch: str, n_layers: int) -> dict[str, str]:
@@ -196,7 +196,7 @@ def test_finetune_placement_from_the_config(ckpts, tmp_path):
     p = train_placement(FinetuneConfig(checkpoint=str(ckpts["gpt2"]), dtype="bfloat16"))
     assert p == Placement("cpu", torch.bfloat16)  # on the CPU, for accelerate to move to its device
     p = train_placement(FinetuneConfig(checkpoint=str(ckpts["gpt2"]), device_map='{"": "cpu"}', dtype="auto"))
-    assert p.mapped and p.dtype is torch.float32
+    assert p.mapped and p.dtype is resolve_dtype("auto", "cpu")
     model = load_hf_model(ckpts["gpt2"], p)
     assert next(model.parameters()).device.type == "cpu"
 

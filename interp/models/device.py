@@ -272,6 +272,7 @@ __all__ = [
     "DEVICE_CHOICES",
     "DTYPE_CHOICES",
     "DeviceError",
+    "cpu_native_bf16",
     "Placement",
     "model_device",
     "resolve_device",
