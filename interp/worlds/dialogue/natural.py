@@ -2,7 +2,8 @@
 
 Each *group* is an original conversation (2–3 people, 3 objects, 4 places: puts, moves, a
 take / hand-over / drop chain, a shuttle, a move of "all of the things" somewhere, a joined
-subject, mentions of places and small talk) followed by one alteration per PragWorld category
+subject, mentions of places and small talk; half of them end with a distractor naming another
+place, :data:`TAIL`) followed by one alteration per PragWorld category
 it admits (:mod:`~interp.worlds.dialogue.tracking_alter`) and a paraphrase. Every gold comes
 from the world's simulation (:mod:`~interp.worlds.dialogue.tracking`), so flip / invariant is exact.
 
@@ -56,6 +57,11 @@ N_OBJECTS = 3
 ANSWERS = (" yes", " no")
 #: the chance that a block of events is about the object that will be asked about (else any object)
 FOCUS = 0.6
+#: the chance that a conversation ends with a distractor after its last event: another object moved,
+#: or a place mentioned, to a place other than the asked object's — so "the most recently mentioned
+#: place" is the answer only about half the time (without it, that shortcut answered 94 % of the
+#: items: the asked object's last move was usually the last place said)
+TAIL = 0.5
 
 
 class DialogueError(ValueError):
@@ -189,6 +195,21 @@ def _steps(rng: np.random.Generator, people: list[str], objects: list[str], plac
     return events
 
 
+def _distractor(
+    rng: np.random.Generator, people: list[str], objects: list[str], places: list[str], obj: str, gold: str | None
+) -> Event:
+    """A last event that names a place other than ``obj``'s (``gold``) without touching ``obj``:
+    another object moved there, or the place mentioned (:data:`TAIL`)."""
+    who = people[int(rng.integers(len(people)))]
+    elsewhere = [p for p in places if p != gold]
+    dst = elsewhere[int(rng.integers(len(elsewhere)))]
+    others = [o for o in objects if o != obj]
+    if rng.random() < 0.5:
+        other = others[int(rng.integers(len(others)))]
+        return Event("move", (who,), (other,), place=dst, style=int(rng.integers(4)))
+    return Event("mention", (who,), place=dst, style=int(rng.integers(4)))
+
+
 def sample_conversation(
     rng: np.random.Generator, words: render.Words, family: str, max_tries: int = 200
 ) -> Conversation:
@@ -205,6 +226,8 @@ def sample_conversation(
         ]
         if askable:
             obj = objects[0] if objects[0] in askable else askable[int(rng.integers(len(askable)))]
+            if rng.random() < TAIL:
+                events += (_distractor(rng, people, objects, places, obj, tracking.place_of(events, obj)),)
             return Conversation(
                 events,
                 tuple((p, words.people[p]) for p in people),
