@@ -406,6 +406,19 @@ def run_task_sweep(
     )
     batch_size, info["batch"] = plan.batch_size, plan.to_dict()
     started = time.perf_counter()
+
+    def unit_config(job: str, **settings: Any) -> dict[str, Any]:
+        """The fingerprint of this run's units: what decides their numbers, not when or where."""
+        return {
+            "job": f"{job} on {suffix} rows",
+            "data_sha256": file_sha256(data) if data is not None and Path(data).is_file() else task_sha256(task),
+            "n_rows": len(task),
+            **{k: v for k, v in extra.items() if k != "provenance"},  # the API's provenance holds a date
+            "method": method,
+            **settings,
+            "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},  # not its path
+        }
+
     if kind == "mlp-zero":
         reference = discovery_reference(groups, folds, seed)
         rows_all = np.arange(len(task))
@@ -413,20 +426,14 @@ def run_task_sweep(
         units = prepare_sweep(
             bridge,
             out_dir,
-            {
-                "job": f"sweep {kind} on {suffix} rows",
-                "data_sha256": file_sha256(data) if data is not None and Path(data).is_file() else task_sha256(task),
-                "n_rows": len(task),
-                # what was run, not when or where (the API's provenance holds a date)
-                **{k: v for k, v in extra.items() if k != "provenance"},
-                "method": method,
-                "layers": lays,
-                "metric": metric,
-                "folds": folds,
-                "seed": seed if folds or any(r.kind == "resample" for r in removals) else None,
-                "removals": [r.to_dict() for r in removals],
-                "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},  # not its path
-            },
+            unit_config(
+                f"sweep {kind}",
+                layers=lays,
+                metric=metric,
+                folds=folds,
+                seed=seed if folds or any(r.kind == "resample" for r in removals) else None,
+                removals=[r.to_dict() for r in removals],
+            ),
             model=model,
             lengths=lengths,
             layers=lays,
@@ -514,16 +521,7 @@ def run_task_sweep(
         units = prepare_sweep(
             bridge,
             out_dir,
-            {
-                "job": f"sweep {kind} on {suffix} rows",
-                "data_sha256": file_sha256(data) if data is not None and Path(data).is_file() else task_sha256(task),
-                "n_rows": len(task),
-                **{k: v for k, v in extra.items() if k != "provenance"},
-                "method": method,
-                "layers": lays,
-                "metric": metric,
-                "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},
-            },
+            unit_config(f"sweep {kind}", layers=lays, metric=metric),
             model=model,
             lengths=np.zeros(len(pairs), dtype=int),  # units in the pairs' own order
             layers=lays,
@@ -546,14 +544,7 @@ def run_task_sweep(
         chunks = prepare_patching(
             bridge,
             out_dir,
-            {
-                "job": f"activation patching on {suffix} rows",
-                "data_sha256": file_sha256(data) if data is not None and Path(data).is_file() else task_sha256(task),
-                "n_rows": len(task),
-                **{k: v for k, v in extra.items() if k != "provenance"},
-                "method": method,
-                "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},
-            },
+            unit_config("activation patching"),
             model=model,
             n_pairs=len(task),
             width=int(lengths.max()),

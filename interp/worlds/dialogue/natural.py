@@ -386,6 +386,7 @@ __all__ = [
     "N_OBJECTS",
     "N_PLACES",
     "ORIGINAL",
+    "TAIL",
     "DialogueConfig",
     "DialogueError",
     "DialogueExamples",
