@@ -32,6 +32,7 @@ before, unresumable (the runner says so).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -280,27 +281,29 @@ def release_heap() -> None:
     ``malloc_trim``; nothing elsewhere). Units of different shapes leave the allocator holding
     freed blocks of many sizes, so without it a long sweep's resident set creeps up with the number
     of units, not the batch (``bench/sweep_memory.py``). ``INTERP_NO_TRIM=1`` turns it off."""
-    if os.environ.get("INTERP_NO_TRIM") or not sys.platform.startswith("linux"):
-        return
+    trim = None if os.environ.get("INTERP_NO_TRIM") else _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` (looked up once), or None off Linux / off glibc."""
+    if not sys.platform.startswith("linux"):
+        return None
     import ctypes
-    import ctypes.util
 
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return
     try:
-        ctypes.CDLL(name).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
-        return
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # no glibc (musl has no malloc_trim)
+        return None
 
 
-def unit_chunks(
-    lengths: Sequence[int] | np.ndarray, unit_rows: int, order: Sequence[int] | np.ndarray | None = None
-) -> list[np.ndarray]:
-    """The rows of each unit: ``unit_rows`` at a time in order of length (so a unit's rows pad
-    little), or in the given ``order`` (the prefix sweep's: rows sorted by their token ids, so the
-    rows that share a prefix fall into one unit and it is computed once), each chunk sorted."""
-    order = np.argsort(np.asarray(lengths), kind="stable") if order is None else np.asarray(order)
+def unit_chunks(sort_key: Sequence[int] | np.ndarray, unit_rows: int) -> list[np.ndarray]:
+    """The rows of each unit: ``unit_rows`` at a time in the order of ``sort_key`` — the rows'
+    lengths (so a unit's rows pad little), or the prefix sweep's rank of each row in token order (so
+    the rows that share a prefix fall into one unit and it is computed once) — each chunk sorted."""
+    order = np.argsort(np.asarray(sort_key), kind="stable")
     size = max(1, int(unit_rows))
     return [np.sort(order[i : i + size]) for i in range(0, len(order), size)]
 
@@ -358,8 +361,7 @@ class UnitRunner:
     layers a unit sweeps (the progress bar counts layers × rows); ``names``: the removals the job
     will run, in order (the finished units are read back and checked first, so the bar starts at
     what is done and its ETA counts only what runs); ``memory``: a note for the bar (the batch's
-    estimate); ``order``: the rows' order before chunking (default by length, :func:`unit_chunks`).
-    ``store`` None: nothing is written (one unit per removal, as before)."""
+    estimate). ``lengths``: the rows' sort key (:func:`unit_chunks`). ``store`` None: nothing is written (one unit per removal, as before)."""
 
     def __init__(
         self,
@@ -371,12 +373,11 @@ class UnitRunner:
         progress: bool = False,
         memory: str = "",
         log: Any = None,
-        order: Sequence[int] | np.ndarray | None = None,
     ):
         self.store, self.layers, self.log = store, int(layers), log or sys.stderr
         self.lengths = np.asarray(lengths)
         self.n = len(self.lengths)
-        self.chunks = unit_chunks(self.lengths, store.unit_rows if store is not None else max(1, self.n), order)
+        self.chunks = unit_chunks(self.lengths, store.unit_rows if store is not None else max(1, self.n))
         self.names = list(dict.fromkeys(names))
         self.total_units = len(self.chunks) * len(self.names)
         self.found: dict[str, SweepResult] = {}

@@ -396,7 +396,7 @@ def run_sweep(
                 "removals": [r.to_dict() for r in removals],
             },
             model=model,
-            lengths=lengths,
+            sort_key=lengths,
             layers=lays,
             names=[r.name for r in removals],
             plan=plan,

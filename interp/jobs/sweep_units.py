@@ -53,38 +53,37 @@ def prepare_sweep(
     config: dict[str, Any],
     *,
     model: str | Path,
-    lengths: Sequence[int] | np.ndarray,
+    sort_key: Sequence[int] | np.ndarray,
     layers: Sequence[int],
     names: Sequence[str],
     plan: BatchPlan,
     control: LongRun | None,
     log: Any,
-    order: Sequence[int] | np.ndarray | None = None,
 ) -> UnitRunner:
     """The :class:`~interp.analysis.unitstore.UnitRunner` of a layer sweep (``names``: its removals,
     or ``["direct"]`` for direct-effect patching) writing its units to
     ``out_dir/units`` (the manifest checked against ``config`` and the model; refused on a
     difference unless ``control.overwrite``), with the job's progress bar; ``control.resume``
-    False: no units. ``order``: the rows' order before they are cut into units (default by length;
-    recorded in the fingerprint, so a folder cut another way is refused). Prints what a resumed run skips. ``control`` None (a library caller that did not
+    False: no units. ``sort_key``: one number per row; the rows are cut into units in its order (their
+    token counts: units pad little; a prefix sweep's rank of each row in token order: rows sharing a
+    prefix land in one unit — the caller records which in ``config``, so a folder cut another way is
+    refused). Prints what a resumed run skips. ``control`` None (a library caller that did not
     ask): units of the same config are resumed, units of another config or model replaced without
     refusal (such callers rewrite their folders), no progress bar."""
     control = control or LongRun(overwrite=True, progress=False)
     names = list(names)
     if "zero" in names:  # scale α = 0 after zero reuses the zero sweep (run_removals): no units of its own
         names = [x for i, x in enumerate(names) if not (x == "scale0" and "zero" in names[:i])]
-    need = len(lengths) * len(layers) * len(names) * ROW_BYTES * 2 + 1_000_000
-    config = {**config, "chunking": "length" if order is None else "token order"}
+    need = len(sort_key) * len(layers) * len(names) * ROW_BYTES * 2 + 1_000_000
     store = _open_store(bridge, out_dir, config, model, plan.batch_size, control, need) if control.resume else None
     runner = UnitRunner(
         store,
-        lengths,
+        sort_key,
         len(layers),
         names,
         progress=control.show_progress(),
         memory=f"batch {plan.batch_size}, est. {human(plan.estimate)}",
         log=log,
-        order=order,
     )
     line = runner.line()
     if line:

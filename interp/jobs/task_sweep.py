@@ -282,6 +282,15 @@ def _check_task_kind(kind: str, layers: Any) -> None:
         )
 
 
+def token_ranks(rows: Any) -> np.ndarray:
+    """Each row's rank when the rows are sorted by their token ids (lists compare element by
+    element): rows that share a prefix get neighbouring ranks."""
+    order = sorted(range(len(rows)), key=lambda i: list(rows[i]))
+    ranks = np.empty(len(rows), dtype=int)
+    ranks[order] = np.arange(len(rows))
+    return ranks
+
+
 def task_sha256(task: Any) -> str:
     """The SHA-256 of a task's token ids and answers: its identity when it comes from no file (a
     task built in Python, :func:`interp.sweep`)."""
@@ -433,16 +442,16 @@ def run_task_sweep(
                 folds=folds,
                 seed=seed if folds or any(r.kind == "resample" for r in removals) else None,
                 removals=[r.to_dict() for r in removals],
+                chunking="token order" if method == "prefix" else "length",
             ),
             model=model,
-            lengths=lengths,
+            # prefix: each row's rank in token order, so the rows sharing a prefix share a unit
+            sort_key=token_ranks(task.ids) if method == "prefix" else lengths,
             layers=lays,
             names=[r.name for r in removals],
             plan=plan,
             control=control,
             log=log,
-            # prefix: rows sharing a prefix in one unit (token order), so each prefix is computed once
-            order=sorted(range(len(task)), key=lambda i: list(task.ids[i])) if method == "prefix" else None,
         )
 
         def mlp_sweep(part: Any, removal: Any) -> SweepResult:
@@ -523,7 +532,7 @@ def run_task_sweep(
             out_dir,
             unit_config(f"sweep {kind}", layers=lays, metric=metric),
             model=model,
-            lengths=np.zeros(len(pairs), dtype=int),  # units in the pairs' own order
+            sort_key=np.zeros(len(pairs), dtype=int),  # units in the pairs' own order
             layers=lays,
             names=["direct"],
             plan=plan,
