@@ -203,6 +203,12 @@ def test_a_damaged_unit_is_redone_not_trusted(model_dir, data_csv, tmp_path):
     _same_files(tmp_path / "whole", out)
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT's default action, as a terminal's Ctrl-C finds it (a parent started in
+    the background by a shell ignores SIGINT, and its children would inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli(*args, **kw):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
     return subprocess.Popen(
@@ -211,6 +217,7 @@ def _cli(*args, **kw):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
         **kw,
     )
 
@@ -249,8 +256,8 @@ def test_a_killed_cli_sweep_resumes_to_equality(model_dir, data_csv, tmp_path, s
         time.sleep(rng.uniform(0, 1.5))
         p.send_signal(sig)
         _, err = p.communicate(timeout=300)
-        if p.returncode == 0:
-            break  # finished before the signal
+        if p.returncode == 0 or (out / "sweep.csv").exists():
+            break  # finished before the signal (or the signal came while the finished process exited)
         if sig == signal.SIGINT:
             assert p.returncode == 130 and "rerun the same command" in err, err
         leftovers = [q.name for q in (out / "units").iterdir() if ".tmp" in q.name]
