@@ -23,20 +23,15 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from real_model import MANUAL  # the manual split: ../shared/data or $INTERP_SHARED_DATA
 
 REPO = Path(__file__).resolve().parents[1]
-MANUAL = (
-    Path(os.environ.get("INTERP_SHARED_DATA") or REPO.parent / "shared" / "data")
-    / "pragworld"
-    / "Manual_Dataset_500_Final.csv"
-)
 DEMO = REPO / "interp" / "demo_model" / "checkpoint"
 N_BOOT = 2000
 

@@ -14,7 +14,6 @@ already done" and finish. Compare its ``sweep.csv`` with an uninterrupted run's 
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import shutil
 import signal
@@ -23,12 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-MANUAL = (
-    Path(os.environ.get("INTERP_SHARED_DATA") or REPO.parent / "shared" / "data")
-    / "pragworld"
-    / "Manual_Dataset_500_Final.csv"
-)
+from real_model import MANUAL  # the manual split: ../shared/data or $INTERP_SHARED_DATA
 
 
 def main() -> None:

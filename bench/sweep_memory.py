@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -33,12 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-MANUAL = (
-    Path(os.environ.get("INTERP_SHARED_DATA") or REPO.parent / "shared" / "data")
-    / "pragworld"
-    / "Manual_Dataset_500_Final.csv"
-)
+from real_model import MANUAL  # the manual split: ../shared/data or $INTERP_SHARED_DATA
 
 
 def child(argv: list[str]) -> None:
