@@ -354,7 +354,44 @@ def join_units(parts: list[tuple[np.ndarray, SweepResult]], n: int) -> SweepResu
     return SweepResult(frame, _merge_meta([r.meta for _, r in parts], n))
 
 
-class UnitRunner:
+class _UnitJob:
+    """What :class:`UnitRunner` and :class:`MapUnits` share: the progress bar, the sentence Ctrl-C
+    prints, and the ``run.json["units"]`` record."""
+
+    store: UnitStore | None
+    bar: Any
+    log: Any
+    total_units: int
+    ran: int
+
+    def close(self) -> None:
+        """Close the progress bar."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def _say_interrupted(self, kept: int, what: str) -> None:
+        self.close()
+        if self.store is not None:
+            _LAST["hinted"] = True
+            print(
+                f"interrupted: {kept} of {self.total_units} {what} are kept in {self.store.folder}; "
+                "rerun the same command (same --out) to resume",
+                file=self.log,
+            )
+
+    def _record(self, unit_rows: int | None, resumed: int) -> dict[str, Any]:
+        return {
+            "folder": None if self.store is None else str(self.store.folder),
+            "unit_rows": unit_rows,
+            "units": self.total_units,
+            "ran": self.ran,
+            "resumed": resumed,
+            "redone": 0 if self.store is None else self.store.redone,
+        }
+
+
+class UnitRunner(_UnitJob):
     """Runs each removal's sweep unit by unit through a :class:`UnitStore` (module docstring).
 
     ``lengths``: each row's token count (units group rows of similar length); ``layers``: how many
@@ -429,33 +466,13 @@ class UnitRunner:
                         self.bar.update(len(rows) * self.layers)
                 parts.append((rows, res))
         except KeyboardInterrupt:
-            self.close()
-            if self.store is not None:
-                _LAST["hinted"] = True
-                print(
-                    f"interrupted: {self.store.count()} of {self.total_units} units are kept in "
-                    f"{self.store.folder}; rerun the same command (same --out) to resume",
-                    file=self.log,
-                )
+            self._say_interrupted(self.store.count() if self.store is not None else 0, "units")
             raise
         return join_units(parts, self.n)
 
-    def close(self) -> None:
-        """Close the progress bar."""
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
     def summary(self) -> dict[str, Any]:
         """What ``run.json["units"]`` holds: the folder, rows per unit, units run / read back / redone."""
-        return {
-            "folder": None if self.store is None else str(self.store.folder),
-            "unit_rows": None if self.store is None else self.store.unit_rows,
-            "units": self.total_units,
-            "ran": self.ran,
-            "resumed": self.skipped,
-            "redone": 0 if self.store is None else self.store.redone,
-        }
+        return self._record(None if self.store is None else self.store.unit_rows, self.skipped)
 
     def line(self) -> str | None:
         """The sentence a resumed run prints before it works (None when nothing was found)."""
@@ -467,7 +484,7 @@ class UnitRunner:
         )
 
 
-class MapUnits:
+class MapUnits(_UnitJob):
     """The finished chunks of a patching run (:func:`~interp.analysis.pair_patching.patch_by_length`):
     each chunk's maps, one unit per component, written to ``store`` as the chunk finishes and read
     back on a rerun; one progress bar over the pairs. ``store`` None: nothing is written.
@@ -516,30 +533,11 @@ class MapUnits:
 
     def interrupted(self) -> None:
         """Ctrl-C: close the bar and say how to resume."""
-        self.close()
-        if self.store is not None:
-            _LAST["hinted"] = True
-            print(
-                f"interrupted: {self.ran + self.resumed} of {self.total_units} chunks are kept in "
-                f"{self.store.folder}; rerun the same command (same --out) to resume",
-                file=self.log,
-            )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+        self._say_interrupted(self.ran + self.resumed, "chunks")
 
     def summary(self) -> dict[str, Any]:
         """What ``run.json["units"]`` holds: the folder, pairs per chunk, chunks run / read back / redone."""
-        return {
-            "folder": None if self.store is None else str(self.store.folder),
-            "unit_rows": self.chunk_rows,
-            "units": self.total_units,
-            "ran": self.ran,
-            "resumed": self.resumed,
-            "redone": 0 if self.store is None else self.store.redone,
-        }
+        return self._record(self.chunk_rows, self.resumed)
 
 
 __all__ = [
