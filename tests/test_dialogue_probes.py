@@ -1,7 +1,12 @@
-"""Probes of "where is the object now" on dialogue items (interp.analysis.dialogue_probes): the
-residuals read equal a plain Hugging Face forward's hidden states; a label planted in the last
-token's embedding is decoded perfectly there; the split keeps every conversation on one side; bad
-input is named; no hook remains."""
+"""A real model's tracking of dialogue items beyond the score: probes of "where is the object now"
+(interp.analysis.dialogue_probes) and the Myhill–Nerode boundary restricted to the cloze
+(interp.analysis.dialogue_boundary).
+
+Probes: the residuals read equal a plain Hugging Face forward's hidden states; a label planted in
+the last token's embedding is decoded perfectly there; the split keeps every conversation on one
+side; bad input is named; no hook remains. Boundary: the answers equal a plain HF argmax; a model
+whose answer is planted (it copies the gold written last) compresses and distinguishes perfectly;
+the pairs' kinds are the world's flips."""
 
 from __future__ import annotations
 
@@ -97,12 +102,73 @@ def test_the_experiment_script_writes_its_tables(model, tmp_path):
 
     from conftest import REPO
 
-    spec = importlib.util.spec_from_file_location("dialogue_probes_script", REPO / "experiments" / "dialogue_probes.py")
+    spec = importlib.util.spec_from_file_location(
+        "dialogue_probes_script", REPO / "experiments" / "dialogue_tracking.py"
+    )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     assert script.main(["--out", str(tmp_path), "--models", str(model[2]), "--groups", "4", "--layers=-1,0"]) == 0
-    record = json.loads((tmp_path / "probes.json").read_text())
+    record = json.loads((tmp_path / "tracking.json").read_text())
     got = record["models"][str(model[2])]
-    assert set(got) == {"gold_place", "initial", "recent"}
-    assert [r["index"] for r in got["gold_place"]["per_layer"]] == [-1, 0]
-    assert "| block 0 |" in (tmp_path / "probes.md").read_text()
+    assert set(got["probes"]) == {"gold_place", "initial", "recent"}
+    assert [r["index"] for r in got["probes"]["gold_place"]["per_layer"]] == [-1, 0]
+    assert 0 <= got["boundary"]["compression"]["value"] <= 1
+    text = (tmp_path / "tracking.md").read_text()
+    assert "| block 0 |" in text and "compression" in text
+
+
+# ---- the Myhill–Nerode boundary on the cloze ------------------------------------------------------
+
+
+class _CopyLast(torch.nn.Module):
+    """A stand-in bridge whose next-token logits are the current token, one-hot (it answers the
+    place written last)."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.vocab, self.w = vocab, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, tokens, **_):
+        return torch.nn.functional.one_hot(tokens, self.vocab).float() * 10
+
+
+def test_boundary_answers_equal_a_plain_hf_argmax_and_rates_count_the_pairs(model, examples):
+    from interp.analysis.dialogue_boundary import dialogue_boundary
+
+    m, hf, _ = model
+    res = dialogue_boundary(m, examples, n_boot=100)
+    tok = m.tokenizer
+    by_prompt = {}
+    with torch.no_grad():
+        for e in examples:
+            by_prompt[e.prompt] = hf(torch.tensor([tok(e.prompt)["input_ids"]])).logits[0, -1]
+    origs = {e.group: e for e in examples if e.meta["category"] == "Original"}
+    for r in res.frame.itertuples():
+        o = origs[r.group]
+        other = next(e for e in examples if e.group == r.group and e.meta["category"] == r.category)
+        cands = sorted({*o.meta["mentions"], *other.meta["mentions"], o.meta["gold_place"], other.meta["gold_place"]})
+        ids = [tok(f" {c}", add_special_tokens=False)["input_ids"][0] for c in cands]
+        assert cands[int(by_prompt[other.prompt][ids].argmax())] == r.answer_other
+    same, diff = res.frame[res.frame.kind == "same"], res.frame[res.frame.kind == "different"]
+    assert res.summary["compression"]["value"] == pytest.approx(same.agree.mean())
+    assert res.summary["distinction"]["value"] == pytest.approx((~diff.agree).mean())
+    assert len(diff) > 0 and len(same) > 0
+
+
+def test_a_model_that_answers_the_gold_compresses_and_distinguishes_perfectly(model, examples):
+    from types import SimpleNamespace
+
+    from interp.analysis.dialogue_boundary import boundary_pairs, dialogue_boundary
+
+    m = model[0]
+    fake = SimpleNamespace(tokenizer=m.tokenizer, bridge=_CopyLast(len(m.tokenizer)))
+    planted = [replace(e, prompt=f"{e.prompt} {e.meta['gold_place']}") for e in examples]
+    res = dialogue_boundary(fake, planted, n_boot=50)
+    assert res.summary["compression"]["value"] == 1.0 and res.summary["distinction"]["value"] == 1.0
+    assert (res.frame.answer_other == res.frame.gold_other).all()
+    # a model that always repeats the initial place cannot distinguish a flip that moves the object
+    stuck = [replace(e, prompt=f"{e.prompt} {e.meta['initial']}") for e in examples]
+    assert dialogue_boundary(fake, stuck, n_boot=50).summary["distinction"]["value"] < 1.0
+    # the pairs' kinds are the world's own flips (same object asked)
+    pairs, _ = boundary_pairs(examples)
+    assert {(k == "different") == (examples[i].meta["effect"] == "Flip") for _, i, k in pairs} == {True}

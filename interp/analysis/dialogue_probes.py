@@ -35,6 +35,7 @@ from interp.hooks.capture import capturing
 from interp.hooks.hooked import hooked
 from interp.metrics.probes import ProbeData, ProbeResult, check_layers, probe_activations, residual_hook_name
 from interp.models.positions import position_ids
+from interp.worlds.encoding import pad_right
 
 #: the labels a probe can be asked to decode (keys of each example's ``meta``; ``recent`` is derived)
 LABELS = ("gold_place", "initial", "recent")
@@ -57,11 +58,9 @@ def last_token_residuals(
     out = torch.empty(len(layers), len(prompts_ids), int(bridge.cfg.d_model), dtype=torch.float32)
     device = model_device(bridge)
     for start in range(0, len(prompts_ids), batch_size):
-        chunk = [list(p) for p in prompts_ids[start : start + batch_size]]
-        width = max(len(p) for p in chunk)
-        ids = torch.tensor([p + [pad_id] * (width - len(p)) for p in chunk], device=device)
-        mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in chunk], device=device)
-        last = mask.sum(1) - 1
+        chunk = prompts_ids[start : start + batch_size]
+        ids, mask, lengths = pad_right(chunk, pad_id, device)
+        last = lengths - 1
         store: dict[str, Tensor] = {}
         with hooked(bridge, capturing(store, names, clone=False)), torch.no_grad():
             bridge(ids, attention_mask=mask, position_ids=position_ids(mask))
