@@ -24,7 +24,11 @@ import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 import interp
+from interp.analysis.dialogue_boundary import dialogue_boundary
 from interp.analysis.dialogue_eval import arm_table, control_layers, evaluate_dialogue, paired_difference
 from interp.api import provenance
 from interp.datasets.contrast import ContrastExample
@@ -111,6 +115,7 @@ def finetune_step(model, data, lay: dict, c: Config, seeds: list[int], out: Path
     arms = {"plain": ("plain", []), "hls": ("hls", harmful), "hls_random": ("hls", ctrl), "ula": ("ula", useful)}
     train, ioi = interp.contrast(model, data["train"]), interp.ioi(model, n=c.ioi_n, seed=0)
     scores, ioi_rows, skipped = {"none": [base]}, {}, {}
+    bounds = {"none": [dialogue_boundary(model, data["eval"], n_boot=c.n_boot).summary]}  # Myhill–Nerode on the cloze
     for arm, (method, layers) in arms.items():
         scores[arm] = []
         if method != "plain" and not layers:
@@ -121,14 +126,17 @@ def finetune_step(model, data, lay: dict, c: Config, seeds: list[int], out: Path
                                  weight=c.weight, batch_size=c.batch_size, seed=seed, eval_task=ioi,
                                  out=out / "ckpt", progress=False)  # fmt: skip
             scores[arm].append(evaluate_dialogue(ft.model, interp.contrast(ft.model, data["eval"]), n_boot=c.n_boot))
+            bounds.setdefault(arm, []).append(dialogue_boundary(ft.model, data["eval"], n_boot=c.n_boot).summary)
             ioi_rows[f"{arm}/{seed}"] = ft.table.to_dict()
             shutil.rmtree(ft.folder)
     pairs = [("hls", "plain"), ("hls", "hls_random"), ("hls_random", "plain"), ("hls", "none"), ("plain", "none"), ("hls_random", "none"), ("ula", "none"), ("ula", "plain")]  # fmt: skip
     diffs = {f"{a} - {b}": {q: paired_difference(scores[a], scores[b], q, n_boot=c.n_boot) for q in ("robust", "accuracy")}
              for a, b in pairs if scores.get(a) and scores.get(b)}  # fmt: skip
     tables = {q: arm_table(scores, q) for q in ("accuracy", "robust", "logit_diff")}
+    tables["myhill_nerode"] = pd.DataFrame({a: {k: np.mean([b[k]["value"] for b in bs if b[k]["value"] is not None] or [np.nan])
+                                                for k in ("compression", "distinction")} for a, bs in bounds.items()}).T  # fmt: skip
     return {"layers": {"hls": harmful, "hls_random": ctrl, "ula": useful}, "skipped": skipped, "note": note,
-            "ioi": ioi_rows, "differences": diffs, "tables": tables, "scores": scores}  # fmt: skip
+            "ioi": ioi_rows, "differences": diffs, "tables": tables, "scores": scores, "boundary": bounds}  # fmt: skip
 
 
 def run_model(name: str, c: Config, seeds: list[int], out: Path) -> dict:

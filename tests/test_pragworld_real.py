@@ -51,6 +51,8 @@ def test_quick_run_writes_every_arm(folder, tmp_path):
     res = json.loads((out / "results.json").read_text())["models"][str(folder)]
     assert set(res["finetune"]["scores"]) == {"none", "plain", "hls", "hls_random", "ula"}
     assert all(len(v) == 1 for v in res["finetune"]["scores"].values())
+    assert set(res["finetune"]["boundary"]) == set(res["finetune"]["scores"])  # Myhill–Nerode before / after
+    assert all(0 <= b[0]["compression"]["value"] <= 1 for b in res["finetune"]["boundary"].values())
     assert "hls - plain" in res["finetune"]["differences"] and "hls - hls_random" in res["finetune"]["differences"]
     assert res["layers"]["verdicts"] and ("top_heads" in res["layers"] or res["layers"]["patch_skipped"])
     for stem in ("baseline", "layers", "finetune"):
