@@ -55,6 +55,7 @@ class Config:
     patch_pairs: int = 4
     patch_kind: str = "attribution"
     quick: bool = False
+    baseline_only: bool = False
 
 
 QUICK = Config(groups=4, steps=2, batch_size=4, layers=(0, 1), n_boot=50, ioi_n=8, patch_pairs=2, quick=True)
@@ -149,6 +150,8 @@ def run_model(name: str, c: Config, seeds: list[int], out: Path) -> dict:
     md = [f"# {name}: baseline on held-out templates and words\n"]
     md += [f"## {k}\n\n{s.markdown()}\n\n{stem} ({k}) {s.verdict()}.\n" for k, s in base.items()]
     (out / f"baseline_{stem}.md").write_text("\n".join(md))  # written before the long steps
+    if c.baseline_only:
+        return {"baseline": {k: s.to_dict() for k, s in base.items()}}
     lay = layers_step(model, data, c, out / stem / "layers")
     ft = finetune_step(model, data, lay, c, seeds, out / stem / "finetune", base["bare"])
     lmd = [
@@ -184,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, help="fine-tuning steps (default 16; quick 2)")
     p.add_argument("--batch-size", type=int, help="fine-tuning batch size (default 8; quick 4)")
     p.add_argument("--layers", help="swept layers, comma-separated (default all; quick 0,1)")
+    p.add_argument("--baseline-only", action="store_true", help="stop after each model's baseline table")
     a = p.parse_args(argv)
     c = QUICK if a.quick else Config()
     c = replace(
@@ -191,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         **{k: v for k, v in (("groups", a.groups), ("steps", a.steps), ("batch_size", a.batch_size)) if v is not None},
     )
     c = replace(c, layers=tuple(int(x) for x in a.layers.split(","))) if a.layers else c
+    c = replace(c, baseline_only=a.baseline_only)
     seeds = [int(s) for s in a.seeds.split(",")][: 1 if a.quick else None]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
