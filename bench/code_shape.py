@@ -11,6 +11,7 @@ import ast
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import dataclass
 
 
 def files_at(rev: str) -> dict[str, str]:
@@ -29,6 +30,42 @@ def room(path: str) -> str:
     return parts[1].removesuffix(".py") if len(parts) > 2 or parts[1] != "__init__.py" else "(package)"
 
 
+@dataclass(frozen=True)
+class Func:
+    """One function or method of the package, as this script counts it."""
+
+    lines: int  # from the ``def`` line to the last line of its body
+    params: int  # named parameters (positional, keyword-only), not ``self`` / ``cls``, not ``*args`` / ``**kw``
+    where: str  # ``path:name``
+    private: bool  # the name starts with ``_``
+    room: str
+    qualname: str  # ``interp.module.Class.name`` (nested functions: ``outer.<locals>.name``)
+
+
+def functions(path: str, text: str) -> list[Func]:
+    """Every function and method defined in one file of the package (nested ones too)."""
+    module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    out: list[Func] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = child.args
+                k = len(a.args) + len(a.kwonlyargs) + len(a.posonlyargs)
+                k -= 1 if a.args and a.args[0].arg in ("self", "cls") else 0
+                n = (child.end_lineno or child.lineno) - child.lineno + 1
+                q = f"{prefix}.{child.name}"
+                out.append(Func(n, k, f"{path}:{child.name}", child.name.startswith("_"), room(path), q))
+                visit(child, f"{q}.<locals>")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}.{child.name}")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(text), module)
+    return out
+
+
 def shape(rev: str) -> dict[str, object]:
     files = files_at(rev)
     lines: Counter[str] = Counter()
@@ -39,14 +76,8 @@ def shape(rev: str) -> dict[str, object]:
         r = room(path)
         lines[r] += len(text.splitlines())
         count[r] += 1
-        tree = ast.parse(text)
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                a = node.args
-                k = len(a.args) + len(a.kwonlyargs) + len(a.posonlyargs)
-                k -= 1 if a.args and a.args[0].arg in ("self", "cls") else 0
-                n = (node.end_lineno or node.lineno) - node.lineno + 1
-                funcs.append((n, k, f"{path}:{node.name}", node.name.startswith("_"), r))
+        funcs += [(f.lines, f.params, f.where, f.private, f.room) for f in functions(path, text)]
+        for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("interp."):
                 target = node.module.split(".")[1]
                 if target != r and r != "(package)":

@@ -80,6 +80,26 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
         raise ConfigError(f"{where}: {e}") from None
 
 
+def merge_options(cls: type[T], given: T | None, keywords: dict[str, Any], where: str) -> T:
+    """The options a function runs with: ``given`` (None: ``cls()``) with ``keywords`` set by name.
+
+    A function whose settings are a frozen dataclass still takes them as keyword arguments (the
+    call ``f(x, depth=3)`` equals ``f(x, Options(depth=3))``); a name that is not a field of
+    ``cls`` is a ``TypeError`` naming it and the fields, as for any unknown keyword. The result is
+    made by ``cls(...)`` / :func:`dataclasses.replace`, so it is checked like any other."""
+    known = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    unknown = sorted(set(keywords) - set(known))
+    if unknown:
+        raise TypeError(
+            f"{where}() got unexpected keyword argument(s) {unknown}; "
+            f"its {cls.__name__} settings are: {', '.join(known)}"
+        )
+    base = given if given is not None else cls()
+    if not isinstance(base, cls):
+        raise TypeError(f"{where}(): options must be a {cls.__name__}, got {type(base).__name__}")
+    return dataclasses.replace(base, **keywords) if keywords else base  # type: ignore[type-var]
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
     """The parsed TOML file at ``path``; a missing file or invalid TOML is a :class:`ConfigError`."""
     path = Path(path)

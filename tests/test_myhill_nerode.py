@@ -584,6 +584,23 @@ def test_result_saves_table_and_summary(tmp_path, dfa_world, dfa_model):
     assert (tmp_path / "myhill_nerode.csv").read_text().count("\n") == len(r.per_pair) + 1
 
 
+def test_options_object_equals_the_keywords(dfa_world, dfa_model):
+    """``myhill_nerode(w, lm, MyhillNerodeOptions(...))`` is the keyword call; a keyword overrides
+    the object's field; an unknown keyword is a TypeError naming it and the settings."""
+    from interp.metrics import MyhillNerodeOptions
+
+    kw = dict(depth=2, pairs=6, seed=2, estimator="sampled", samples=4)
+    by_keywords = myhill_nerode(dfa_world, dfa_model, **kw)
+    by_object = myhill_nerode(dfa_world, dfa_model, MyhillNerodeOptions(**kw))
+    overridden = myhill_nerode(dfa_world, dfa_model, MyhillNerodeOptions(**{**kw, "seed": 9}), seed=2)
+    assert by_object.per_pair.equals(by_keywords.per_pair) and overridden.per_pair.equals(by_keywords.per_pair)
+    assert by_object.settings == by_keywords.settings
+    with pytest.raises(TypeError, match=r"\['depht'\].*MyhillNerodeOptions settings are: depth"):
+        myhill_nerode(dfa_world, dfa_model, depht=2)
+    with pytest.raises(ValueError, match="estimator must be 'exact' or 'sampled'"):
+        MyhillNerodeOptions(estimator="exakt")
+
+
 # ---- the CLI contract -------------------------------------------------------------------------------------
 
 

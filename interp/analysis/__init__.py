@@ -13,7 +13,7 @@ from interp.analysis.pragworld_sweep import pair_activation_patching, reference_
 from interp.analysis.probe_verdicts import probe_verdicts
 from interp.analysis.removals import Removal
 from interp.analysis.scoring import Batch, Metric, forward, logit_diff, token_loss, two_way_prob
-from interp.analysis.sweeps import SweepResult, mlp_removal_sweep, mlp_zero_sweep
+from interp.analysis.sweeps import SweepResult, SweepRows, mlp_removal_sweep, mlp_zero_sweep
 from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdicts
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "ModelMismatchError",
     "PatchPair",
     "SweepResult",
+    "SweepRows",
     "check_fingerprint",
     "direct_effect_patching",
     "forward",

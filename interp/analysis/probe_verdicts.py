@@ -39,7 +39,9 @@ import pandas as pd
 from jaxtyping import Bool, Int
 
 from interp.analysis.bands import cluster_band
+from interp.analysis.sweep_config import VerdictRule
 from interp.analysis.verdicts import LayerVerdicts, classify, default_min_effect
+from interp.config import merge_options
 
 #: the metric name of these verdicts (its default margin: :data:`~interp.analysis.verdicts.MIN_EFFECTS`)
 METRIC = "probe_accuracy_change"
@@ -58,58 +60,40 @@ def probe_verdicts(
     world: Any,
     train_sequences: Sequence[Sequence[str]],
     test_sequences: Sequence[Sequence[str]],
-    n_boot: int = 2000,
-    confidence: float = 0.95,
+    rule: VerdictRule | None = None,
+    *,
     seed: int = 0,
     l2: float | None = None,
     max_iter: int | None = None,
-    *,
-    min_effect: float | None = None,
-    per_layer: bool = False,
+    **rule_settings: Any,
 ) -> LayerVerdicts:
     """Per block ℓ, the verdict of the held-out probe-accuracy change across it (module docstring).
 
     Probes are fitted at the embeddings and after every block on ``train_sequences`` and scored on
     ``test_sequences``; scalar state labels (streets: the current intersection, dialogue: the
-    state's label) are one class each. Test labels unseen in training count as errors.
-    ``min_effect`` (default :data:`~interp.analysis.verdicts.MIN_EFFECTS` ``probe_accuracy_change``)
-    and ``per_layer`` as in :func:`~interp.analysis.verdicts.layer_verdicts`."""
-    from interp.metrics import probes as P
-
-    n_layers = int(bridge.cfg.n_layers)
-    layers = [P.EMBED, *range(n_layers)]
-    train = P.collect_activations(bridge, world, train_sequences, layers)
-    test = P.collect_activations(bridge, world, test_sequences, train.layers)
-    if not train.labels or not test.labels:
-        raise ValueError(f"no labelled positions to probe ({len(train.labels)} train, {len(test.labels)} test)")
-    coding = P.LabelCoding.fit([(x,) for x in train.labels])
-    y_train = coding.encode([(x,) for x in train.labels])
-    y_test = coding.encode([(x,) for x in test.labels])
-    kw: dict[str, Any] = {}
-    if l2 is not None:
-        kw["l2"] = l2
-    if max_iter is not None:
-        kw["max_iter"] = max_iter
-    n_classes = [len(c) for c in coding.classes]
-    correct = np.zeros((len(test.labels), len(layers)), dtype=bool)
-    converged = []
-    for j, layer in enumerate(train.layers):
-        probe = P.fit_probe(train.layer(layer), y_train, n_classes, **kw)
-        correct[:, j] = (probe.predict(test.layer(layer)) == y_test)[:, 0].numpy()
-        converged.append(bool(probe.converged))
-    if len(test.sequence) != len(correct):
-        raise ValueError(f"{len(test.sequence)} sequence ids for {len(correct)} test positions")
-    delta, reason = default_min_effect(METRIC) if min_effect is None else (float(min_effect), "given")
+    state's label) are one class each. Test labels unseen in training count as errors. ``rule``: a
+    :class:`~interp.analysis.sweep_config.VerdictRule` (``n_boot``, ``confidence``, ``per_layer``,
+    ``min_effect`` — default :data:`~interp.analysis.verdicts.MIN_EFFECTS`
+    ``probe_accuracy_change``), whose fields may also be given as keywords (``n_boot=200``); the
+    bootstrap always resamples test sequences (``resample="groups"``). ``seed``: the bootstrap;
+    ``l2``, ``max_iter``: the probes' (:func:`~interp.metrics.probes.fit_probe`; None: its defaults)."""
+    rule = merge_options(VerdictRule, rule, rule_settings, "probe_verdicts")
+    if rule.resample != "groups":
+        raise ValueError(f"probe verdicts resample test sequences (resample='groups'), got resample={rule.resample!r}")
+    hits = _probe_hits(bridge, world, train_sequences, test_sequences, l2, max_iter)
+    correct, test = hits["correct"], hits["test"]
+    delta, reason = default_min_effect(METRIC) if rule.min_effect is None else (float(rule.min_effect), "given")
     band = cluster_band(
         accuracy_changes(correct),
         test.sequence,
-        n_boot=n_boot,
-        confidence=confidence,
+        n_boot=rule.n_boot,
+        confidence=rule.confidence,
         seed=seed,
-        simultaneous=not per_layer,
+        simultaneous=not rule.per_layer,
     )
     acc = correct.mean(0)
     change = band.estimate
+    n_layers = correct.shape[1] - 1
     frame = pd.DataFrame(
         {
             "layer": range(n_layers),
@@ -137,26 +121,70 @@ def probe_verdicts(
         "useful: > +min_effect; negligible: inside ±min_effect; inconclusive: otherwise",
         "min_effect": delta,
         "min_effect_reason": reason,
-        "per_layer": bool(per_layer),
+        "per_layer": bool(rule.per_layer),
         "family": "per layer (marginal intervals)"
-        if per_layer
+        if rule.per_layer
         else f"simultaneous over the {n_layers} blocks (max-|t| band, critical value {band.critical:.3f})",
-        "critical_value": None if per_layer else band.critical,
+        "critical_value": None if rule.per_layer else band.critical,
         "resample": "groups",
         "groups": "test sequences (the positions of one sequence)",
         "n_groups": band.n_groups,
         "interval": band.settings["method"],
-        "n_boot": int(n_boot),
-        "confidence": float(confidence),
+        "n_boot": int(rule.n_boot),
+        "confidence": float(rule.confidence),
         "seed": int(seed),
         "n_examples": int(test.n_sequences),
-        "train_positions": len(train.labels),
+        "train_positions": hits["train_positions"],
         "test_positions": len(test.labels),
-        "unseen_test_labels": int((y_test < 0).sum()),
-        "probes_converged": converged,
+        "unseen_test_labels": hits["unseen"],
+        "probes_converged": hits["converged"],
         "embedding_accuracy": float(acc[0]),
     }
     return LayerVerdicts(frame, None, meta)
+
+
+def _probe_hits(
+    bridge: Any,
+    world: Any,
+    train_sequences: Sequence[Sequence[str]],
+    test_sequences: Sequence[Sequence[str]],
+    l2: float | None,
+    max_iter: int | None,
+) -> dict[str, Any]:
+    """Fit a probe at the embeddings and after every block; per test position and column,
+    whether it decodes the state (``correct`` [positions, 1 + n_layers]), with the test
+    activations (``test``), each probe's convergence and the counts the verdicts record."""
+    from interp.metrics import probes as P
+
+    layers = [P.EMBED, *range(int(bridge.cfg.n_layers))]
+    train = P.collect_activations(bridge, world, train_sequences, layers)
+    test = P.collect_activations(bridge, world, test_sequences, train.layers)
+    if not train.labels or not test.labels:
+        raise ValueError(f"no labelled positions to probe ({len(train.labels)} train, {len(test.labels)} test)")
+    coding = P.LabelCoding.fit([(x,) for x in train.labels])
+    y_train = coding.encode([(x,) for x in train.labels])
+    y_test = coding.encode([(x,) for x in test.labels])
+    kw: dict[str, Any] = {}
+    if l2 is not None:
+        kw["l2"] = l2
+    if max_iter is not None:
+        kw["max_iter"] = max_iter
+    n_classes = [len(c) for c in coding.classes]
+    correct = np.zeros((len(test.labels), len(layers)), dtype=bool)
+    converged = []
+    for j, layer in enumerate(train.layers):
+        probe = P.fit_probe(train.layer(layer), y_train, n_classes, **kw)
+        correct[:, j] = (probe.predict(test.layer(layer)) == y_test)[:, 0].numpy()
+        converged.append(bool(probe.converged))
+    if len(test.sequence) != len(correct):
+        raise ValueError(f"{len(test.sequence)} sequence ids for {len(correct)} test positions")
+    return {
+        "correct": correct,
+        "test": test,
+        "converged": converged,
+        "train_positions": len(train.labels),
+        "unseen": int((y_test < 0).sum()),
+    }
 
 
 __all__ = ["METRIC", "accuracy_changes", "probe_verdicts"]

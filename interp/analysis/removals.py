@@ -207,6 +207,21 @@ def check_right_padded(mask: Shaped[Tensor, "n pos"] | None, kind: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class SweepRows:
+    """Which rows of a sweep's ``inputs`` it scores and what it knows of each (each None: the
+    default). ``rows``: the rows scored (all; the frame's ``example`` numbers them 0.. in sorted
+    order). ``reference``: the rows the ``mean`` is taken over and ``resample`` sources are drawn
+    from (all; e.g. the discovery half of a confirmation split). ``categories``: one per row of
+    ``inputs``, the frame's ``category`` column. ``groups``: one id per row of ``inputs``, the
+    ``group`` column and the rows a resample draw avoids (each row its own)."""
+
+    rows: Sequence[int] | np.ndarray | None = None
+    reference: Sequence[int] | np.ndarray | None = None
+    categories: Sequence[Any] | None = None
+    groups: Sequence[Any] | np.ndarray | None = None
+
+
 def reference_rows(n: int, reference: Sequence[int] | np.ndarray | None) -> np.ndarray:
     """The reference set's example indices (all ``n`` when None), checked."""
     if reference is None:
@@ -250,6 +265,7 @@ __all__ = [
     "DEFAULT_SCALES",
     "REFERENCE",
     "Removal",
+    "SweepRows",
     "check_right_padded",
     "class_sums",
     "mean_replacement",

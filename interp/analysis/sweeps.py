@@ -57,6 +57,7 @@ from torch import Tensor
 from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.removals import (
     Removal,
+    SweepRows,
     check_right_padded,
     class_sums,
     mean_replacement,
@@ -65,6 +66,7 @@ from interp.analysis.removals import (
 )
 from interp.analysis.resume import block_output_is_tuple, mlp_removed_residual, resume_forward
 from interp.analysis.scoring import Batch, Metric, forward, metric_name
+from interp.config import merge_options
 from interp.hooks import (
     HookNames,
     Intervention,
@@ -277,24 +279,21 @@ def mlp_removal_sweep(
     layers: Sequence[int] | None = None,
     *,
     ablation: Removal | str = "zero",
-    reference: Sequence[int] | np.ndarray | None = None,
-    rows: Sequence[int] | np.ndarray | None = None,
-    categories: Sequence[Any] | None = None,
-    groups: Sequence[Any] | np.ndarray | None = None,
     batch_size: int | None = 64,
     method: str = "reuse",
     higher_is_better: bool = True,
+    examples: SweepRows | None = None,
+    **row_settings: Any,
 ) -> SweepResult:
     """Remove ``mlp_out`` of each layer in the way ``ablation`` says (a :class:`Removal` or the name
     of a kind without parameters: ``zero``, ``mean``, ``resample``; see
     :mod:`interp.analysis.removals`) and score every example; the arguments and the frame are
     :func:`mlp_zero_sweep`'s.
 
-    ``reference``: the rows of ``inputs`` the ``mean`` is taken over and the ``resample`` sources are
-    drawn from (None: all rows; e.g. the discovery half of a confirmation split). ``rows``: the rows
-    to score (None: all); the frame's ``example`` numbers them 0.. in that order, while
-    ``categories`` / ``groups`` and the metric's ``batch.index`` are rows of ``inputs`` (the
-    resample draws read every row's group) — so a process of a sharded run scores its share against the whole reference.
+    ``examples``: a :class:`SweepRows` — the rows scored, the reference rows, categories and
+    groups — whose fields may also be given as keywords (``rows=``, ``reference=``, ``groups=``).
+    The scored rows' ``categories`` / ``groups`` and the metric's ``batch.index`` are rows of
+    ``inputs`` (the resample draws read every row's group) — so a process of a sharded run scores its share against the whole reference.
     The three methods are equal to 1e-5 for every kind (tested): ``loop`` applies the
     :mod:`interp.hooks` intervention (``zero``, ``scale``; ``mean`` and ``resample`` as a ``patch``
     from the replacement, the resample source run by the intervention itself), ``reuse`` resumes
@@ -302,6 +301,7 @@ def mlp_removal_sweep(
     ``r`` into the stacked rows of its variant. ``meta["ablation"]`` records the removal and its
     settings; rows a resample found no source for are left out and counted in ``meta["skipped"]``.
     """
+    ex = merge_options(SweepRows, examples, row_settings, "mlp_removal_sweep")
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     removal = ablation if isinstance(ablation, Removal) else Removal(str(ablation))
@@ -310,101 +310,130 @@ def mlp_removal_sweep(
     n_all = int(inputs.shape[0])
     if attention_mask is not None and tuple(attention_mask.shape) != tuple(inputs.shape):
         raise ValueError(f"attention_mask {tuple(attention_mask.shape)} ≠ inputs {tuple(inputs.shape)}")
-    scored = np.arange(n_all) if rows is None else reference_rows(n_all, rows)
-    if rows is not None and len(scored) != len(list(rows)):
+    scored = np.arange(n_all) if ex.rows is None else reference_rows(n_all, ex.rows)
+    if ex.rows is not None and len(scored) != len(list(ex.rows)):
         raise ValueError("rows: each row once, please (sorted order is used)")
-    n = len(scored)
     lays = _layers(bridge, layers)
-    cats = _categories(categories, n_all)
-    if groups is not None and len(groups) != n_all:
-        raise ValueError(f"{len(groups)} group ids for {n_all} examples")
+    cats = _categories(ex.categories, n_all)
+    if ex.groups is not None and len(ex.groups) != n_all:
+        raise ValueError(f"{len(ex.groups)} group ids for {n_all} examples")
     names = HookNames(bridge)
     for layer in lays:
         check_site(Site(layer, "mlp_out"), bridge, names)
-    replace = _Replacements(bridge, inputs, attention_mask, lays, removal, reference, groups, batch_size)
-
-    clean = np.zeros(n_all)
-    ablated = np.zeros((len(lays), n_all))
-    prefix, fallback = None, None
-    if method == "prefix":  # the engine lives in its own module (interp.analysis.prefix)
-        from interp.analysis.prefix import PrefixSweep, prefix_safe, rows_of
-
-        if prefix_safe(removal):
-            prefix = PrefixSweep(bridge, lays, removal, replace.means)
-            width = int(inputs.shape[1])
-            idx = scored
-            clean[idx], ablated[:, idx], packing = prefix.run(
-                rows_of(inputs[idx], None if attention_mask is None else attention_mask[idx]),
-                metric,
-                batch_tokens=max(width, (batch_size or n) * width),
-                pack_tokens=min(2048, max(width, (batch_size or n) * width)),  # packs cut to the batch
-            )
-        else:
-            fallback = f"{removal.kind} ties a position's replacement to its row: run by reuse, unshared"
-    reuse = _Reuse(bridge, lays, replace) if method == "reuse" or fallback else None
-    sub_mask = None if attention_mask is None else attention_mask[scored]
-    for local in [] if prefix is not None else _chunks(n, batch_size, sub_mask):
-        idx = scored[local]
-        ids, mask = _trim(inputs[idx], None if attention_mask is None else attention_mask[idx])
-        batch = Batch(ids, mask, torch.as_tensor(idx, dtype=torch.long))  # rows of inputs: per-row metric data
-        if reuse is not None:
-            clean[idx], ablated[:, idx] = reuse(metric, batch, idx)
-            continue
-        clean[idx] = _score(metric, forward(bridge, ids, mask), batch)
-        for d in range(replace.n_draws):
-            if method == "loop":
-                for j, layer in enumerate(lays):
-                    iv, sources = replace.intervention(layer, idx, ids.shape[1], d)
-                    with intervene(bridge, [iv], sources=sources, attention_mask=mask) as active:
-                        logits = forward(bridge, ids, mask)
-                    if active.calls != [1]:
-                        raise InterventionError(f"{iv.describe()} fired {active.calls} times in one forward")
-                    ablated[j, idx] += _score(metric, logits, batch) / replace.n_draws
-            else:
-                ablated[:, idx] += _batched(bridge, metric, batch, lays, replace, idx, d) / replace.n_draws
-
-    out = []
-    for j, layer in enumerate(lays):
-        for k, i in enumerate(scored):
-            if replace.skipped[i]:
-                continue
-            row = {
-                "example": k,
-                "layer": layer,
-                "clean": clean[i],
-                "ablated": ablated[j, i],
-                "effect": ablated[j, i] - clean[i],
-            }
-            if cats is not None:
-                row["category"] = cats[i]
-            out.append(row)
-    frame = pd.DataFrame(
-        out, columns=["example", "layer", "clean", "ablated", "effect"] + (["category"] if cats is not None else [])
-    )
+    replace = _Replacements(bridge, inputs, attention_mask, lays, removal, ex.reference, ex.groups, batch_size)
+    run = _SweepRun(replace, metric, scored, batch_size)
+    if method == "prefix":
+        run.by_prefix()
+    if method != "prefix" or run.fallback:
+        run.by_chunks(method)
+    frame = _effects_frame(lays, scored, run.clean, run.ablated, replace.skipped, cats)
     meta = {
         "kind": "mlp_zero" if removal.kind == "zero" else f"mlp_{removal.kind}",
         "metric": metric_name(metric),
         "higher_is_better": bool(higher_is_better),
         "method": method,
-        "n_examples": n,
+        "n_examples": len(scored),
         "layers": lays,
-        "groups": "given" if groups is not None else OWN_GROUP,
+        "groups": "given" if ex.groups is not None else OWN_GROUP,
         "model": model_fingerprint(bridge),
         "ablation": {**removal.to_dict(), **replace.settings()},
+        **run.meta(),
     }
-    if replace.skipped[scored].any():
-        meta["skipped"] = {
-            "no resample source at least as long, outside the row's group": int(replace.skipped[scored].sum())
-        }
-    additive = reuse.additive if reuse is not None else prefix.additive if prefix is not None else None
-    if additive is not None:
-        meta["resumed_after_block"] = [layer for layer in lays if additive.get(layer, True)]
-    if prefix is not None:
-        meta["packing"] = packing.stats()
-    if fallback:
-        meta["prefix_fallback"] = fallback
-    g_local = None if groups is None else np.asarray(list(groups))[scored]
-    return SweepResult(attach_groups(frame, g_local, n), meta)
+    g_local = None if ex.groups is None else np.asarray(list(ex.groups))[scored]
+    return SweepResult(attach_groups(frame, g_local, len(scored)), meta)
+
+
+class _SweepRun:
+    """The clean and removed scores of one :func:`mlp_removal_sweep` (rows of ``inputs``), by the
+    prefix engine (:meth:`by_prefix`) or chunk by chunk (:meth:`by_chunks`: reuse, loop, batched)."""
+
+    def __init__(self, replace: _Replacements, metric: Metric, scored: np.ndarray, batch_size: int | None) -> None:
+        self.bridge, self.inputs, self.mask, self.lays = replace.bridge, replace.inputs, replace.mask, replace.layers
+        self.replace, self.metric, self.scored, self.batch_size = replace, metric, scored, batch_size
+        n_all = int(self.inputs.shape[0])
+        self.clean, self.ablated = np.zeros(n_all), np.zeros((len(self.lays), n_all))
+        self.prefix: Any = None
+        self.packing: Any = None
+        self.fallback: str | None = None
+        self.additive: dict[int, bool] | None = None
+
+    def by_prefix(self) -> None:
+        """The prefix engine (:mod:`interp.analysis.prefix`), or a fallback to ``reuse`` (said)."""
+        from interp.analysis.prefix import PrefixSweep, prefix_safe, rows_of
+
+        removal, idx, mask = self.replace.removal, self.scored, self.mask
+        if not prefix_safe(removal):
+            self.fallback = f"{removal.kind} ties a position's replacement to its row: run by reuse, unshared"
+            return
+        self.prefix = PrefixSweep(self.bridge, self.lays, removal, self.replace.means)
+        width, n = int(self.inputs.shape[1]), len(idx)
+        self.clean[idx], self.ablated[:, idx], self.packing = self.prefix.run(
+            rows_of(self.inputs[idx], None if mask is None else mask[idx]),
+            self.metric,
+            batch_tokens=max(width, (self.batch_size or n) * width),
+            pack_tokens=min(2048, max(width, (self.batch_size or n) * width)),  # packs cut to the batch
+        )
+        self.additive = self.prefix.additive
+
+    def by_chunks(self, method: str) -> None:
+        """Chunks of rows of similar length: ``reuse`` (also the prefix fallback), ``loop``, ``batched``."""
+        bridge, metric, lays, replace, scored = self.bridge, self.metric, self.lays, self.replace, self.scored
+        reuse = _Reuse(bridge, lays, replace) if method in ("reuse", "prefix") else None
+        sub_mask = None if self.mask is None else self.mask[scored]
+        for local in _chunks(len(scored), self.batch_size, sub_mask):
+            idx = scored[local]
+            ids, mask = _trim(self.inputs[idx], None if self.mask is None else self.mask[idx])
+            batch = Batch(ids, mask, torch.as_tensor(idx, dtype=torch.long))  # rows of inputs: per-row metric data
+            if reuse is not None:
+                self.clean[idx], self.ablated[:, idx] = reuse(metric, batch, idx)
+                continue
+            self.clean[idx] = _score(metric, forward(bridge, ids, mask), batch)
+            for d in range(replace.n_draws):
+                if method == "loop":
+                    for j, layer in enumerate(lays):
+                        iv, sources = replace.intervention(layer, idx, ids.shape[1], d)
+                        with intervene(bridge, [iv], sources=sources, attention_mask=mask) as active:
+                            logits = forward(bridge, ids, mask)
+                        if active.calls != [1]:
+                            raise InterventionError(f"{iv.describe()} fired {active.calls} times in one forward")
+                        self.ablated[j, idx] += _score(metric, logits, batch) / replace.n_draws
+                else:
+                    self.ablated[:, idx] += _batched(bridge, metric, batch, lays, replace, idx, d) / replace.n_draws
+        if reuse is not None:
+            self.additive = reuse.additive
+
+    def meta(self) -> dict[str, Any]:
+        """What the run adds to the sweep's ``meta``: skipped rows, resumed layers, packing, fallback."""
+        out: dict[str, Any] = {}
+        skipped = self.replace.skipped[self.scored]
+        if skipped.any():
+            out["skipped"] = {"no resample source at least as long, outside the row's group": int(skipped.sum())}
+        if self.additive is not None:
+            out["resumed_after_block"] = [layer for layer in self.lays if self.additive.get(layer, True)]
+        if self.prefix is not None:
+            out["packing"] = self.packing.stats()
+        if self.fallback:
+            out["prefix_fallback"] = self.fallback
+        return out
+
+
+def _effects_frame(
+    lays: list[int], scored: np.ndarray, clean: np.ndarray, ablated: np.ndarray, skipped: np.ndarray, cats: Any
+) -> pd.DataFrame:
+    """One row per (scored example, layer): clean, ablated, effect (and category); rows a resample
+    found no source for are left out."""
+    out = []
+    for j, layer in enumerate(lays):
+        for k, i in enumerate(scored):
+            if skipped[i]:
+                continue
+            row = {"example": k, "layer": layer, "clean": clean[i], "ablated": ablated[j, i]}
+            row["effect"] = ablated[j, i] - clean[i]
+            if cats is not None:
+                row["category"] = cats[i]
+            out.append(row)
+    columns = ["example", "layer", "clean", "ablated", "effect"] + (["category"] if cats is not None else [])
+    return pd.DataFrame(out, columns=columns)
 
 
 #: the reference means of the last mean sweep: a sweep run unit by unit (interp.analysis.unitstore)

@@ -74,6 +74,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from interp.config import merge_options
 from interp.metrics.acceptance import AcceptanceRule
 from interp.models.lm import LM, Cursor
 from interp.worlds.base import IllegalTokenError, State, World, WorldError
@@ -512,26 +513,56 @@ def max_rows_for(lm: LM, row_element_budget: int = ROW_ELEMENT_BUDGET) -> int:
     return max(2, min(MAX_LEVEL_ROWS, row_element_budget // max(1, len(lm.vocab))))
 
 
+@dataclass(frozen=True)
+class BoundaryOptions:
+    """How the boundaries of a prefix pair are estimated (the module docstring explains each).
+
+    ``depth``: suffixes up to this many tokens (paper: 5). ``estimator``: ``"exact"`` (enumerate
+    both boundaries) or ``"sampled"`` (the paper's procedure, ``samples`` continuations per pair;
+    paper: 30). ``max_nodes``: a pair whose tree holds more nodes at one level is skipped (counted).
+    ``seed``: the sampled continuations (pair ``i`` draws from ``(seed, i)``). ``continuations``,
+    ``max_length``: sampled continuations run to the end token or ``max_length`` tokens
+    (``"to_end"``) or stop after ``depth`` tokens (``"depth"``)."""
+
+    depth: int = 5
+    estimator: str = "exact"
+    samples: int = 30
+    max_nodes: int = 4096
+    seed: int = 0
+    continuations: str = "to_end"
+    max_length: int = 128
+
+    def __post_init__(self) -> None:
+        if self.estimator not in ("exact", "sampled"):
+            raise ValueError(f"estimator must be 'exact' or 'sampled', got {self.estimator!r}")
+        if self.continuations not in CONTINUATIONS:
+            raise ValueError(f"continuations must be one of {CONTINUATIONS}, got {self.continuations!r}")
+        if not (isinstance(self.max_length, int) and self.max_length >= 2):
+            raise ValueError(f"max_length must be an integer >= 2, got {self.max_length!r}")
+        if not (isinstance(self.depth, int) and self.depth >= 1):
+            raise ValueError(f"depth must be an integer >= 1, got {self.depth!r}")
+        if self.estimator == "sampled" and self.samples < 1:
+            raise ValueError(f"samples must be >= 1, got {self.samples}")
+        if self.max_nodes < 1:
+            raise ValueError(f"max_nodes must be >= 1, got {self.max_nodes}")
+
+
 def evaluate_pairs(
     world: World,
     lm: LM,
     jobs: Sequence[PairJob],
     rule: AcceptanceRule,
+    options: BoundaryOptions | None = None,
     *,
-    depth: int = 5,
-    estimator: str = "exact",
-    samples: int = 30,
-    max_nodes: int = 4096,
-    seed: int = 0,
     keep_boundaries: bool = False,
     exhaustive: bool = False,
-    continuations: str = "to_end",
-    max_length: int = 128,
     max_rows: int | None = None,
     on_progress: Callable[[int], None] | None = None,
     stats: EngineStats | None = None,
+    **settings: Any,
 ) -> list[PairOutcome]:
-    """Boundary counts of every job (same order), with the exact or the sampled estimator.
+    """Boundary counts of every job (same order), estimated as ``options`` says
+    (:class:`BoundaryOptions`; its fields may also be given as keywords: ``depth=3``).
 
     Jobs are evaluated in groups whose widest tree level holds about ``max_rows`` rows (default
     :func:`max_rows_for`; the group size adapts to the mean widest level per job seen so far; the
@@ -546,18 +577,8 @@ def evaluate_pairs(
     fill ``max_length`` tokens (at most the model's ``n_ctx``); ``"depth"`` stops it after
     ``depth`` tokens.
     """
-    if estimator not in ("exact", "sampled"):
-        raise ValueError(f"estimator must be 'exact' or 'sampled', got {estimator!r}")
-    if continuations not in CONTINUATIONS:
-        raise ValueError(f"continuations must be one of {CONTINUATIONS}, got {continuations!r}")
-    if not (isinstance(max_length, int) and max_length >= 2):
-        raise ValueError(f"max_length must be an integer >= 2, got {max_length!r}")
-    if not (isinstance(depth, int) and depth >= 1):
-        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
-    if estimator == "sampled" and samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
-    if max_nodes < 1:
-        raise ValueError(f"max_nodes must be >= 1, got {max_nodes}")
+    opts = merge_options(BoundaryOptions, options, settings, "evaluate_pairs")
+    depth, estimator, continuations, max_length = opts.depth, opts.estimator, opts.continuations, opts.max_length
     stats = stats if stats is not None else EngineStats()
     rows_cap = max_rows or max_rows_for(lm)
     outcomes = [PairOutcome() for _ in jobs]
@@ -596,9 +617,9 @@ def evaluate_pairs(
             [outcomes[i] for i in ids],
             depth=depth,
             exact=estimator == "exact",
-            samples=samples,
-            max_nodes=max_nodes,
-            seed=seed,
+            samples=opts.samples,
+            max_nodes=opts.max_nodes,
+            seed=opts.seed,
             keep=keep_boundaries,
             exhaustive=exhaustive,
             stats=stats,

@@ -39,15 +39,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from interp.config import merge_options
 from interp.metrics.acceptance import AcceptanceRule, Epsilon
-from interp.metrics.mn_boundary import EngineStats, PairJob, PairOutcome, evaluate_pairs
+from interp.metrics.mn_boundary import BoundaryOptions, EngineStats, PairJob, PairOutcome, evaluate_pairs
 from interp.metrics.states import all_ordered_pairs, reachable_states, sample_state, sample_state_pair
 from interp.models.lm import LM
 from interp.results import Estimate, mean_se, save_result
@@ -276,97 +277,110 @@ def _draw(fn, *args) -> Any:
 # ---- the metric -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class MyhillNerodeOptions(BoundaryOptions):
+    """The settings of :func:`myhill_nerode`: how pairs are drawn, and how their boundaries are
+    estimated (the fields of :class:`~interp.metrics.mn_boundary.BoundaryOptions`: ``depth``,
+    ``estimator``, ``samples``, ``max_nodes``, ``seed``, ``continuations``, ``max_length``).
+
+    ``rule``: acceptance rule (None: ``Epsilon(0.01)``, the paper's). ``pairs``: states / state
+    pairs sampled (paper: 1000), or ``"all"`` (every reachable state and every ordered pair of
+    distinct reachable states; at most ``max_states`` states). ``prefix_pairs``: prefix pairs per
+    state (state pair), averaged before averaging over states. ``seed`` fixes the states, the
+    prefixes and (unless ``sample_seed`` is given) the sampled continuations; ``sample_seed``
+    redraws only the continuations (same pairs). ``metrics``: which of :data:`METRICS` to compute.
+    ``prefix_tries``: redraws of the second prefix of a compression pair until it differs from the
+    first. ``prefix_lengths``: ``"shared"`` (one drawn length for both prefixes of a pair, the
+    reference's) or ``"independent"``; only worlds with ``sample_prefix_length`` draw lengths."""
+
+    rule: AcceptanceRule | None = None
+    pairs: int | str = 1000
+    prefix_pairs: int = 1
+    max_states: int = 1000
+    metrics: Sequence[str] = METRICS
+    prefix_tries: int = 10
+    sample_seed: int | None = None
+    prefix_lengths: str = "shared"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = [m for m in self.metrics if m not in METRICS]
+        if unknown or not self.metrics:
+            raise ValueError(f"metrics must be among {METRICS}, got {list(self.metrics)}")
+        if self.prefix_pairs < 1:
+            raise ValueError(f"prefix_pairs must be >= 1, got {self.prefix_pairs}")
+        if self.prefix_lengths not in ("shared", "independent"):
+            raise ValueError(f"prefix_lengths must be 'shared' or 'independent', got {self.prefix_lengths!r}")
+        pairs = self.pairs
+        if pairs != "all" and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1):
+            raise ValueError(f"pairs must be a positive integer or 'all', got {pairs!r}")
+
+    @property
+    def acceptance(self) -> AcceptanceRule:
+        """``rule``, or the paper's ``Epsilon(0.01)`` when none is given."""
+        return self.rule or Epsilon()
+
+    @property
+    def boundary(self) -> BoundaryOptions:
+        """The engine's options: these, with ``sample_seed`` (when given) as the seed."""
+        names = [f.name for f in fields(BoundaryOptions)]
+        kw = {n: getattr(self, n) for n in names}
+        if self.sample_seed is not None:
+            kw["seed"] = self.sample_seed
+        return BoundaryOptions(**kw)
+
+    def settings(self) -> dict[str, Any]:
+        """What a result records of these settings (the sampled estimator's only when it ran)."""
+        out: dict[str, Any] = {
+            "estimator": self.estimator,
+            "rule": self.acceptance.name,
+            "depth": self.depth,
+            "pairs": self.pairs,
+            "prefix_pairs": self.prefix_pairs,
+            "prefix_lengths": self.prefix_lengths,
+            "seed": self.seed,
+            "metrics": list(self.metrics),
+        }
+        if self.estimator == "sampled":
+            out.update(
+                samples=self.samples,
+                sample_seed=self.boundary.seed,
+                continuations=self.continuations,
+                max_length=self.max_length,
+            )
+        return out
+
+
 def myhill_nerode(
     world: World,
     lm: LM,
+    options: MyhillNerodeOptions | None = None,
     *,
-    rule: AcceptanceRule | None = None,
-    depth: int = 5,
-    pairs: int | str = 1000,
-    estimator: str = "exact",
-    samples: int = 30,
-    prefix_pairs: int = 1,
-    seed: int = 0,
-    max_nodes: int = 4096,
-    max_states: int = 1000,
-    metrics: Sequence[str] = METRICS,
-    prefix_tries: int = 10,
-    sample_seed: int | None = None,
-    continuations: str = "to_end",
-    max_length: int = 128,
-    prefix_lengths: str = "shared",
     progress: bool = False,
+    **settings: Any,
 ) -> MyhillNerodeResult:
     """Compression precision and distinction precision/recall of ``lm`` judged against ``world``.
 
-    Parameters
-    ----------
-    rule: acceptance rule (default ``Epsilon(0.01)``, the paper's).
-    depth: boundaries are enumerated (exact) or sampled to suffixes of this length (paper: 5).
-    pairs: number of states / state pairs sampled (paper: 1000), or ``"all"`` (every reachable
-        state and every ordered pair of distinct reachable states; at most ``max_states`` states).
-    estimator: ``"exact"`` (enumerate both boundaries) or ``"sampled"`` (the paper's procedure with
-        ``samples`` continuations; paper: 30).
-    continuations, max_length: sampled estimator only — continuations run to the end token or
-        ``max_length`` tokens (``"to_end"``, the reference's ``generate(max_length=128)``), or stop
-        after ``depth`` tokens (``"depth"``); see :mod:`interp.metrics.mn_boundary`.
-    prefix_lengths: ``"shared"`` (one drawn length for both prefixes of a pair, the reference's)
-        or ``"independent"``; only worlds with ``sample_prefix_length`` draw lengths.
-    prefix_pairs: prefix pairs per state (state pair), averaged before averaging over states.
-    seed: fixes the states, the prefixes and (unless ``sample_seed`` is given) the sampled
-        continuations; ``sample_seed`` redraws only the continuations (same pairs).
-    max_nodes: a prefix pair whose tree exceeds this many nodes at one level is skipped (counted).
-    prefix_tries: redraws of the second prefix of a compression pair until it differs from the first.
+    ``options``: a :class:`MyhillNerodeOptions` (which documents every setting); its fields may
+    also be given as keywords (``myhill_nerode(world, lm, pairs=100, depth=3)``), which override
+    the options object's. ``progress``: a bar over the prefix pairs.
     """
-    rule = rule or Epsilon()
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown or not metrics:
-        raise ValueError(f"metrics must be among {METRICS}, got {list(metrics)}")
-    if prefix_pairs < 1:
-        raise ValueError(f"prefix_pairs must be >= 1, got {prefix_pairs}")
-    if prefix_lengths not in ("shared", "independent"):
-        raise ValueError(f"prefix_lengths must be 'shared' or 'independent', got {prefix_lengths!r}")
-    shared = prefix_lengths == "shared"
-    if pairs != "all" and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1):
-        raise ValueError(f"pairs must be a positive integer or 'all', got {pairs!r}")
+    opts = merge_options(MyhillNerodeOptions, options, settings, "myhill_nerode")
     t0 = time.perf_counter()
-    rng_c, rng_d = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
-    rows: list[_Row] = []
-    states: list[State] = []
-    if pairs == "all":
-        states = reachable_states(world, max_states)
-    units: list[Any]
-    if "compression" in metrics:
-        units = states if isinstance(pairs, str) else [_draw(sample_state, world, rng_c) for _ in range(pairs)]
-        rows += _compression_rows(world, units, prefix_pairs, prefix_tries, rng_c, shared)
-    if "distinction" in metrics:
-        units = (
-            list(all_ordered_pairs(states))
-            if isinstance(pairs, str)
-            else [_draw(sample_state_pair, world, rng_d) for _ in range(pairs)]
-        )
-        rows += _distinction_rows(world, units, prefix_pairs, rng_d, shared)
-
+    rows = _draw_rows(world, opts)
     ready = [r for r in rows if r.status == "ok"]
-    jobs = [_pair_job(r) for r in ready]
     stats = EngineStats()
     tokens_before = int(getattr(lm, "forward_tokens", 0))
     calls_before = int(getattr(lm, "forward_calls", 0))
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(jobs), disable=not progress, desc="myhill-nerode pairs", unit="pair") as bar:
+    with tqdm(total=len(ready), disable=not progress, desc="myhill-nerode pairs", unit="pair") as bar:
         outcomes = evaluate_pairs(
             world,
             lm,
-            jobs,
-            rule,
-            depth=depth,
-            estimator=estimator,
-            samples=samples,
-            max_nodes=max_nodes,
-            seed=seed if sample_seed is None else sample_seed,
-            continuations=continuations,
-            max_length=max_length,
+            [_pair_job(r) for r in ready],
+            opts.acceptance,
+            opts.boundary,
             on_progress=bar.update,
             stats=stats,
         )
@@ -374,32 +388,13 @@ def myhill_nerode(
     for r, o in zip(ready, outcomes):
         if o.skipped:
             r.status, r.detail = o.skipped, o.detail
-    df = _table(rows, by_row, estimator, rule.name, depth)
-    result = MyhillNerodeResult(
+    df = _table(rows, by_row, opts.estimator, opts.acceptance.name, opts.depth)
+    return MyhillNerodeResult(
         compression_precision=_average(df, "compression", "precision"),
         distinction_precision=_average(df, "distinction", "precision"),
         distinction_recall=_average(df, "distinction", "recall"),
         per_pair=df,
-        settings={
-            "estimator": estimator,
-            "rule": rule.name,
-            "depth": depth,
-            "pairs": pairs,
-            "prefix_pairs": prefix_pairs,
-            "prefix_lengths": prefix_lengths,
-            "seed": seed,
-            "metrics": list(metrics),
-            **(
-                {
-                    "samples": samples,
-                    "sample_seed": seed if sample_seed is None else sample_seed,
-                    "continuations": continuations,
-                    "max_length": max_length,
-                }
-                if estimator == "sampled"
-                else {}
-            ),
-        },
+        settings=opts.settings(),
         stats={
             "forward_tokens": int(getattr(lm, "forward_tokens", 0)) - tokens_before,
             "forwards": int(getattr(lm, "forward_calls", 0)) - calls_before,
@@ -408,7 +403,26 @@ def myhill_nerode(
             "seconds": round(time.perf_counter() - t0, 3),
         },
     )
-    return result
+
+
+def _draw_rows(world: World, opts: MyhillNerodeOptions) -> list[_Row]:
+    """The prefix pairs of both metrics (states, then prefixes; failures are rows with a reason)."""
+    pairs, shared = opts.pairs, opts.prefix_lengths == "shared"
+    rng_c, rng_d = (np.random.default_rng(s) for s in np.random.SeedSequence(opts.seed).spawn(2))
+    rows: list[_Row] = []
+    states: list[State] = reachable_states(world, opts.max_states) if pairs == "all" else []
+    units: list[Any]
+    if "compression" in opts.metrics:
+        units = states if isinstance(pairs, str) else [_draw(sample_state, world, rng_c) for _ in range(pairs)]
+        rows += _compression_rows(world, units, opts.prefix_pairs, opts.prefix_tries, rng_c, shared)
+    if "distinction" in opts.metrics:
+        units = (
+            list(all_ordered_pairs(states))
+            if isinstance(pairs, str)
+            else [_draw(sample_state_pair, world, rng_d) for _ in range(pairs)]
+        )
+        rows += _distinction_rows(world, units, opts.prefix_pairs, rng_d, shared)
+    return rows
 
 
 def _table(rows: list[_Row], by_row: dict[int, PairOutcome], estimator: str, rule: str, depth: int) -> pd.DataFrame:
@@ -486,34 +500,19 @@ def pair_boundaries(
     lm: LM,
     prefix1: Sequence[str],
     prefix2: Sequence[str],
+    options: BoundaryOptions | None = None,
     *,
     rule: AcceptanceRule | None = None,
-    depth: int = 5,
-    estimator: str = "exact",
-    samples: int = 30,
-    seed: int = 0,
-    max_nodes: int = 4096,
-    continuations: str = "to_end",
-    max_length: int = 128,
+    **settings: Any,
 ) -> PairOutcome:
     """Both boundaries of one prefix pair, kept as sets (``model_set``, ``true_set``) for inspection.
 
+    ``options`` / keywords: the :class:`~interp.metrics.mn_boundary.BoundaryOptions` (``depth``,
+    ``estimator``, …); ``rule``: the acceptance rule (None: ``Epsilon(0.01)``).
     ``model_set`` maps each model-boundary suffix to whether it lies in ``L^W(q1) \\ L^W(q2)``;
     ``true_set`` maps each true-boundary suffix to whether the model recalls it.
     """
+    opts = merge_options(BoundaryOptions, options, settings, "pair_boundaries")
     q1, q2 = world.run(prefix1), world.run(prefix2)
     job = PairJob(tuple(prefix1), tuple(prefix2), q1, q2, recall=True)
-    return evaluate_pairs(
-        world,
-        lm,
-        [job],
-        rule or Epsilon(),
-        depth=depth,
-        estimator=estimator,
-        samples=samples,
-        seed=seed,
-        max_nodes=max_nodes,
-        keep_boundaries=True,
-        continuations=continuations,
-        max_length=max_length,
-    )[0]
+    return evaluate_pairs(world, lm, [job], rule or Epsilon(), opts, keep_boundaries=True)[0]

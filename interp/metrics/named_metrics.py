@@ -24,11 +24,14 @@ before/after table.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interp.results import Estimate
+
+if TYPE_CHECKING:
+    from interp.metrics.myhill_nerode import MyhillNerodeOptions
 
 
 @dataclass(frozen=True)
@@ -71,34 +74,52 @@ def metric_row(
     }
 
 
+#: the suite's Myhill–Nerode states / state pairs when none are given (``mn_pairs``)
+SUITE_PAIRS = 300
+#: the suite's names of Myhill–Nerode settings → :class:`~interp.metrics.myhill_nerode.MyhillNerodeOptions` fields
+SUITE_NAMES = {"mn_pairs": "pairs", "mn_depth": "depth"}
+
+
+def suite_mn_options(given: Any = None, **settings: Any) -> MyhillNerodeOptions:
+    """The :class:`~interp.metrics.myhill_nerode.MyhillNerodeOptions` the suite runs: ``given``
+    (an options object; a mapping of its fields; None: the defaults with ``pairs`` =
+    :data:`SUITE_PAIRS`), then ``settings`` by name — a field (``estimator=``, ``seed=``) or a
+    suite name (``mn_pairs`` → ``pairs``, ``mn_depth`` → ``depth``)."""
+    from interp.config import merge_options
+    from interp.metrics.myhill_nerode import MyhillNerodeOptions
+
+    base = given if isinstance(given, MyhillNerodeOptions) else MyhillNerodeOptions(pairs=SUITE_PAIRS)
+    keywords = {**(dict(given) if isinstance(given, Mapping) else {}), **settings}
+    keywords = {SUITE_NAMES.get(k, k): v for k, v in keywords.items()}
+    return merge_options(MyhillNerodeOptions, base, keywords, "world_model_metrics")
+
+
 def world_model_metrics(
     model: Any,
     world: Any,
     sequences: Sequence[Sequence[str]],
     names: Sequence[str] = tuple(METRICS),
     *,
-    mn_pairs: int | str = 300,
-    mn_depth: int = 5,
-    seed: int = 0,
-    estimator: str = "exact",
-    max_nodes: int = 4096,
-    progress: bool = False,
+    myhill_nerode_options: Any = None,
     next_token_options: dict[str, Any] | None = None,
-    myhill_nerode_options: dict[str, Any] | None = None,
+    progress: bool = False,
+    **mn_settings: Any,
 ) -> tuple[dict[str, Estimate], dict[str, Any]]:
     """The suite's ``names`` for ``model`` (an HF model, a bridge, or any
     :class:`~interp.models.lm.LM`) on ``world``: ``({name: Estimate}, {"next_token": NextTokenResult,
     "myhill_nerode": MyhillNerodeResult})`` — the results hold every number behind the estimates.
 
-    The next-token test runs on ``sequences``; Myhill–Nerode on ``mn_pairs`` states / state pairs
-    to depth ``mn_depth`` with ``estimator`` and ``seed`` (``max_nodes``: its cap on the suffix tree).
-    A bridge is wrapped in :class:`~interp.models.lm.BridgeLM` for Myhill–Nerode, so any active
-    intervention acts on every forward it runs. ``next_token_options`` / ``myhill_nerode_options``
-    pass further settings (positions rule; acceptance rule, samples, metrics …) to
-    :func:`~interp.metrics.next_token.next_token_test` / :func:`~interp.metrics.myhill_nerode.myhill_nerode`
-    — how ``interp next-token`` and ``interp metrics`` expose every option while reporting the
-    suite's names.
+    The next-token test runs on ``sequences`` (``next_token_options``: further settings of
+    :func:`~interp.metrics.next_token.next_token_test`, e.g. the positions rule). Myhill–Nerode
+    runs with :func:`suite_mn_options` of ``myhill_nerode_options`` (a
+    :class:`~interp.metrics.myhill_nerode.MyhillNerodeOptions` or a mapping of its fields) and the
+    keywords ``mn_pairs`` (default :data:`SUITE_PAIRS` states / state pairs), ``mn_depth``,
+    ``estimator``, ``seed``, ``max_nodes`` or any other of its fields — how ``interp next-token``
+    and ``interp metrics`` expose every option while reporting the suite's names. A bridge is
+    wrapped in :class:`~interp.models.lm.BridgeLM` for Myhill–Nerode, so any active intervention
+    acts on every forward it runs.
     """
+    mn_options = suite_mn_options(myhill_nerode_options, **mn_settings)
     unknown = [n for n in names if n not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}; the suite has {', '.join(METRICS)}")
@@ -118,17 +139,7 @@ def world_model_metrics(
     if any(n in MYHILL_NERODE for n in names):
         from interp.metrics.myhill_nerode import myhill_nerode
 
-        mn = myhill_nerode(
-            world,
-            _as_lm(model, world),
-            pairs=mn_pairs,
-            depth=mn_depth,
-            estimator=estimator,
-            seed=seed,
-            max_nodes=max_nodes,
-            progress=progress,
-            **(myhill_nerode_options or {}),
-        )
+        mn = myhill_nerode(world, _as_lm(model, world), mn_options, progress=progress)
         results["myhill_nerode"] = mn
         found = {
             "mn_compression_precision": mn.compression_precision,
@@ -147,4 +158,14 @@ def _as_lm(model: Any, world: Any) -> Any:
     return BridgeLM(model, world.vocab)
 
 
-__all__ = ["METRICS", "MYHILL_NERODE", "NEXT_TOKEN", "Metric", "metric_row", "world_model_metrics"]
+__all__ = [
+    "METRICS",
+    "MYHILL_NERODE",
+    "NEXT_TOKEN",
+    "SUITE_NAMES",
+    "SUITE_PAIRS",
+    "Metric",
+    "metric_row",
+    "suite_mn_options",
+    "world_model_metrics",
+]

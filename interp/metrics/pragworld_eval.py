@@ -54,6 +54,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.config import merge_options
 from interp.datasets.pragworld.parse import parse_yes_no
 from interp.datasets.pragworld.prompts import PROMPTS
 from interp.tasks.tokens import (
@@ -392,58 +393,109 @@ def _read_existing(path: Path, prompts: Sequence[str], kind: str) -> tuple[list[
     return records, partial
 
 
+@dataclass(frozen=True)
+class EvalOptions:
+    """How :func:`evaluate_model` asks the rows: ``prompt`` (``"benchmark"``: greedy generation of
+    at most ``max_new_tokens`` tokens + the parser; ``"label"``: P(yes) from the " yes"/" no"
+    logits), ``batch_size`` rows per forward, the chat-template and BOS rules of
+    :mod:`interp.tasks.tokens` (``chat_template``, ``prepend_bos``; None: the tokenizer's own), and
+    ``limit`` (only the first rows; None: all)."""
+
+    prompt: str = "benchmark"
+    batch_size: int = 8
+    max_new_tokens: int = 16
+    chat_template: bool | None = None
+    limit: int | None = None
+    prepend_bos: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.prompt not in PROMPTS:
+            raise ValueError(f"prompt must be one of {PROMPTS}, got {self.prompt!r}")
+
+
 def evaluate_model(
     model: Any,
     data: Any,
     out: str | os.PathLike,
+    options: EvalOptions | None = None,
     *,
-    prompt: str = "benchmark",
     tokenizer: Any = None,
-    batch_size: int = 8,
-    max_new_tokens: int = 16,
-    chat_template: bool | None = None,
-    limit: int | None = None,
     fresh: bool = False,
     progress: bool = True,
     model_name: str | None = None,
-    prepend_bos: bool | None = None,
+    **settings: Any,
 ) -> EvalRun:
     """Ask ``model`` every row of ``data`` (a :class:`~interp.datasets.pragworld.PragWorldData`)
     and append one JSON record per row to ``out`` (a ``.jsonl`` file), resuming a previous run.
 
-    ``prompt``: ``"benchmark"`` (greedy generation + the parser) or ``"label"`` (P(yes) from the
-    " yes"/" no" logits; ``response`` is then ``"yes"`` or ``"no"``). ``limit`` evaluates only the
-    first rows. A ``<out stem>.meta.json`` beside the file records the settings; resuming with
+    ``options``: an :class:`EvalOptions` (the prompt, batch size, …); its fields may also be given
+    as keywords (``prompt="label"``). With the ``"label"`` prompt ``response`` is ``"yes"`` or
+    ``"no"``. A ``<out stem>.meta.json`` beside the file records the settings; resuming with
     other settings is an error (``fresh=True`` starts over). The prompts and their encoding are
     :class:`interp.tasks.YesNoTask`'s (the model's own tokenizer; ``prepend_bos``,
     ``chat_template``), the same as the sweeps' and fine-tuning's.
     """
-    if prompt not in PROMPTS:
-        raise ValueError(f"prompt must be one of {PROMPTS}, got {prompt!r}")
+    opts = merge_options(EvalOptions, options, settings, "evaluate_model")
     tok = _tokenizer_of(model, tokenizer)
-    rows = data.rows if limit is None else data.rows.iloc[:limit]
+    rows = data.rows if opts.limit is None else data.rows.iloc[: opts.limit]
     from interp.tasks.yesno import YesNoTask
 
     task = YesNoTask.pragworld(
-        model, rows, prompt=prompt, prepend_bos=prepend_bos, chat_template=chat_template, tokenizer=tok
+        model, rows, prompt=opts.prompt, prepend_bos=opts.prepend_bos, chat_template=opts.chat_template, tokenizer=tok
     )
     prompts = task.prompts
-    yes_id, no_id = (task.yes_id, task.no_id) if prompt == "label" else (None, None)
-    data_path = getattr(data, "path", None)
-    meta = {
+    yes_no = (task.yes_id, task.no_id) if opts.prompt == "label" else None
+    meta = _eval_meta(tok, opts, yes_no, getattr(data, "path", None), model_name)
+    path = Path(out)
+    _start_file(path, meta, fresh)
+    done, partial = _read_existing(path, prompts, opts.prompt)
+    reused = len(done)
+    todo = list(range(len(done), len(prompts)))
+    with open(path, "a", encoding="utf-8") as f, _bar(len(prompts), progress, f"pragworld {opts.prompt}") as bar:
+        bar.update(len(done))
+        blocks = (
+            _group_blocks(rows["group"].to_numpy()[todo], opts.batch_size)
+            if opts.prompt == "label"
+            else _batches(len(todo), opts.batch_size)
+        )
+        for a, b in blocks:
+            idx = todo[a:b]
+            responses, p_yes = _answer(model, [prompts[i] for i in idx], tok, opts, yes_no)
+            for k, (i, resp) in enumerate(zip(idx, responses)):
+                rec = _record(i, rows.iloc[i], opts.prompt, prompts[i], resp)
+                if p_yes is not None:
+                    rec["p_yes"] = float(p_yes[k])
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                done.append(rec)
+            f.flush()
+            os.fsync(f.fileno())
+            bar.update(len(idx))
+    return EvalRun(path, done, reused=reused, computed=len(todo), discarded_partial_line=partial, meta=meta)
+
+
+def _eval_meta(
+    tok: Any, opts: EvalOptions, yes_no: tuple[Any, Any] | None, data_path: Any, model_name: str | None
+) -> dict[str, Any]:
+    """The settings an evaluation file records (and a resumption must match: :data:`_META_KEYS`)."""
+    yes_id, no_id = yes_no if yes_no is not None else (None, None)
+    return {
         "format": 1,
         "model": model_name,
         "data": str(Path(data_path).resolve()) if data_path else None,
-        "prompt": prompt,
-        "chat_template": uses_chat_template(tok, chat_template),
-        "prepend_bos": prepend_bos,
-        "max_new_tokens": max_new_tokens if prompt == "benchmark" else None,
+        "prompt": opts.prompt,
+        "chat_template": uses_chat_template(tok, opts.chat_template),
+        "prepend_bos": opts.prepend_bos,
+        "max_new_tokens": opts.max_new_tokens if opts.prompt == "benchmark" else None,
         "yes_id": yes_id,
         "no_id": no_id,
         "yes_token": tok.convert_ids_to_tokens(yes_id) if yes_id is not None else None,
         "no_token": tok.convert_ids_to_tokens(no_id) if no_id is not None else None,
     }
-    path = Path(out)
+
+
+def _start_file(path: Path, meta: dict[str, Any], fresh: bool) -> None:
+    """Make ``path``'s folder; with ``fresh`` delete an earlier run; else check its settings equal
+    ``meta``'s; then write ``meta`` beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mpath = _meta_path(path)
     if fresh:
@@ -458,62 +510,49 @@ def evaluate_model(
                 f"{path} was written with other settings {diff} (before → now); pass --fresh or another --out"
             )
     mpath.write_text(json.dumps(meta, indent=2) + "\n")
-    done, partial = _read_existing(path, prompts, prompt)
-    reused = len(done)
-    todo = list(range(len(done), len(prompts)))
-    with open(path, "a", encoding="utf-8") as f, _bar(len(prompts), progress, f"pragworld {prompt}") as bar:
-        bar.update(len(done))
-        blocks = (
-            _group_blocks(rows["group"].to_numpy()[todo], batch_size)
-            if prompt == "label"
-            else _batches(len(todo), batch_size)
+
+
+def _answer(
+    model: Any, batch: list[str], tok: Any, opts: EvalOptions, yes_no: tuple[Any, Any] | None
+) -> tuple[list[Any], Any]:
+    """The responses to one batch of prompts, and P(yes) of each (label prompt; else None)."""
+    if opts.prompt == "label":
+        p_yes = score_label_prompts(
+            model,
+            batch,
+            tok,
+            batch_size=len(batch),
+            chat_template=opts.chat_template,
+            yes_no_ids=yes_no if yes_no is not None and None not in yes_no else None,
+            prepend_bos=opts.prepend_bos,
         )
-        for a, b in blocks:
-            idx = todo[a:b]
-            batch = [prompts[i] for i in idx]
-            if prompt == "label":
-                p_yes = score_label_prompts(
-                    model,
-                    batch,
-                    tok,
-                    batch_size=len(batch),
-                    chat_template=chat_template,
-                    yes_no_ids=(yes_id, no_id) if yes_id is not None and no_id is not None else None,
-                    prepend_bos=prepend_bos,
-                )
-                responses: list[Any] = ["yes" if p > 0.5 else "no" for p in p_yes]
-            else:
-                responses = generate_responses(
-                    model,
-                    batch,
-                    tok,
-                    max_new_tokens=max_new_tokens,
-                    batch_size=len(batch),
-                    chat_template=chat_template,
-                    prepend_bos=prepend_bos,
-                )
-            for k, (i, resp) in enumerate(zip(idx, responses)):
-                r = rows.iloc[i]
-                rec = {
-                    "row": i,
-                    "group": int(r["group"]),
-                    "prompt_kind": prompt,
-                    "prompt": prompts[i],
-                    "expected_response": r["answer"],
-                    "perturbed": bool(r["altered"]),
-                    "perturbation": {
-                        "category": r["category_raw"],
-                        "effect": r["effect_raw"],
-                        "target": str(r["target"]).title(),
-                    },
-                    "response": resp,
-                    "parsed": parse_yes_no(resp),
-                }
-                if prompt == "label":
-                    rec["p_yes"] = float(p_yes[k])
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                done.append(rec)
-            f.flush()
-            os.fsync(f.fileno())
-            bar.update(len(idx))
-    return EvalRun(path, done, reused=reused, computed=len(todo), discarded_partial_line=partial, meta=meta)
+        return ["yes" if p > 0.5 else "no" for p in p_yes], p_yes
+    responses = generate_responses(
+        model,
+        batch,
+        tok,
+        max_new_tokens=opts.max_new_tokens,
+        batch_size=len(batch),
+        chat_template=opts.chat_template,
+        prepend_bos=opts.prepend_bos,
+    )
+    return responses, None
+
+
+def _record(i: int, r: Any, prompt: str, text: str, resp: Any) -> dict[str, Any]:
+    """The JSON record of data row ``i`` (``r``), asked ``text``, answered ``resp``."""
+    return {
+        "row": i,
+        "group": int(r["group"]),
+        "prompt_kind": prompt,
+        "prompt": text,
+        "expected_response": r["answer"],
+        "perturbed": bool(r["altered"]),
+        "perturbation": {
+            "category": r["category_raw"],
+            "effect": r["effect_raw"],
+            "target": str(r["target"]).title(),
+        },
+        "response": resp,
+        "parsed": parse_yes_no(resp),
+    }

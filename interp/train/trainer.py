@@ -71,7 +71,7 @@ from jaxtyping import Float, Int
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor, nn
 
-from interp.config import TrainConfig
+from interp.config import TrainConfig, merge_options
 from interp.models.lm import logits_of
 from interp.train.data import Batch, LengthBucketedBatches, batch_indices, iterate_batches, make_batch
 
@@ -319,6 +319,26 @@ def saved_run_info(out_dir: str | Path) -> dict[str, Any] | None:
 # ---- the loop -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class TrainRunOptions:
+    """How one :func:`train` run is carried out — not what it learns (that is :class:`TrainConfig`,
+    which a resumed run must match).
+
+    ``save_model_fn(model, folder)`` writes the model into ``last`` / ``best`` (e.g.
+    :func:`save_checkpoint` bound to a world; None: only the resumable state). ``accelerator``: an
+    ``accelerate`` accelerator for data parallelism (None: one process). ``resume``: continue an
+    existing ``out_dir/last``. ``stop_at``: end early at that step, after saving ``last`` (an
+    interruption on purpose: time budgets, resumption tests). ``progress``: the tqdm bar.
+    ``run_info``: recorded in the saved state."""
+
+    save_model_fn: Callable[[torch.nn.Module, Path], Any] | None = None
+    accelerator: Any = None
+    resume: bool = True
+    stop_at: int | None = None
+    progress: bool = True
+    run_info: dict[str, Any] | None = None
+
+
 def train(
     model: torch.nn.Module,
     train_ids: Int[Tensor, "n pos"],
@@ -327,30 +347,26 @@ def train(
     out_dir: str | Path | None = None,
     *,
     pad_id: int = 0,
-    save_model_fn: Callable[[torch.nn.Module, Path], Any] | None = None,
     loss_terms: Sequence[LossTerm] = (),
     labels: Int[Tensor, " n"] | None = None,
     loss_from: Int[Tensor, " n"] | None = None,
-    accelerator: Any = None,
-    resume: bool = True,
-    stop_at: int | None = None,
-    progress: bool = True,
-    run_info: dict[str, Any] | None = None,
+    run: TrainRunOptions | None = None,
+    **run_settings: Any,
 ) -> TrainResult:
     """Train ``model`` in place on ``train_ids`` (right-padded rows); see the module docstring.
 
     ``out_dir/last`` always holds the latest resumable state; ``out_dir/best`` the checkpoint with
-    the lowest held-out loss (written with ``save_model_fn``, e.g. :func:`save_checkpoint` bound to
-    a world); ``out_dir/train_log.csv`` the log. ``out_dir=None``: nothing is written or resumed.
-    With ``resume=True`` an existing ``last`` state is continued — its recorded config must equal
-    ``cfg``. ``stop_at`` ends the run early at that step (after saving ``last``): the same as an
-    interruption, used to budget time and in the resumption tests. A half-precision model trains
-    on float32 master weights under autocast (see the module docstring) and gets its dtype back.
+    the lowest held-out loss (written with ``save_model_fn``); ``out_dir/train_log.csv`` the log.
+    ``out_dir=None``: nothing is written or resumed. ``run``: a :class:`TrainRunOptions`, whose
+    fields may also be given as keywords (``progress=False``, ``stop_at=5``). With ``resume`` an
+    existing ``last`` state is continued — its recorded config must equal ``cfg``. A
+    half-precision model trains on float32 master weights under autocast (see the module
+    docstring) and gets its dtype back.
     """
     from interp.models.parallel import rank_and_size
 
-    rank, size = rank_and_size(accelerator)
-    main = rank == 0
+    opts = merge_options(TrainRunOptions, run, run_settings, "train")
+    rank, size = rank_and_size(opts.accelerator)
     if cfg.batch_size < size:
         raise ValueError(f"train.batch_size ({cfg.batch_size}) must be ≥ the number of processes ({size})")
     terms = list(loss_terms)
@@ -374,18 +390,12 @@ def train(
             last,
             best,
             pad_id,
-            save_model_fn,
             terms,
             labels,
             loss_from,
-            accelerator,
-            resume,
-            stop_at,
-            progress,
-            run_info,
+            opts,
             rank,
             size,
-            main,
             amp_dtype,
         )
 
@@ -399,22 +409,18 @@ def _train(
     last: Path | None,
     best: Path | None,
     pad_id: int,
-    save_model_fn: Callable[[torch.nn.Module, Path], Any] | None,
     terms: list[LossTerm],
     labels: Int[Tensor, " n"],
     loss_from: Int[Tensor, " n"] | None,
-    accelerator: Any,
-    resume: bool,
-    stop_at: int | None,
-    progress: bool,
-    run_info: dict[str, Any] | None,
+    run: TrainRunOptions,
     rank: int,
     size: int,
-    main: bool,
     amp_dtype: torch.dtype | None,
 ) -> TrainResult:
     """The loop of :func:`train`, on float32 master weights; ``amp_dtype``: the half dtype its
     forward passes autocast to (None: plain float32)."""
+    save_model_fn, accelerator, resume, stop_at = run.save_model_fn, run.accelerator, run.resume, run.stop_at
+    progress, run_info, main = run.progress, run.run_info, rank == 0
     from tqdm.auto import tqdm
 
     from interp.models.device import model_device
