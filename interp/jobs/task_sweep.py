@@ -15,30 +15,27 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from interp.analysis.agreement import check_removals, compare_removals, discovery_reference, run_removals
+from interp.analysis.agreement import compare_removals, discovery_reference, run_removals
 from interp.analysis.confirmation import confirm_verdicts
 from interp.analysis.pragworld_sweep import reference_activation_patching, reference_patch_pairs
 from interp.analysis.prior_shift import add_prior_shift
 from interp.analysis.processes import accelerator, is_main, sharded
+from interp.analysis.sweep_job import SweepJob
 from interp.analysis.sweep_options import check_layers
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.unitstore import file_sha256
 from interp.analysis.verdicts import LayerVerdicts
 from interp.jobs.run_records import (
-    PRAGWORLD_KINDS,
     PRAGWORLD_METRIC,
     YESNO_THRESHOLDS,
     PatchingRun,
     SweepRun,
     cell_verdicts,
-    check_folds,
-    verdict_rule,
 )
 from interp.jobs.sweep_units import plan_batch, prepare_patching, prepare_sweep
 from interp.models.parallel import rank_and_size
@@ -132,30 +129,13 @@ def _write_patching(
 def run_pragworld_sweep(
     model: str | Path,
     data: str | Path,
+    job: SweepJob | None = None,
     *,
-    kind: str = "mlp-zero",
-    grouping: str = "clean",
-    method: str = "reuse",
-    layers: Sequence[int] | None = None,
     out: str | Path | None = None,
-    seed: int = 0,
-    batch_size: int | None = None,
-    n: int | None = None,
-    n_boot: int = 2000,
-    chat_template: bool | None = False,
-    prepend_bos: bool | None = None,
-    log: Any = None,
     placement: Any = None,
-    confidence: float = 0.95,
-    per_layer: bool = False,
-    min_effect: float | None = None,
-    resample: str = "groups",
-    metric: str | None = None,
-    folds: int | None = None,
-    ablation: str | Sequence[str] = "zero",
-    scales: str | Sequence[float] | None = None,
-    draws: int = 3,
+    log: Any = None,
     control: Any = None,
+    **settings: Any,
 ) -> SweepRun | PatchingRun:
     """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
     write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
@@ -178,62 +158,32 @@ def run_pragworld_sweep(
     from interp.datasets.pragworld import load_pragworld
     from interp.tasks import YesNoTask
 
-    pw = load_pragworld(data, grouping=grouping)  # a bad file fails before the model loads
-    rows = pw.rows if n is None else pw.rows.iloc[:n]
+    job = _task_job(job, settings)
+    pw = load_pragworld(data, grouping=job.grouping)  # a bad file fails before the model loads
+    rows = pw.rows if job.n is None else pw.rows.iloc[: job.n]
     if rows.empty:
         raise ValueError(f"no data rows in {data}")
-    _check_task_kind(kind, layers)
 
     def build(model: Path) -> Any:
-        return YesNoTask.pragworld(model, rows, prompt="label", prepend_bos=prepend_bos, chat_template=chat_template)
+        return YesNoTask.pragworld(
+            model, rows, prompt="label", prepend_bos=job.prepend_bos, chat_template=job.chat_template
+        )
 
     return run_task_sweep(
-        model,
-        data,
-        build,
-        {"grouping": grouping},
-        kind=kind,
-        method=method,
-        layers=layers,
-        out=out,
-        seed=seed,
-        batch_size=batch_size,
-        log=log,
-        placement=placement,
-        rule=verdict_rule(n_boot, confidence, per_layer, min_effect, resample),
-        metric=metric,
-        folds=folds,
-        removals=check_removals(kind, method, ablation, scales, draws, seed),
-        control=control,
+        model, data, build, {"grouping": job.grouping}, job, out=out, placement=placement, log=log, control=control
     )
 
 
 def run_contrast_sweep(
     model: str | Path,
     data: str | Path,
+    job: SweepJob | None = None,
     *,
-    kind: str = "mlp-zero",
-    method: str = "reuse",
-    layers: Sequence[int] | None = None,
     out: str | Path | None = None,
-    seed: int = 0,
-    batch_size: int | None = None,
-    n: int | None = None,
-    n_boot: int = 2000,
-    chat_template: bool | None = False,
-    prepend_bos: bool | None = None,
-    log: Any = None,
     placement: Any = None,
-    confidence: float = 0.95,
-    per_layer: bool = False,
-    min_effect: float | None = None,
-    resample: str = "groups",
-    metric: str | None = None,
-    folds: int | None = None,
-    ablation: str | Sequence[str] = "zero",
-    scales: str | Sequence[float] | None = None,
-    draws: int = 3,
+    log: Any = None,
     control: Any = None,
+    **settings: Any,
 ) -> SweepRun | PatchingRun:
     """:func:`run_pragworld_sweep` on contrast examples (JSONL, e.g. ``interp data ioi``) asked through
     :class:`interp.tasks.ContrastTask`: metric the logit difference correct − foil (right when > 0),
@@ -244,42 +194,34 @@ def run_contrast_sweep(
     from interp.datasets.contrast import load_contrast
     from interp.tasks import ContrastTask
 
+    job = _task_job(job, settings)
     examples = load_contrast(data)  # a bad file fails before the model loads
-    _check_task_kind(kind, layers)
 
     # built (tokenized) once, here: a bad token or length fails before the model loads
-    task = ContrastTask.build(Path(model), examples, prepend_bos=prepend_bos, chat_template=chat_template, n=n)
-    return run_task_sweep(
-        model,
-        data,
-        lambda _: task,
-        {},
-        kind=kind,
-        method=method,
-        layers=layers,
-        out=out,
-        seed=seed,
-        batch_size=batch_size,
-        log=log,
-        placement=placement,
-        rule=verdict_rule(n_boot, confidence, per_layer, min_effect, resample),
-        metric=metric,
-        folds=folds,
-        removals=check_removals(kind, method, ablation, scales, draws, seed),
-        control=control,
+    task = ContrastTask.build(
+        Path(model), examples, prepend_bos=job.prepend_bos, chat_template=job.chat_template, n=job.n
     )
+    return run_task_sweep(model, data, lambda _: task, {}, job, out=out, placement=placement, log=log, control=control)
 
 
-def _check_task_kind(kind: str, layers: Any) -> None:
-    if kind not in PRAGWORLD_KINDS:
-        raise ValueError(
-            f"on PragWorld or contrast data --kind must be one of {', '.join(PRAGWORLD_KINDS)}, got {kind!r}"
-        )
-    if kind == "activation-patching" and layers is not None:
-        raise ValueError(
-            "--layers does not apply to --kind activation-patching: transformer_lens.patching "
-            "patches every layer (the maps have one row per layer)"
-        )
+def _removal_names(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with an old-style ``removals`` (a list of
+    :class:`~interp.analysis.removals.Removal`, as :func:`run_task_sweep` once took) as the job's
+    ``removals`` / ``scales`` / ``draws``."""
+    from interp.analysis.removals import Removal
+
+    given = settings.get("removals")
+    if not given or not all(isinstance(r, Removal) for r in given):
+        return settings
+    scales = [float(r.factor) for r in given if r.kind == "scale"]
+    draws = next((int(r.draws) for r in given if r.kind == "resample"), settings.get("draws", 3))
+    kinds = list(dict.fromkeys(r.kind for r in given))
+    return {**settings, "removals": kinds, "scales": scales or None, "draws": draws}
+
+
+def _task_job(job: SweepJob | None, settings: dict[str, Any]) -> SweepJob:
+    """The job of a task sweep called by its own name: every row unless ``n`` is given."""
+    return SweepJob.of(job or SweepJob(n=None), **settings)
 
 
 def token_ranks(rows: Any) -> np.ndarray:
@@ -320,26 +262,22 @@ def run_task_sweep(
     model: str | Path,
     data: str | Path | None,
     build: Any,
-    extra: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+    job: SweepJob | None = None,
     *,
     bridge: Any = None,
-    kind: str,
-    method: str,
-    layers: Any,
-    out: Any,
-    seed: int,
-    batch_size: int | None,
-    log: Any,
-    placement: Any,
-    rule: dict[str, Any],
-    metric: str | None = None,
-    folds: int | None = None,
-    removals: Any = None,
+    out: Any = None,
+    placement: Any = None,
+    log: Any = None,
     control: Any = None,
+    **settings: Any,
 ) -> SweepRun | PatchingRun:
     """The sweep of a task (a YesNoTask or a ContrastTask, ``build(model)``) on a model: load,
     run ``kind``, verdicts, files (:func:`run_pragworld_sweep`). ``bridge``: the model already
-    loaded (the Python API's :func:`interp.sweep` passes its own; ``model`` then only names it)."""
+    loaded (the Python API's :func:`interp.sweep` passes its own; ``model`` then only names it);
+    ``extra``: notes for ``run.json`` (and the units' fingerprint); ``job`` and ``settings`` as in
+    :func:`~interp.jobs.sweep.run_sweep` (the old keyword ``removals``, a list of
+    :class:`~interp.analysis.removals.Removal`, is still taken)."""
     from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
     from interp.analysis.patching import direct_effect_patching
     from interp.analysis.sweeps import mlp_removal_sweep
@@ -350,7 +288,10 @@ def run_task_sweep(
     from interp.tasks.yesno import METRICS
     from interp.viz.layers import draw_layer_effects
 
-    check_folds(folds)
+    job = SweepJob.of(job, **_removal_names(settings))
+    kind, method, layers, seed, folds = job.kind, job.method, job.layers, job.seed, job.folds
+    batch_size, rule, removals = job.batch_size, job.rule_kwargs, job.removal_set()
+    extra = extra or {}
     log = log or sys.stderr
     model = Path(model)
     acc = accelerator()
@@ -362,7 +303,7 @@ def run_task_sweep(
     lays = check_layers(layers, int(bridge.cfg.n_layers))
     task = build(model)
     yesno = isinstance(task, YesNoTask)
-    metric = _task_metric(metric, yesno)
+    metric = _task_metric(job.metric, yesno)
     task.check_fits(int(bridge.cfg.n_ctx))
     ids, mask = task.inputs()
     gold: Any = task.gold if yesno else None
@@ -380,20 +321,9 @@ def run_task_sweep(
         info["metric"] = f"{METRICS[metric][0]}: {METRICS[metric][1]}"
     info["metric_name"] = metric
     if "config" not in info and kind != "activation-patching":  # what SweepConfig.from_run reads back
-        from interp.analysis.sweep_config import SweepConfig
-
-        info["config"] = SweepConfig.of_job(
-            removals or [],
-            rule,
-            layers,
-            kind=kind,
-            metric=metric,
-            method=method,
-            batch_size=batch_size,
-            folds=folds,
-            seed=seed,
-            attention=getattr(placement, "attention", None) or "auto",
-        ).to_dict()
+        attention = getattr(placement, "attention", None) or "auto"
+        info["config"] = SweepJob.of(job, metric=metric).config(attention).to_dict()
+    info["job"] = job.to_dict()  # what SweepJob.from_run reads back
     threshold = (
         YESNO_THRESHOLDS[metric] if yesno else task.threshold_of("logit_diff" if metric == "logit-diff" else "prob")
     )
@@ -431,7 +361,6 @@ def run_task_sweep(
     if kind == "mlp-zero":
         reference = discovery_reference(groups, folds, seed)
         rows_all = np.arange(len(task))
-        removals = removals or check_removals(kind, method, "zero")
         units = prepare_sweep(
             bridge,
             out_dir,
@@ -583,7 +512,7 @@ def run_task_sweep(
     verdicts = judge(sweep)
     comparison = compare_removals(sweeps, judge) if len(sweeps) > 1 else None
     info.update(
-        ablation=[r.name for r in removals] if removals else ["zero"],
+        ablation=[r.name for r in removals],
         agreement=comparison and comparison.frame.to_dict("records"),
     )
     if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
