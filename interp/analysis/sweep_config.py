@@ -3,7 +3,8 @@ records under ``config`` (written by the API and by ``interp sweep`` alike) and 
 back (:meth:`SweepConfig.from_run`).
 
 Every field is checked when the config is made — before any model loads — with one sentence naming
-the value and what is allowed."""
+the value and what is allowed. Importing it loads nothing heavy (the CLI's parser reads the
+flags of :class:`VerdictRule`)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from interp.analysis.agreement import check_removals
-from interp.analysis.bands import RESAMPLE
-from interp.analysis.sweep_options import RUN_METHODS
+from interp.analysis.sweep_options import RESAMPLE, RUN_METHODS
 
 #: ``--kind`` of a sweep of PragWorld or contrast rows (``activation-patching``: :func:`interp.patch`)
 PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
@@ -205,6 +204,8 @@ class SweepConfig:
             raise ConfigError(f"batch_size must be ≥ 1 or None (all rows at once), got {self.batch_size}")
         if self.folds is not None and int(self.folds) < 2:
             raise ConfigError(f"folds must be ≥ 2 (or None: no confirmation), got {self.folds}")
+        from interp.analysis.agreement import check_removals  # torch: only once a config is made
+
         try:
             check_removals(
                 self.kind, self.resolved_method, list(self.removals), list(self.scales), self.draws, self.seed

@@ -1,7 +1,8 @@
 """A sweep *job* as one frozen dataclass: every plain setting of ``interp sweep`` and of
 :func:`interp.jobs.sweep.run_sweep` (the kind, the method, the layers, the removals, the verdict
 rule, the PragWorld and activation-patching settings …), checked when it is made — before any model
-loads — with the sentences the job has always said (``--kind must be one of …``).
+loads — with the sentences the job has always said (``--kind must be one of …``). Importing it
+loads nothing heavy (``interp --help`` builds the flags from it without torch).
 
 Its fields carry their command-line flags (:class:`~interp.analysis.sweep_config.Flag` in each
 field's ``metadata``): ``interp sweep``'s parser is generated from them
@@ -18,13 +19,11 @@ settings of the sweep but of one run of it. :class:`~interp.analysis.sweep_confi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from interp.analysis.agreement import check_removals
-from interp.analysis.removals import Removal, parse_ablations, parse_scales
 from interp.analysis.sweep_config import (
     FIELD_DEFAULT,
     ConfigError,
@@ -37,6 +36,9 @@ from interp.analysis.sweep_config import (
     layer_tuple,
 )
 from interp.analysis.sweep_options import KINDS, RUN_METHODS, parse_layers
+
+if TYPE_CHECKING:
+    from interp.analysis.removals import Removal
 
 #: ``--prepend-bos`` / ``--chat-template``: the flag's word → the tokenization setting
 SWITCH = {"auto": None, "on": True, "off": False}
@@ -65,7 +67,8 @@ class SweepJob:
     flag ``--ablation``; ``rule`` (a :class:`~interp.analysis.sweep_config.VerdictRule`, or a
     mapping of its fields) the flags ``--min-effect``, ``--confidence``, ``--per-layer``,
     ``--resample``, ``--n-boot``. Make one from keywords by name (old ones too: ``ablation``,
-    ``n_boot`` …) with :meth:`of`."""
+    ``n_boot`` …) with :meth:`of`. Sequences given are kept as tuples (``removals`` a tuple of
+    names, ``scales`` of floats, ``layers`` of ints), so a job equals its :meth:`from_dict`."""
 
     grouping: str = field(
         default="clean",
@@ -155,7 +158,7 @@ class SweepJob:
             choices=METRICS,
         ),
     )
-    removals: tuple[str, ...] = field(
+    removals: str | Sequence[str] = field(
         default=("zero",),
         metadata=flag(
             "--kind mlp-zero: how each MLP is removed, one or a comma-separated list of zero (default, "
@@ -167,7 +170,7 @@ class SweepJob:
             default="zero",
         ),
     )
-    scales: tuple[float, ...] | None = field(
+    scales: str | Sequence[float] | None = field(
         default=None,
         metadata=flag(
             "--ablation scale: the factors α (default 1,0.75,0.5,0.25,0; α = 1, the model itself, is not run)",
@@ -186,7 +189,7 @@ class SweepJob:
             metavar="K",
         ),
     )
-    layers: tuple[int, ...] | None = field(
+    layers: Sequence[int] | None = field(
         default=None,
         metadata=flag("comma-separated layers, e.g. 0,1,3 (default: all)", parse=parse_layers),
     )
@@ -210,6 +213,8 @@ class SweepJob:
             raise ConfigError(f"--kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.method not in RUN_METHODS:
             raise ConfigError(f"--method must be one of {', '.join(RUN_METHODS)}, got {self.method!r}")
+        from interp.analysis.removals import parse_ablations, parse_scales  # torch: only once a job is made
+
         set_(self, "removals", tuple(parse_ablations(self.removals)))
         if self.scales is not None:
             set_(self, "scales", tuple(parse_scales(self.scales)))
@@ -251,6 +256,8 @@ class SweepJob:
     def removal_set(self) -> list[Removal]:
         """The :class:`~interp.analysis.removals.Removal` list the MLP sweep runs
         (:func:`~interp.analysis.agreement.check_removals`)."""
+        from interp.analysis.agreement import check_removals
+
         return check_removals(self.kind, self.method, list(self.removals), self.scales, self.draws, self.seed)
 
     @property
