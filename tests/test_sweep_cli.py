@@ -314,4 +314,4 @@ def test_run_json_records_the_job_and_its_rerun_is_the_same_sweep(run_dir, tmp_p
     )
     verdicts = [json.loads((tmp_path / d / "verdicts.json").read_text())["layers"] for d in ("cli", "py")]
     assert [r["verdict"] for r in verdicts[0]] == [r["verdict"] for r in verdicts[1]]
-    assert json.loads((tmp_path / "py" / "run.json").read_text())["job"] == job.to_dict()
+    assert json.loads((tmp_path / "py" / "run.json").read_text())["job"] == again.info["job"] == job.to_dict()
