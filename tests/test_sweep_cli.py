@@ -290,3 +290,28 @@ def test_several_removals_write_verdicts_agreement_and_dose_response(run_dir, tm
         "--model", str(run_dir / "best"), "--kind", "direct-effect", "--ablation", "mean", "--out", str(tmp_path / "x")
     )
     assert bad.returncode != 0 and "applies to the MLP sweep" in bad.stderr
+
+
+def test_run_json_records_the_job_and_its_rerun_is_the_same_sweep(run_dir, tmp_path):
+    """``run.json["job"]`` is the job the flags made; rerunning it from Python gives the same
+    per-example effects and verdicts as the command did."""
+    import io
+
+    from interp.analysis.sweep_job import SweepJob
+    from interp.cli import build_parser
+    from interp.jobs.sweep import run_sweep
+
+    flags = ["--model", str(run_dir / "best"), "--n", "6", "--layers", "0,1", "--ablation", "zero,mean"]
+    flags += ["--n-boot", "50", "--seed", "2", "--batch-size", "4"]
+    res = _cli(*flags, "--out", str(tmp_path / "cli"))
+    assert res.returncode == 0, res.stderr
+    job = SweepJob.from_run(tmp_path / "cli")
+    assert job == SweepJob.from_args(build_parser().parse_args(["sweep", *flags]))
+    assert job.removals == ("zero", "mean") and job.rule.n_boot == 50 and job.n == 6
+    again = run_sweep(run_dir / "best", job, out=tmp_path / "py", log=io.StringIO())
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "cli" / "sweep.csv"), pd.read_csv(tmp_path / "py" / "sweep.csv"), atol=1e-6
+    )
+    verdicts = [json.loads((tmp_path / d / "verdicts.json").read_text())["layers"] for d in ("cli", "py")]
+    assert [r["verdict"] for r in verdicts[0]] == [r["verdict"] for r in verdicts[1]]
+    assert json.loads((tmp_path / "py" / "run.json").read_text())["job"] == again.info["job"] == job.to_dict()

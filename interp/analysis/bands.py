@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from jaxtyping import Int, Real
 
-RESAMPLE = ("groups", "rows")
+from interp.analysis.sweep_options import RESAMPLE
 
 
 @dataclass(frozen=True)

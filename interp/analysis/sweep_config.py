@@ -3,7 +3,8 @@ records under ``config`` (written by the API and by ``interp sweep`` alike) and 
 back (:meth:`SweepConfig.from_run`).
 
 Every field is checked when the config is made — before any model loads — with one sentence naming
-the value and what is allowed."""
+the value and what is allowed. Importing it loads nothing heavy (the CLI's parser reads the
+flags of :class:`VerdictRule`)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from interp.analysis.agreement import check_removals
-from interp.analysis.bands import RESAMPLE
-from interp.analysis.sweep_options import RUN_METHODS
+from interp.analysis.sweep_options import RESAMPLE, RUN_METHODS
 
 #: ``--kind`` of a sweep of PragWorld or contrast rows (``activation-patching``: :func:`interp.patch`)
 PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
@@ -25,7 +24,62 @@ AUTO_METHOD = "reuse"
 
 
 class ConfigError(ValueError):
-    """A sweep setting that is not allowed (named, with what is)."""
+    """A sweep setting that is not allowed (named, with what is). ``setting``: the field the
+    sentence starts with, so a job can say it as its command-line flag (:meth:`as_flag`)."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+    def as_flag(self) -> ConfigError:
+        """The same sentence with its setting spelled as the flag (``n_boot`` → ``--n-boot``)."""
+        text = str(self)
+        if self.setting and text.startswith(self.setting):
+            text = flag_name(self.setting) + text[len(self.setting) :]
+        return ConfigError(text, self.setting)
+
+
+def flag_name(setting: str) -> str:
+    """A setting's command-line flag: ``n_boot`` → ``--n-boot``."""
+    return "--" + setting.replace("_", "-")
+
+
+#: :attr:`Flag.default` when the flag's default is the field's
+FIELD_DEFAULT = "<field default>"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a setting appears on the command line (a dataclass field's ``metadata["flag"]``; the
+    ``interp sweep`` parser is generated from these): the ``names`` (default the field's
+    :func:`flag_name`), the ``help``, and what :meth:`argparse.ArgumentParser.add_argument` takes —
+    ``type``, ``choices``, ``metavar``, ``action``; ``default``: the flag's own when it differs from
+    the field's (:data:`FIELD_DEFAULT`: the same); ``parse``: turns the flag's value into the
+    field's (e.g. ``"on"`` → True)."""
+
+    help: str
+    names: tuple[str, ...] = ()
+    type: Any = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    action: str | None = None
+    default: Any = FIELD_DEFAULT
+    parse: Any = None
+
+
+def flag(help: str, **how: Any) -> dict[str, Flag]:
+    """The ``metadata`` of a dataclass field that is a command-line flag (:class:`Flag`)."""
+    return {"flag": Flag(help=help, **how)}
+
+
+def known_keys(cls: Any, data: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """``data`` as a dict, after refusing any key that is not a field of the dataclass ``cls``
+    (named, with the known ones)."""
+    known = {f.name for f in fields(cls)}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise ConfigError(f"unknown {what}(s) {extra}; known: {', '.join(sorted(known))}")
+    return dict(data)
 
 
 @dataclass(frozen=True)
@@ -35,21 +89,68 @@ class VerdictRule:
     bootstrap resamples of ``resample`` units (``"groups"``: a PragWorld group or a contrast
     example's group; ``"rows"``), against the margin ``min_effect`` (None: the metric's default)."""
 
-    n_boot: int = 2000
-    confidence: float = 0.95
-    per_layer: bool = False
-    min_effect: float | None = None
-    resample: str = "groups"
+    n_boot: int = field(default=2000, metadata=flag("bootstrap replicates (default 2000)", type=int))
+    confidence: float = field(
+        default=0.95,
+        metadata=flag(
+            "confidence of the intervals, simultaneous over the layers unless --per-layer (default 0.95)", type=float
+        ),
+    )
+    per_layer: bool = field(
+        default=False,
+        metadata=flag(
+            "one marginal interval per layer instead of the simultaneous band (expect about "
+            "(1 − confidence) × layers false verdicts on a model with no effects)",
+            action="store_true",
+        ),
+    )
+    min_effect: float | None = field(
+        default=None,
+        metadata=flag(
+            "the practical-effect margin in the metric's units: a layer is harmful/useful only when "
+            "its interval clears ±DELTA, negligible when it lies inside (default per metric: 0.01 nats "
+            "for token/continuation loss, 0.01 for P(gold) and the legal-token mass)",
+            type=float,
+            metavar="DELTA",
+        ),
+    )
+    resample: str = field(
+        default="groups",
+        metadata=flag(
+            "bootstrap unit: groups (default: a PragWorld original with its alterations; a world "
+            "sequence alone) or rows one by one (too narrow on grouped rows)",
+            choices=RESAMPLE,
+        ),
+    )
+
+    #: the order of the flags in ``--help`` (``interp sweep``, docs/concepts/verdicts.md)
+    FLAG_ORDER: ClassVar[tuple[str, ...]] = ("min_effect", "confidence", "per_layer", "resample", "n_boot")
 
     def __post_init__(self) -> None:
         if not 0 < self.confidence < 1:
-            raise ConfigError(f"confidence must be in (0, 1), got {self.confidence}")
+            raise ConfigError(f"confidence must be in (0, 1), got {self.confidence}", "confidence")
         if int(self.n_boot) < 1:
-            raise ConfigError(f"n_boot must be ≥ 1, got {self.n_boot}")
+            raise ConfigError(f"n_boot must be ≥ 1, got {self.n_boot}", "n_boot")
         if self.min_effect is not None and not self.min_effect >= 0:
-            raise ConfigError(f"min_effect must be ≥ 0 (in the metric's units) or None, got {self.min_effect}")
+            raise ConfigError(
+                f"min_effect must be ≥ 0 (in the metric's units) or None, got {self.min_effect}", "min_effect"
+            )
         if self.resample not in RESAMPLE:
-            raise ConfigError(f"resample must be one of {', '.join(RESAMPLE)}, got {self.resample!r}")
+            raise ConfigError(f"resample must be one of {', '.join(RESAMPLE)}, got {self.resample!r}", "resample")
+
+    @classmethod
+    def flags(cls) -> list[tuple[str, Flag, Any]]:
+        """Each field's name, :class:`Flag` and default, in :attr:`FLAG_ORDER`."""
+        by_name = {f.name: f for f in fields(cls)}
+        return [(name, by_name[name].metadata["flag"], by_name[name].default) for name in cls.FLAG_ORDER]
+
+    @classmethod
+    def flagged(cls, **settings: Any) -> VerdictRule:
+        """The rule of a job's settings, a refusal naming the flag (``--n-boot must be ≥ 1``)."""
+        try:
+            return cls(**settings)
+        except ConfigError as e:
+            raise e.as_flag() from None
 
     def kwargs(self) -> dict[str, Any]:
         """The rule as keyword arguments of :func:`~interp.analysis.verdicts.layer_verdicts`."""
@@ -87,7 +188,7 @@ class SweepConfig:
         set_(self, "removals", _names(self.removals, "removals"))
         set_(self, "scales", tuple(float(s) for s in self.scales))
         if self.layers is not None:
-            set_(self, "layers", _layers(self.layers))
+            set_(self, "layers", layer_tuple(self.layers))
         if isinstance(self.rule, Mapping):
             set_(self, "rule", VerdictRule(**self.rule))
         if self.kind not in PRAGWORLD_KINDS or self.kind == "activation-patching":
@@ -103,6 +204,8 @@ class SweepConfig:
             raise ConfigError(f"batch_size must be ≥ 1 or None (all rows at once), got {self.batch_size}")
         if self.folds is not None and int(self.folds) < 2:
             raise ConfigError(f"folds must be ≥ 2 (or None: no confirmation), got {self.folds}")
+        from interp.analysis.agreement import check_removals  # torch: only once a config is made
+
         try:
             check_removals(
                 self.kind, self.resolved_method, list(self.removals), list(self.scales), self.draws, self.seed
@@ -134,17 +237,9 @@ class SweepConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SweepConfig:
         """The config :meth:`to_dict` wrote; an unknown key is named, with the known ones."""
-        known = {f.name for f in fields(cls)}
-        extra = sorted(set(data) - known)
-        if extra:
-            raise ConfigError(f"unknown sweep setting(s) {extra}; known: {', '.join(sorted(known))}")
-        d = dict(data)
+        d = known_keys(cls, data, "sweep setting")
         if "rule" in d and isinstance(d["rule"], Mapping):
-            rk = {f.name for f in fields(VerdictRule)}
-            bad = sorted(set(d["rule"]) - rk)
-            if bad:
-                raise ConfigError(f"unknown verdict-rule setting(s) {bad}; known: {', '.join(sorted(rk))}")
-            d["rule"] = VerdictRule(**d["rule"])
+            d["rule"] = VerdictRule(**known_keys(VerdictRule, d["rule"], "verdict-rule setting"))
         return cls(**d)
 
     @classmethod
@@ -185,7 +280,8 @@ def _names(values: str | Sequence[str], what: str) -> tuple[str, ...]:
     return out
 
 
-def _layers(values: int | Sequence[int]) -> tuple[int, ...]:
+def layer_tuple(values: int | Sequence[int]) -> tuple[int, ...]:
+    """Layer numbers as a tuple, each a non-negative integer (ConfigError otherwise)."""
     seq = [values] if isinstance(values, int) else list(values)
     if not seq:
         raise ConfigError("layers: give at least one layer, or None for all")
@@ -195,4 +291,16 @@ def _layers(values: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(seq)
 
 
-__all__ = ["AUTO_METHOD", "PRAGWORLD_KINDS", "ConfigError", "SweepConfig", "VerdictRule"]
+__all__ = [
+    "AUTO_METHOD",
+    "FIELD_DEFAULT",
+    "PRAGWORLD_KINDS",
+    "ConfigError",
+    "Flag",
+    "SweepConfig",
+    "VerdictRule",
+    "flag",
+    "flag_name",
+    "known_keys",
+    "layer_tuple",
+]

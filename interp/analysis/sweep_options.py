@@ -1,12 +1,17 @@
 """The choices and checks of a layer sweep's options (``interp sweep``, :mod:`interp.jobs.sweep`):
 ``--kind`` (:data:`KINDS`), ``--method`` (:data:`RUN_METHODS`), and ``--layers`` parsed from its
-text (:func:`parse_layers`) and checked against a model's depth (:func:`check_layers`)."""
+text (:func:`parse_layers`) and checked against a model's depth (:func:`check_layers`). It imports
+nothing heavy: ``interp sweep --help`` reads these choices without loading torch."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from interp.analysis.sweeps import METHODS
+#: the exact sweeps' strategies (:func:`interp.analysis.sweeps.mlp_removal_sweep`): reuse the clean
+#: run's early layers, one forward per layer, all layers stacked, shared prefixes once
+METHODS = ("reuse", "loop", "batched", "prefix")
+#: the bootstrap's resampling units (:mod:`interp.analysis.bands`): groups of rows, or rows
+RESAMPLE = ("groups", "rows")
 
 #: ``--kind`` of a layer sweep: each layer's MLP zeroed, each alteration patched into its original
 #: (direct effect), or a layer × position activation-patching map
@@ -41,4 +46,4 @@ def check_layers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
     return out
 
 
-__all__ = ["KINDS", "RUN_METHODS", "check_layers", "parse_layers"]
+__all__ = ["KINDS", "METHODS", "RESAMPLE", "RUN_METHODS", "check_layers", "parse_layers"]

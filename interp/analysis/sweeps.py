@@ -66,6 +66,7 @@ from interp.analysis.removals import (
 )
 from interp.analysis.resume import block_output_is_tuple, mlp_removed_residual, resume_forward
 from interp.analysis.scoring import Batch, Metric, forward, metric_name
+from interp.analysis.sweep_options import METHODS
 from interp.config import merge_options
 from interp.hooks import (
     HookNames,
@@ -81,8 +82,6 @@ from interp.hooks import (
     zero,
 )
 from interp.results import mean_se, save_result
-
-METHODS = ("reuse", "loop", "batched", "prefix")
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from interp.analysis.sweep_config import VerdictRule
+from interp.analysis.sweep_job import SweepJob
 from interp.api.model import Model, as_model
 from interp.api.provenance import provenance
 from interp.api.results import Figure, SavedResult, describe_task
@@ -157,22 +158,15 @@ def patch(
         "over": over,
         "provenance": provenance(model=m.fingerprint(), seed=seed),
     }
-    run_task_sweep(
-        m.source,
-        getattr(task, "source", None),
-        lambda _: task,
-        extra,
-        bridge=m.bridge,
+    job = SweepJob.of(
         kind="activation-patching",
         method="attribution" if kind == "attribution" else "reuse",
-        layers=None,
-        out=folder,
+        n=None,
         seed=seed,
         batch_size=batch_size,
-        log=None,
-        placement=None,
-        rule=rule.kwargs(),
+        rule=rule,
     )
+    run_task_sweep(m.source, getattr(task, "source", None), lambda _: task, extra, job, bridge=m.bridge, out=folder)
     info = json.loads((folder / "run.json").read_text())
     result = Patching.read(folder, info)
     result.over, result.model, result.task = over, m, task

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from interp.analysis.sweep_config import SweepConfig, VerdictRule
+from interp.analysis.sweep_job import SweepJob
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdicts
 from interp.api.model import Model, as_model
@@ -158,31 +159,13 @@ def _run(m: Model, task: Any, config: SweepConfig, folder: Path, extra: dict[str
         getattr(task, "source", None),
         lambda _: task,
         extra,
+        SweepJob.of_config(config, n=None),
         bridge=m.bridge,
-        kind=config.kind,
-        method=config.resolved_method,
-        layers=None if config.layers is None else list(config.layers),
         out=folder,
-        seed=config.seed,
-        batch_size=config.batch_size,
-        log=None,
-        placement=None,
-        rule=config.verdict_rule.kwargs(),
-        metric=config.metric,
-        folds=config.folds,
-        removals=_removals(config),
         control=LongRun(overwrite=overwrite),
     )
     assert isinstance(run, SweepRun)  # the layer-sweep kinds return one (patching: interp.patch)
     return run
-
-
-def _removals(config: SweepConfig) -> Any:
-    from interp.analysis.agreement import check_removals
-
-    return check_removals(
-        config.kind, config.resolved_method, list(config.removals), list(config.scales), config.draws, config.seed
-    )
 
 
 def read_sweep(folder: Path, info: dict[str, Any]) -> Sweep:

@@ -8,7 +8,7 @@ import os
 import sys
 
 from interp import __version__
-from interp.cli.common import add_ablate, add_checkpoint, add_placement, add_verdict_rule
+from interp.cli.common import add_ablate, add_checkpoint, add_fields, add_placement
 from interp.cli.contrast import add_data_dialogue, add_data_ioi, add_eval
 from interp.cli.layers import cmd_finetune, cmd_plant, cmd_report, cmd_sweep
 from interp.cli.measure import cmd_metrics, cmd_navigate, cmd_next_token, cmd_probe
@@ -190,141 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
         "contrast examples (.jsonl, e.g. interp data ioi): the logit difference correct − "
         "foil, patching the prompt into its corrupted prompt",
     )
-    s.add_argument(
-        "--grouping",
-        choices=("clean", "reference"),
-        default="clean",
-        help="PragWorld CSV: how rows form groups (see interp pragworld score)",
-    )
-    s.add_argument(
-        "--n",
-        "--limit",
-        dest="n",
-        type=int,
-        default=None,
-        metavar="N",
-        help="at most this many sequences (default 200) or PragWorld rows (default all); --limit: "
-        "the same, the name interp pragworld eval uses",
-    )
-    s.add_argument(
-        "--kind",
-        choices=("mlp-zero", "direct-effect", "activation-patching"),
-        default="mlp-zero",
-        help="mlp-zero: zero each layer's MLP output, per-example next-token loss (default); "
-        "direct-effect: patch resid_pre from a one-token state-changing edit into the "
-        "original, loss on the original's tokens after the edit; activation-patching: "
-        "layer × position and layer × head heatmaps (transformer_lens.patching) of how much "
-        "of the clean state's legal-token mass one patched activation restores. On a PragWorld "
-        "CSV all three score P(gold) of the label prompt; direct-effect and activation-patching "
-        "patch the altered prompt into its original (activation-patching: pairs of equal token "
-        "length, positions counted from the last token)",
-    )
-    s.add_argument(
-        "--prepend-bos",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="PragWorld CSV: a BOS first as the model's own tokenizer adds it (auto, default), always "
-        "(on) or never (off); see README 'Tokenizer settings'",
-    )
-    s.add_argument(
-        "--chat-template",
-        choices=("auto", "on", "off"),
-        default="off",
-        help="PragWorld CSV: wrap the label prompt as a user message of the tokenizer's chat template: "
-        "off (default: the reference layer analyses scored the bare prompt), auto (when it has "
-        "one), on",
-    )
-    s.add_argument("--length", type=int, default=12, help="activation-patching: prefix length in tokens (default 12)")
-    s.add_argument(
-        "--edit-at", type=int, default=4, help="activation-patching: the edited token's index in the prefix (default 4)"
-    )
-    s.add_argument(
-        "--method",
-        choices=("reuse", "loop", "batched", "prefix", "attribution"),
-        default="reuse",
-        help="mlp-zero: reuse the clean run's early layers (reuse, default), one full forward "
-        "per layer (loop), all layers stacked in one forward (batched), or reuse over rows "
-        "read as token tries, each shared prefix once (prefix: metrics read at the last token, "
-        "i.e. PragWorld and contrast data; zero/scale/mean; resample runs reuse); equal to 1e-5. "
-        "attribution (every kind): first-order estimates of every site from one forward "
-        "and backward (AtP), same outputs and verdicts",
-    )
-    s.add_argument(
-        "--verify-top",
-        type=int,
-        metavar="K",
-        help="with --method attribution: also measure exactly the K sites of largest |attribution| "
-        "(verify.csv; activation-patching: verify_<map>.csv)",
-    )
-    s.add_argument(
-        "--metric",
-        choices=("p-gold", "logit-diff", "accuracy"),
-        default=None,
-        help="PragWorld CSV: the per-row metric: p-gold (P(gold) in the yes/no softmax, default), "
-        "logit-diff (logit gold − other, nats; adds the direct effect beside the total), accuracy; "
-        "contrast file: logit-diff (correct − foil, default) or p-gold (P(correct) over the pair)",
-    )
-    s.add_argument(
-        "--ablation",
-        default="zero",
-        metavar="KINDS",
-        help="--kind mlp-zero: how each MLP is removed, one or a comma-separated list of zero (default, "
-        "the paper's), mean (its mean over the rows: first token / later positions), resample "
-        "(another row's output, --draws averaged), scale (output × α for each of --scales); "
-        "several write verdicts_<removal>.json and agreement.csv/.md",
-    )
-    s.add_argument(
-        "--scales",
-        metavar="A,B,...",
-        help="--ablation scale: the factors α (default 1,0.75,0.5,0.25,0; α = 1, the model itself, is not run)",
-    )
-    s.add_argument(
-        "--draws",
-        type=int,
-        default=3,
-        help="--ablation resample: source rows per example, averaged (default 3; seeded by --seed)",
-    )
-    s.add_argument(
-        "--confirm",
-        action="store_true",
-        help="confirm the verdicts on held-out groups: verdicts on a discovery half, re-estimated on the "
-        "other half (= --folds 2)",
-    )
-    s.add_argument(
-        "--folds",
-        type=int,
-        metavar="K",
-        help="confirmation with K folds of the groups: discovery on K − 1, confirmation on the held-out one",
-    )
-    s.add_argument("--layers", help="comma-separated layers, e.g. 0,1,3 (default: all)")
-    s.add_argument(
-        "--batch-size",
-        type=int,
-        help="examples per forward (default: the most whose memory estimate fits the budget, see --max-memory; "
-        "printed and written to run.json)",
-    )
-    s.add_argument(
-        "--max-memory",
-        metavar="SIZE",
-        help="the memory budget that sizes the default batch: 4GB, 512MiB, 30%% (of free memory) "
-        "(default: 50%% of the RAM, or GPU memory, free once the model is loaded)",
-    )
-    s.add_argument(
-        "--out",
-        help="output folder (default: <checkpoint>/../sweep_<kind>/); the MLP sweep writes each finished "
-        "unit to OUT/units/ as it goes: rerun the same command with the same --out to resume",
-    )
-    s.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the units in --out when they belong to another config or model (without it, such a "
-        "rerun is refused, naming the difference)",
-    )
-    s.add_argument(
-        "--quiet", action="store_true", help="no progress bar (also off in CI and when stderr is not a terminal)"
-    )
-    s.add_argument("--seed", type=int, default=0, help="edit positions, fresh sequences, bootstrap (default 0)")
-    add_verdict_rule(s)
+    from interp.analysis.sweep_job import SweepJob
+
+    # the sweep's settings: one flag per SweepJob field (and its verdict rule's), from their metadata
+    add_fields(s, SweepJob.flags(), before={"folds": _add_confirm, "seed": _add_long_run})
     s.add_argument("--json", action="store_true", help="print the summary as one JSON line last")
     add_placement(s, device_map=True, attention="auto")
     s.set_defaults(fn=cmd_sweep)
@@ -414,6 +283,39 @@ def _quiet_hf() -> None:
     (``HF_HUB_OFFLINE=1`` forbids downloads; see :func:`interp.models.checkpoint.resolve_model`)."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def _add_confirm(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--confirm",
+        action="store_true",
+        help="confirm the verdicts on held-out groups: verdicts on a discovery half, re-estimated on the "
+        "other half (= --folds 2)",
+    )
+
+
+def _add_long_run(s: argparse.ArgumentParser) -> None:
+    """``interp sweep``'s flags of one long run: the memory budget, the folder, resuming, the bar."""
+    s.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        help="the memory budget that sizes the default batch: 4GB, 512MiB, 30%% (of free memory) "
+        "(default: 50%% of the RAM, or GPU memory, free once the model is loaded)",
+    )
+    s.add_argument(
+        "--out",
+        help="output folder (default: <checkpoint>/../sweep_<kind>/); the MLP sweep writes each finished "
+        "unit to OUT/units/ as it goes: rerun the same command with the same --out to resume",
+    )
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the units in --out when they belong to another config or model (without it, such a "
+        "rerun is refused, naming the difference)",
+    )
+    s.add_argument(
+        "--quiet", action="store_true", help="no progress bar (also off in CI and when stderr is not a terminal)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

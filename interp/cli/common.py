@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
 def ablations_from_args(args: argparse.Namespace) -> list:
@@ -121,34 +123,32 @@ def add_ablate(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_fields(
+    parser: argparse.ArgumentParser,
+    flags: list[tuple[str, Any, Any]],
+    before: dict[str, Callable[[argparse.ArgumentParser], None]] | None = None,
+) -> None:
+    """One flag per setting of a dataclass, from its fields' metadata
+    (:class:`~interp.analysis.sweep_config.Flag`; ``flags``: ``(field name, Flag, field default)``
+    in order, as :meth:`~interp.analysis.sweep_job.SweepJob.flags` gives them); ``before``: a
+    setting's name → a function adding other flags just before it (the ``--help`` order)."""
+    from interp.analysis.sweep_config import flag_name
+    from interp.analysis.sweep_job import dest, flag_default
+
+    for name, how, default in flags:
+        if before and name in before:
+            before[name](parser)
+        kwargs: dict[str, Any] = {"default": flag_default(how, default), "help": how.help}
+        for key in ("type", "choices", "metavar", "action"):
+            if getattr(how, key) is not None:
+                kwargs[key] = getattr(how, key)
+        names = how.names or (flag_name(name),)
+        parser.add_argument(*names, dest=dest(name, how), **kwargs)
+
+
 def add_verdict_rule(p: argparse.ArgumentParser) -> None:
-    """The layer-verdict flags (docs/concepts/verdicts.md): margin, confidence, family, resampling."""
-    p.add_argument(
-        "--min-effect",
-        type=float,
-        default=None,
-        metavar="DELTA",
-        help="the practical-effect margin in the metric's units: a layer is harmful/useful only when "
-        "its interval clears ±DELTA, negligible when it lies inside (default per metric: 0.01 nats "
-        "for token/continuation loss, 0.01 for P(gold) and the legal-token mass)",
-    )
-    p.add_argument(
-        "--confidence",
-        type=float,
-        default=0.95,
-        help="confidence of the intervals, simultaneous over the layers unless --per-layer (default 0.95)",
-    )
-    p.add_argument(
-        "--per-layer",
-        action="store_true",
-        help="one marginal interval per layer instead of the simultaneous band (expect about "
-        "(1 − confidence) × layers false verdicts on a model with no effects)",
-    )
-    p.add_argument(
-        "--resample",
-        choices=("groups", "rows"),
-        default="groups",
-        help="bootstrap unit: groups (default: a PragWorld original with its alterations; a world "
-        "sequence alone) or rows one by one (too narrow on grouped rows)",
-    )
-    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    """The layer-verdict flags (docs/concepts/verdicts.md): margin, confidence, family, resampling
+    (generated from :class:`~interp.analysis.sweep_config.VerdictRule`'s fields)."""
+    from interp.analysis.sweep_config import VerdictRule
+
+    add_fields(p, VerdictRule.flags())

@@ -12,60 +12,35 @@ from typing import Any
 from interp.cli.common import placement_from_args
 
 
-def _run_sweep(args: argparse.Namespace, layers: Any, n: int | None) -> Any:
+def _run_sweep(args: argparse.Namespace, job: Any) -> Any:
     from interp.analysis.unitstore import LongRun
     from interp.jobs.sweep import run_sweep
     from interp.worlds import parse_world
 
     return run_sweep(
         args.model,
-        kind=args.kind,
-        world=parse_world(args.world) if args.world else None,
+        job,
         data=args.data,
-        n=n,
-        method=args.method,
-        layers=layers,
+        world=parse_world(args.world) if args.world else None,
         out=args.out,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        length=args.length,
-        edit_at=args.edit_at,
-        grouping=args.grouping,
         placement=placement_from_args(args),
-        verify_top=args.verify_top,
         log=sys.stderr,
-        n_boot=args.n_boot,
-        confidence=args.confidence,
-        per_layer=args.per_layer,
-        min_effect=args.min_effect,
-        resample=args.resample,
-        metric=args.metric,
-        folds=args.folds or (2 if args.confirm else None),
-        ablation=args.ablation,
-        scales=args.scales,
-        draws=args.draws,
-        prepend_bos={"auto": None, "on": True, "off": False}[args.prepend_bos],
-        chat_template={"auto": None, "on": True, "off": False}[args.chat_template],
         control=LongRun(max_memory=args.max_memory, overwrite=args.overwrite, progress=False if args.quiet else None),
     )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from interp.analysis.sweep_options import parse_layers
+    from interp.analysis.sweep_job import SweepJob
     from interp.jobs.sweep import PatchingRun
 
-    layers = parse_layers(args.layers)
+    job = SweepJob.from_args(args)  # every setting checked, before any model loads
     if args.max_memory is not None:
         from interp.analysis.budget import parse_memory
 
         parse_memory(args.max_memory, free=1)  # a bad size fails before the model loads
     info = sys.stderr if args.json else sys.stdout
-    from interp.datasets.contrast import data_file_kind
-
-    examples = bool(args.data) and data_file_kind(args.data) != "sequences"  # PragWorld rows or contrast examples
-    n = args.n if args.n is not None else (None if examples else 200)
     try:
-        run = _run_sweep(args, layers, n)
+        run = _run_sweep(args, job)
     except KeyboardInterrupt:
         from interp.analysis.unitstore import resume_hint
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from interp.analysis.agreement import agreement_lines
 from interp.analysis.sweep_config import PRAGWORLD_KINDS
+from interp.analysis.sweep_job import check_folds
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.verdicts import LayerVerdicts
 from interp.analysis.verify_attribution import verify_text
@@ -67,24 +68,18 @@ def verdict_rule(
 ) -> dict[str, Any]:
     """The verdict settings of a sweep job (``--n-boot``, ``--confidence``, ``--per-layer``,
     ``--min-effect``, ``--resample``) as keyword arguments of
-    :func:`~interp.analysis.verdicts.layer_verdicts`; checked here, before any model loads."""
-    from interp.analysis.bands import RESAMPLE
+    :func:`~interp.analysis.verdicts.layer_verdicts`; checked here (by
+    :class:`~interp.analysis.sweep_config.VerdictRule`), before any model loads."""
+    from interp.analysis.sweep_config import VerdictRule
 
-    if not 0 < confidence < 1:
-        raise ValueError(f"--confidence must be in (0, 1), got {confidence}")
-    if n_boot < 1:
-        raise ValueError(f"--n-boot must be ≥ 1, got {n_boot}")
-    if min_effect is not None and not min_effect >= 0:
-        raise ValueError(f"--min-effect must be ≥ 0 (in the metric's units), got {min_effect}")
-    if resample not in RESAMPLE:
-        raise ValueError(f"--resample must be one of {', '.join(RESAMPLE)}, got {resample!r}")
-    return {
-        "n_boot": int(n_boot),
-        "confidence": float(confidence),
-        "per_layer": bool(per_layer),
-        "min_effect": min_effect,
-        "resample": resample,
-    }
+    rule = VerdictRule.flagged(
+        n_boot=int(n_boot),
+        confidence=float(confidence),
+        per_layer=bool(per_layer),
+        min_effect=min_effect,
+        resample=resample,
+    )
+    return rule.kwargs()
 
 
 @dataclass
@@ -215,12 +210,6 @@ def cell_verdicts(maps: dict[str, Any], rule: dict[str, Any], seed: int, out_dir
 PRAGWORLD_METRIC = "p-gold"
 #: per yes/no metric, the score above which a row counts as answered correctly (the raw rule's A_ℓ)
 YESNO_THRESHOLDS = {"p-gold": 0.5, "logit-diff": 0.0, "accuracy": 0.5}
-
-
-def check_folds(folds: int | None) -> None:
-    """``--folds`` (``--confirm`` is 2): None, or an integer ≥ 2."""
-    if folds is not None and (int(folds) != folds or folds < 2):
-        raise ValueError(f"--folds must be an integer ≥ 2 (2: a discovery and a confirmation half), got {folds}")
 
 
 __all__ = [

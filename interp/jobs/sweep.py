@@ -39,19 +39,20 @@ file is: :func:`interp.datasets.contrast.data_file_kind`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from interp.analysis.agreement import check_removals, compare_removals, discovery_reference, run_removals
+from interp.analysis.agreement import compare_removals, discovery_reference, run_removals
 from interp.analysis.confirmation import confirm_verdicts
 from interp.analysis.edit_pairs import aligned_edit_pairs, continuation_loss, state_change_pairs
 from interp.analysis.processes import accelerator, is_main, sharded
 from interp.analysis.scoring import token_loss
-from interp.analysis.sweep_options import KINDS, RUN_METHODS, check_layers
+from interp.analysis.sweep_job import SweepJob
+from interp.analysis.sweep_options import check_layers
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.unitstore import file_sha256
 from interp.analysis.verdicts import LayerVerdicts
@@ -74,6 +75,26 @@ from interp.jobs.task_sweep import run_contrast_sweep, run_pragworld_sweep
 from interp.models.parallel import rank_and_size
 
 
+@dataclass
+class _WorldRun:
+    """A sweep of a world checkpoint under way: the job, the loaded model and its sequences, where
+    it writes, and ``info`` (the notes ``run.json`` gathers as the steps run)."""
+
+    job: SweepJob
+    model: Path
+    bridge: Any
+    world: Any
+    sequences: list
+    source: str
+    data_path: Path
+    info: dict[str, Any]
+    out_dir: Path
+    lays: list[int]
+    acc: Any
+    log: Any
+    control: Any
+
+
 def _write_verify(out_dir: Path, rows: list[dict[str, Any]], name: str = "verify.csv") -> None:
     """``verify.csv`` and its scatter (``attribution_scatter.png``; ``verify_X.csv`` → ``attribution_scatter_X.png``)."""
     import pandas as pd
@@ -89,21 +110,7 @@ def _write_verify(out_dir: Path, rows: list[dict[str, Any]], name: str = "verify
     )
 
 
-def _run_patching(
-    bridge: Any,
-    world: Any,
-    sequences: list,
-    info: dict[str, Any],
-    out_dir: Path,
-    length: int,
-    edit_at: int,
-    seed: int,
-    log: Any,
-    method: str = "reuse",
-    verify_top: int | None = None,
-    *,
-    rule: dict[str, Any],
-) -> PatchingRun:
+def _run_patching(ctx: _WorldRun) -> PatchingRun:
     """Residual-stream (layer × position) and head (layer × head) activation patching on aligned
     one-token edits, scored by the clean state's legal-token mass at the last position
     (``method="attribution"``: both maps estimated from one gradient run, ``verify_top`` cells of
@@ -112,6 +119,11 @@ def _run_patching(
     from interp.results import write_json
     from interp.viz.layers import draw_patching_heatmap
 
+    bridge, world, sequences, info, out_dir, log = ctx.bridge, ctx.world, ctx.sequences, ctx.info, ctx.out_dir, ctx.log
+    job = ctx.job
+    length, edit_at, seed, method, verify_top = job.length, job.edit_at, job.seed, job.method, job.verify_top
+    if method != "attribution":
+        info.pop("method")
     if length + 1 > int(bridge.cfg.n_ctx):
         raise ValueError(f"--length {length} (+ <bos>) exceeds the model context n_ctx={bridge.cfg.n_ctx}")
     pairs = aligned_edit_pairs(world, sequences, length, edit_at, seed)
@@ -161,7 +173,7 @@ def _run_patching(
             m = activation_patching(bridge, clean, corrupted, metric, comp, labels=labels)
         m.save(out_dir, f"patching_{comp}")
         maps[comp] = m
-    cells = cell_verdicts(maps, rule, seed, out_dir)
+    cells = cell_verdicts(maps, job.rule_kwargs, seed, out_dir)
     for comp, m in maps.items():
         what = "position" if comp == "resid_pre" else "head"
         figures.append(
@@ -181,67 +193,46 @@ def _run_patching(
 
 def run_sweep(
     model: str | Path,
+    job: SweepJob | None = None,
     *,
-    kind: str = "mlp-zero",
-    world: Any | None = None,
     data: str | Path | None = None,
-    n: int | None = 200,
-    method: str = "reuse",
-    layers: Sequence[int] | None = None,
+    world: Any | None = None,
     out: str | Path | None = None,
-    seed: int = 0,
-    batch_size: int | None = None,
-    n_boot: int = 2000,
-    length: int = 12,
-    edit_at: int = 4,
-    grouping: str = "clean",
-    verify_top: int | None = None,
-    prepend_bos: bool | None = None,
-    chat_template: bool | None = False,
-    log: Any = None,
     placement: Any = None,
-    confidence: float = 0.95,
-    per_layer: bool = False,
-    min_effect: float | None = None,
-    resample: str = "groups",
-    metric: str | None = None,
-    folds: int | None = None,
-    ablation: str | Sequence[str] = "zero",
-    scales: str | Sequence[float] | None = None,
-    draws: int = 3,
+    log: Any = None,
     control: Any = None,
+    **settings: Any,
 ) -> SweepRun | PatchingRun:
-    """Load the checkpoint ``model``, run the sweep ``kind`` on its held-out data, write the results.
+    """Load the checkpoint ``model``, run the sweep ``job`` on its held-out data, write the results.
+
+    ``job``: a :class:`~interp.analysis.sweep_job.SweepJob` (default: every default), changed by
+    ``settings`` — its fields by name, the verdict rule's (``n_boot``, ``confidence``,
+    ``per_layer``, ``min_effect``, ``resample``) and ``ablation`` (= ``removals``); an unknown
+    keyword is a TypeError naming the allowed ones. Every setting is checked before any model
+    loads; ``run.json`` records the job (``job``: :meth:`SweepJob.from_run` reads it back).
 
     ``data`` ending in ``.csv`` is a PragWorld file: the sweep runs on its yes/no questions instead
-    (:func:`~interp.jobs.task_sweep.run_pragworld_sweep`, ``grouping`` as in the loader;
-    ``prepend_bos`` / ``chat_template``: how its prompts are tokenized, :class:`interp.tasks.Tokenization`
-    — default the model's own tokenizer's BOS rule, no chat template; world checkpoints refuse them).
-
-    ``n``: at most this many sequences (None: all); ``layers``: default all, each must exist;
-    ``seed``: for fresh sequences (no data file), the edit positions of ``direct-effect`` and the
-    bootstrap. ``length`` / ``edit_at``: the prefix length and edited token of
-    ``activation-patching`` (see :func:`aligned_edit_pairs`). ``placement``: where the model runs
+    (:func:`~interp.jobs.task_sweep.run_pragworld_sweep`); ``.jsonl`` contrast examples
+    (:func:`~interp.jobs.task_sweep.run_contrast_sweep`); else a sequence file (default
+    ``<checkpoint>/../data/test.txt``, else fresh sequences drawn with the job's ``seed``).
+    ``world``: override the checkpoint's world. ``out``: the folder (default
+    ``<checkpoint>/../sweep_<kind>/``). ``placement``: where the model runs
     (:class:`interp.models.device.Placement`: a device, dtype or device map; default CPU; under a
-    launcher each process's own device). ``log``: a file for notes (default
-    stderr). ``method="attribution"``: AtP estimates (:mod:`interp.analysis.attribution`) in place of
-    the exact sweep, same outputs; ``verify_top``: then measure the K sites of largest
-    |attribution| exactly (``verify.csv``, ``run.json["verify"]``).
+    launcher each process's own device). ``log``: a file for notes (default stderr).
 
-    The verdicts (:func:`~interp.analysis.verdicts.layer_verdicts`; on activation-patching maps
-    :func:`~interp.analysis.verdicts.map_verdicts`): ``confidence`` of intervals simultaneous over
-    the layers (``per_layer``: marginal ones), ``min_effect`` the margin in the metric's units
-    (None: the metric's default), ``resample`` ``groups`` (a world sequence and its edit pair are
-    each their own group; PragWorld rows: their group) or ``rows``; ``n_boot`` replicates.
-    ``metric``: a yes/no sweep's metric (``p-gold``, ``logit-diff``, ``accuracy``; default
-    :data:`~interp.jobs.run_records.PRAGWORLD_METRIC`) or a contrast sweep's (``logit-diff``,
-    default, or ``p-gold``: P(correct)); ``folds``: confirm the verdicts on held-out groups
-    (:func:`~interp.analysis.confirmation.confirm_verdicts`; 2 = a discovery and a confirmation half).
-    ``ablation`` (``mlp-zero`` only): the removal kinds, ``zero`` (default), ``mean``, ``resample``,
-    ``scale`` or several (``"zero,mean"``; :mod:`interp.analysis.removals`), ``scales`` the factors
-    of ``scale``, ``draws`` the resample draws; several removals add ``verdicts_<removal>.json``,
-    ``agreement.csv`` / ``.md`` and with ``scale`` ``dose_response.csv`` / ``.png``
-    (:mod:`interp.analysis.agreement`); ``verdicts.json`` is the first removal's.
+    The settings (their flags' help: ``interp sweep --help``): ``n`` sequences at most (None:
+    all); ``layers`` (default all, each must exist); ``method="attribution"``: AtP estimates
+    (:mod:`interp.analysis.attribution`) in place of the exact sweep, same outputs, ``verify_top``
+    K sites then measured exactly (``verify.csv``, ``run.json["verify"]``); ``length`` /
+    ``edit_at``: the prefix and edited token of ``activation-patching`` (:func:`aligned_edit_pairs`);
+    the verdicts (:func:`~interp.analysis.verdicts.layer_verdicts`; patching maps:
+    :func:`~interp.analysis.verdicts.map_verdicts`) by ``rule``
+    (:class:`~interp.analysis.sweep_config.VerdictRule`), confirmed on ``folds`` held-out groups
+    (:func:`~interp.analysis.confirmation.confirm_verdicts`); ``removals`` (``mlp-zero`` only):
+    ``zero`` (default), ``mean``, ``resample``, ``scale`` or several (:mod:`interp.analysis.removals`),
+    ``scales`` the factors of ``scale``, ``draws`` the resample draws; several add
+    ``verdicts_<removal>.json``, ``agreement.csv`` / ``.md`` and with ``scale`` ``dose_response.csv``
+    / ``.png`` (:mod:`interp.analysis.agreement`); ``verdicts.json`` is the first removal's.
 
     Long runs: ``batch_size`` None sizes the batch from a memory budget
     (:mod:`interp.analysis.budget`; ``run.json["batch"]``); the MLP sweep writes each finished unit
@@ -250,81 +241,63 @@ def run_sweep(
     ``control``: a :class:`~interp.analysis.unitstore.LongRun` (``max_memory``, ``overwrite``,
     ``progress``).
     """
-    from interp.analysis.patching import PatchPair, direct_effect_patching
-    from interp.analysis.sweeps import mlp_removal_sweep
-    from interp.analysis.verdicts import layer_verdicts
-    from interp.models.checkpoint import load_checkpoint, run_data_dir
-    from interp.viz.layers import draw_layer_effects
-    from interp.viz.removals import write_removals
-    from interp.worlds.encoding import encode_sequences
-    from interp.worlds.io import read_sequences
-
-    log = log or sys.stderr
-    rule = verdict_rule(n_boot, confidence, per_layer, min_effect, resample)
-    if kind not in KINDS:
-        raise ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     from interp.datasets.contrast import data_file_kind
 
-    removals = check_removals(kind, method, ablation, scales, draws, seed)
+    job = SweepJob.of(job, **settings)  # every setting checked, before any model loads
+    log = log or sys.stderr
     data_kind = data_file_kind(data) if data is not None else "sequences"
     if data_kind != "sequences":  # a PragWorld file (yes/no questions) or contrast examples
-        if verify_top:
+        if job.verify_top:
             raise ValueError(
                 f"--verify-top runs on world checkpoints; on a {data_kind} file run the exact sweep "
                 "(--method reuse) beside the attribution one"
             )
-        job: Any = run_pragworld_sweep if data_kind == "pragworld" else run_contrast_sweep
-        extra: dict[str, Any] = {"grouping": grouping} if data_kind == "pragworld" else {}
+        task_sweep: Any = run_pragworld_sweep if data_kind == "pragworld" else run_contrast_sweep
         assert data is not None  # a task file was named
-        return job(
-            model,
-            data,
-            kind=kind,
-            method=method,
-            layers=layers,
-            out=out,
-            seed=seed,
-            batch_size=batch_size,
-            n=n,
-            log=log,
-            placement=placement,
-            prepend_bos=prepend_bos,
-            chat_template=chat_template,
-            **extra,
-            metric=metric,
-            folds=folds,
-            ablation=ablation,
-            scales=scales,
-            draws=draws,
-            control=control,
-            **rule,
-        )
-    if metric is not None:
+        return task_sweep(model, data, job, out=out, placement=placement, log=log, control=control)
+    _check_world_job(job)
+    ctx = _load_world_run(Path(model), job, data, world, out, placement, log, control)
+    if job.kind == "activation-patching":
+        return _run_patching(ctx)
+    if job.kind == "mlp-zero":
+        sweeps, exact = _world_mlp_sweep(ctx)
+        sweep = next(iter(sweeps.values()))
+    else:
+        sweeps = {}
+        sweep, exact = _world_direct_effect(ctx)
+    return _judge_and_write(ctx, sweep, sweeps, exact)
+
+
+def _check_world_job(job: SweepJob) -> None:
+    """What a world checkpoint's sweep refuses that a task file's takes."""
+    if job.metric is not None:
         raise ValueError(
-            f"--metric {metric} applies to yes/no and contrast sweeps (a PragWorld CSV, a contrast "
+            f"--metric {job.metric} applies to yes/no and contrast sweeps (a PragWorld CSV, a contrast "
             "JSONL); a world checkpoint's sweep scores the next-token loss"
         )
-    check_folds(folds)
-    if folds and kind == "activation-patching":
-        raise ValueError(
-            "--confirm / --folds confirm layer verdicts (mlp-zero, direct-effect); activation-patching "
-            "maps have cell verdicts"
-        )
-    if prepend_bos is not None or chat_template:
+    if job.prepend_bos is not None or job.chat_template:
         raise ValueError(
             "--prepend-bos / --chat-template apply to a PragWorld CSV or a contrast file (--data "
             "FILE.csv / FILE.jsonl); a world checkpoint's sequences are its own word-level ids with "
             "<bos> first"
         )
-    if method not in RUN_METHODS:
-        raise ValueError(f"--method must be one of {', '.join(RUN_METHODS)}, got {method!r}")
-    if verify_top is not None and (method != "attribution" or verify_top < 1):
-        raise ValueError(
-            f"--verify-top needs --method attribution and K ≥ 1, got K={verify_top} with --method {method}"
-        )
-    if n is not None and n < 1:
-        raise ValueError(f"--n must be ≥ 1, got {n}")
-    model = Path(model)
+
+
+def _load_world_run(
+    model: Path,
+    job: SweepJob,
+    data: str | Path | None,
+    world: Any,
+    out: str | Path | None,
+    placement: Any,
+    log: Any,
+    control: Any,
+) -> _WorldRun:
+    """Load the checkpoint and its held-out sequences (``data``, else ``data/test.txt`` beside the
+    run, else ``n`` fresh ones from its world)."""
+    from interp.models.checkpoint import load_checkpoint, run_data_dir
+    from interp.worlds.io import read_sequences
+
     acc = accelerator()
     ckpt = load_checkpoint(
         model,
@@ -334,7 +307,7 @@ def run_sweep(
     )
     bridge, world = ckpt.bridge, ckpt.world
     bridge.eval()
-    lays = check_layers(layers, int(bridge.cfg.n_layers))
+    lays = check_layers(job.layers, int(bridge.cfg.n_layers))
     data_path = Path(data) if data else run_data_dir(model) / "test.txt"
     if data_path.exists():
         sequences = read_sequences(data_path, world)
@@ -342,166 +315,191 @@ def run_sweep(
     elif data:
         raise FileNotFoundError(f"--data {data_path} does not exist")
     else:
-        sequences = world.generate(n or 200, np.random.default_rng(seed))
-        source = f"{len(sequences)} fresh sequences (seed {seed}; may overlap the training data)"
+        sequences = world.generate(job.n or 200, np.random.default_rng(job.seed))
+        source = f"{len(sequences)} fresh sequences (seed {job.seed}; may overlap the training data)"
         print(f"note: no held-out file at {data_path}; sweeping on {source}", file=log)
-    if n is not None:
-        sequences = sequences[:n]
+    if job.n is not None:
+        sequences = sequences[: job.n]
     if not sequences:
         raise ValueError(f"no sequences in {source}")
-    n_ctx = int(bridge.cfg.n_ctx)
     info: dict[str, Any] = {
         "model": str(model),
         "world": world.describe(),
-        "kind": kind,
+        "kind": job.kind,
         "data": source,
-        "method": method,
-        "seed": seed,
+        "method": job.method,
+        "seed": job.seed,
+        "job": job.to_dict(),
     }
-    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}"
-    if kind == "activation-patching":
-        if method != "attribution":
-            info.pop("method")
-        return _run_patching(
-            bridge, world, sequences, info, out_dir, length, edit_at, seed, log, method, verify_top, rule=rule
-        )
+    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{job.kind}"
+    return _WorldRun(job, model, bridge, world, sequences, source, data_path, info, out_dir, lays, acc, log, control)
 
-    from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
 
-    sweeps: dict[str, SweepResult] = {}
-    if kind == "mlp-zero":
-        ids = encode_sequences(sequences, world.vocab, n_ctx)
-        mask = (ids != world.vocab.pad_id).long()
+def _world_mlp_sweep(ctx: _WorldRun) -> tuple[dict[str, SweepResult], Any]:
+    """``mlp-zero`` on the sequences: each removal of each layer's MLP, scored by the per-example
+    next-token loss, run in resumable units; also the exact sweep of chosen layers (``verify_top``)."""
+    from interp.analysis.attribution import mlp_zero_attribution
+    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.worlds.encoding import encode_sequences
 
-        own = np.arange(len(sequences))  # each held-out sequence its own group
+    job, bridge, lays, info = ctx.job, ctx.bridge, ctx.lays, ctx.info
+    removals = job.removal_set()
+    ids = encode_sequences(ctx.sequences, ctx.world.vocab, int(bridge.cfg.n_ctx))
+    mask = (ids != ctx.world.vocab.pad_id).long()
+    own = np.arange(len(ctx.sequences))  # each held-out sequence its own group
+    reference = discovery_reference(own, job.folds, job.seed)
+    lengths = mask.sum(1).numpy()
+    plan = plan_batch(
+        bridge,
+        lengths,
+        swept=len(lays),
+        method=job.method,
+        kind=job.kind,
+        batch_size=job.batch_size,
+        control=ctx.control,
+        log=ctx.log,
+    )
+    batch_size, info["batch"] = plan.batch_size, plan.to_dict()
+    held_out = ctx.data_path.exists()
+    units = prepare_sweep(
+        bridge,
+        ctx.out_dir,
+        {
+            "job": "sweep mlp-zero on world sequences",
+            "data": ctx.source if held_out else None,
+            "data_sha256": file_sha256(ctx.data_path) if held_out else None,
+            "n_rows": len(ctx.sequences),
+            "method": job.method,
+            "layers": lays,
+            "folds": job.folds,
+            "seed": job.seed,
+            "removals": [r.to_dict() for r in removals],
+        },
+        model=ctx.model,
+        sort_key=lengths,
+        layers=lays,
+        names=[r.name for r in removals],
+        plan=plan,
+        control=ctx.control,
+        log=ctx.log,
+    )
 
-        reference = discovery_reference(own, folds, seed)
-        lengths = mask.sum(1).numpy()
-        plan = plan_batch(
-            bridge, lengths, swept=len(lays), method=method, kind=kind, batch_size=batch_size, control=control, log=log
-        )
-        batch_size, info["batch"] = plan.batch_size, plan.to_dict()
-        units = prepare_sweep(
-            bridge,
-            out_dir,
-            {
-                "job": "sweep mlp-zero on world sequences",
-                "data": source if data_path.exists() else None,
-                "data_sha256": file_sha256(data_path) if data_path.exists() else None,
-                "n_rows": len(sequences),
-                "method": method,
-                "layers": lays,
-                "folds": folds,
-                "seed": seed,
-                "removals": [r.to_dict() for r in removals],
-            },
-            model=model,
-            sort_key=lengths,
-            layers=lays,
-            names=[r.name for r in removals],
-            plan=plan,
-            control=control,
-            log=log,
-        )
-
-        def mlp_sweep(
-            part: Any, method: str = method, layers: list[int] = lays, removal: Any = removals[0]
-        ) -> SweepResult:
-            if method == "attribution":
-                return mlp_zero_attribution(
-                    bridge,
-                    ids[part],
-                    token_loss,
-                    mask[part],
-                    layers,
-                    groups=own[part],
-                    batch_size=batch_size,
-                    higher_is_better=False,
-                )
-            return mlp_removal_sweep(
+    def mlp_sweep(
+        part: Any, method: str = job.method, layers: list[int] = lays, removal: Any = removals[0]
+    ) -> SweepResult:
+        if method == "attribution":
+            return mlp_zero_attribution(
                 bridge,
-                ids,
+                ids[part],
                 token_loss,
-                mask,
-                layers,
-                ablation=removal,
-                reference=reference,
-                rows=own[part],
-                groups=own,
-                batch_size=batch_size,
-                method=method,
-                higher_is_better=False,
-            )
-
-        sweeps = run_removals(lambda r, part: mlp_sweep(part, removal=r), len(sequences), acc, removals, units)
-        info["units"] = units.summary()
-        sweep = next(iter(sweeps.values()))
-        exact = lambda top: sharded(lambda part: mlp_sweep(part, "reuse", top), len(sequences), acc)  # noqa: E731
-        info.update(n_examples=len(sequences), metric="token_loss")
-    else:
-        pairs = state_change_pairs(world, sequences, seed)
-        info.update(
-            n_sequences=len(sequences),
-            n_pairs=len(pairs.originals),
-            n_failed=pairs.failed,
-            metric="continuation_loss (original tokens after the edit)",
-        )
-        if not pairs.originals:
-            raise ValueError(f"could not build any state-changing pair from {len(sequences)} sequences")
-        if pairs.failed:
-            print(f"note: {pairs.failed} of {len(sequences)} sequences gave no state-changing pair", file=log)
-        enc = [(world.vocab.encode(o), world.vocab.encode(a)) for o, a in zip(pairs.originals, pairs.altered)]
-        too_long = [i for i, (o, _) in enumerate(enc) if len(o) > n_ctx]
-        if too_long:
-            raise ValueError(f"pair {too_long[0]} has more tokens than the model context n_ctx={n_ctx}")
-        # the edited token sits at index edit_at + 1 of the ids (<bos> first); score the tokens after it
-        patch_pairs = [PatchPair(o, a) for o, a in enc]
-
-        own = np.arange(len(patch_pairs))  # one pair per held-out sequence: each its own group
-
-        def de_sweep(part: slice, method: str = method, layers: list[int] = lays) -> SweepResult:
-            fn = direct_effect_attribution if method == "attribution" else direct_effect_patching
-            return fn(
-                bridge,
-                patch_pairs[part],
-                continuation_loss([i + 1 for i in pairs.edit_at[part]]),
+                mask[part],
                 layers,
                 groups=own[part],
+                batch_size=batch_size,
                 higher_is_better=False,
             )
+        return mlp_removal_sweep(
+            bridge,
+            ids,
+            token_loss,
+            mask,
+            layers,
+            ablation=removal,
+            reference=reference,
+            rows=own[part],
+            groups=own,
+            batch_size=batch_size,
+            method=method,
+            higher_is_better=False,
+        )
 
-        sweep = sharded(de_sweep, len(patch_pairs), acc)
-        exact = lambda top: sharded(lambda part: de_sweep(part, "loop", top), len(patch_pairs), acc)  # noqa: E731
-        info["method"] = "attribution" if method == "attribution" else "loop"  # exact patching runs pair by pair
+    n = len(ctx.sequences)
+    sweeps = run_removals(lambda r, part: mlp_sweep(part, removal=r), n, ctx.acc, removals, units)
+    info["units"] = units.summary()
+    info.update(n_examples=n, metric="token_loss")
+    return sweeps, lambda top: sharded(lambda part: mlp_sweep(part, "reuse", top), n, ctx.acc)
 
+
+def _world_direct_effect(ctx: _WorldRun) -> tuple[SweepResult, Any]:
+    """``direct-effect`` on the sequences: each sequence and its state-changing one-token edit
+    (:func:`state_change_pairs`), the edit's residual patched in at each layer, scored by the
+    original's loss on the tokens after the edit; also the exact patching of chosen layers."""
+    from interp.analysis.attribution import direct_effect_attribution
+    from interp.analysis.patching import PatchPair, direct_effect_patching
+
+    job, world, sequences, info = ctx.job, ctx.world, ctx.sequences, ctx.info
+    n_ctx = int(ctx.bridge.cfg.n_ctx)
+    pairs = state_change_pairs(world, sequences, job.seed)
+    info.update(
+        n_sequences=len(sequences),
+        n_pairs=len(pairs.originals),
+        n_failed=pairs.failed,
+        metric="continuation_loss (original tokens after the edit)",
+    )
+    if not pairs.originals:
+        raise ValueError(f"could not build any state-changing pair from {len(sequences)} sequences")
+    if pairs.failed:
+        print(f"note: {pairs.failed} of {len(sequences)} sequences gave no state-changing pair", file=ctx.log)
+    enc = [(world.vocab.encode(o), world.vocab.encode(a)) for o, a in zip(pairs.originals, pairs.altered)]
+    too_long = [i for i, (o, _) in enumerate(enc) if len(o) > n_ctx]
+    if too_long:
+        raise ValueError(f"pair {too_long[0]} has more tokens than the model context n_ctx={n_ctx}")
+    # the edited token sits at index edit_at + 1 of the ids (<bos> first); score the tokens after it
+    patch_pairs = [PatchPair(o, a) for o, a in enc]
+    own = np.arange(len(patch_pairs))  # one pair per held-out sequence: each its own group
+
+    def de_sweep(part: slice, method: str = job.method, layers: list[int] = ctx.lays) -> SweepResult:
+        fn = direct_effect_attribution if method == "attribution" else direct_effect_patching
+        return fn(
+            ctx.bridge,
+            patch_pairs[part],
+            continuation_loss([i + 1 for i in pairs.edit_at[part]]),
+            layers,
+            groups=own[part],
+            higher_is_better=False,
+        )
+
+    sweep = sharded(de_sweep, len(patch_pairs), ctx.acc)
+    info["method"] = "attribution" if job.method == "attribution" else "loop"  # exact patching runs pair by pair
+    return sweep, lambda top: sharded(lambda part: de_sweep(part, "loop", top), len(patch_pairs), ctx.acc)
+
+
+def _judge_and_write(ctx: _WorldRun, sweep: SweepResult, sweeps: dict[str, SweepResult], exact: Any) -> SweepRun:
+    """The verdicts (each removal's, their agreement; the verified top sites), then the files:
+    ``sweep.*``, ``verdicts.json``, ``layers.png``, ``run.json`` (the first process only)."""
+    from interp.analysis.verdicts import layer_verdicts
+    from interp.results import write_json
+    from interp.viz.layers import draw_layer_effects
+    from interp.viz.removals import write_removals
+
+    job, info, out_dir, rule = ctx.job, ctx.info, ctx.out_dir, ctx.job.rule_kwargs
     sweep.meta["groups"] = "each held-out sequence (or its one edit pair) its own group"
-    if verify_top:
-        info["verify"] = verify_layers(sweep, verify_top, exact, seed=seed, **rule)
-
-    info["processes"] = rank_and_size(acc)[1]
+    if job.verify_top:
+        info["verify"] = verify_layers(sweep, job.verify_top, exact, seed=job.seed, **rule)
+    info["processes"] = rank_and_size(ctx.acc)[1]
 
     def judge(s: SweepResult) -> LayerVerdicts:
-        v = layer_verdicts(s, seed=seed, **rule)
-        if folds:
-            confirm_verdicts(v, s, folds, seed=seed, **rule)
+        v = layer_verdicts(s, seed=job.seed, **rule)
+        if job.folds:
+            confirm_verdicts(v, s, job.folds, seed=job.seed, **rule)
         return v
 
     verdicts = judge(sweep)
     comparison = compare_removals(sweeps, judge) if len(sweeps) > 1 else None
-    info.update(ablation=[r.name for r in removals], agreement=comparison and comparison.frame.to_dict("records"))
-    if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
+    info.update(
+        ablation=[r.name for r in job.removal_set()], agreement=comparison and comparison.frame.to_dict("records")
+    )
+    if not is_main(ctx.acc):  # every process holds the gathered sweep; only the first one writes
         return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info)
     sweep.save(out_dir)
     verdicts.save(out_dir)
     if info.get("verify"):
         _write_verify(out_dir, info["verify"])
-    title = f"{kind} on {model.name} ({sweep.meta.get('n_examples')} examples)"
+    title = f"{job.kind} on {ctx.model.name} ({sweep.meta.get('n_examples')} examples)"
     figure = draw_layer_effects(verdicts, out_dir / "layers.png", title=title)
     if comparison is not None:
         write_removals(comparison, out_dir, title=f"dose-response, {title}")
     result = SweepRun(sweep, verdicts, out_dir, figure, info)
-    from interp.results import write_json
-
     write_json(out_dir / "run.json", result.summary())
     return result
 
@@ -512,6 +510,7 @@ __all__ = [
     "RULE_KEYS",
     "YESNO_THRESHOLDS",
     "PatchingRun",
+    "SweepJob",
     "SweepRun",
     "check_folds",
     "rule_line",

@@ -15,30 +15,28 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from interp.analysis.agreement import check_removals, compare_removals, discovery_reference, run_removals
+from interp.analysis.agreement import compare_removals, discovery_reference, run_removals
 from interp.analysis.confirmation import confirm_verdicts
 from interp.analysis.pragworld_sweep import reference_activation_patching, reference_patch_pairs
 from interp.analysis.prior_shift import add_prior_shift
 from interp.analysis.processes import accelerator, is_main, sharded
+from interp.analysis.sweep_job import SweepJob
 from interp.analysis.sweep_options import check_layers
 from interp.analysis.sweeps import SweepResult
 from interp.analysis.unitstore import file_sha256
 from interp.analysis.verdicts import LayerVerdicts
 from interp.jobs.run_records import (
-    PRAGWORLD_KINDS,
     PRAGWORLD_METRIC,
     YESNO_THRESHOLDS,
     PatchingRun,
     SweepRun,
     cell_verdicts,
-    check_folds,
-    verdict_rule,
 )
 from interp.jobs.sweep_units import plan_batch, prepare_patching, prepare_sweep
 from interp.models.parallel import rank_and_size
@@ -132,30 +130,13 @@ def _write_patching(
 def run_pragworld_sweep(
     model: str | Path,
     data: str | Path,
+    job: SweepJob | None = None,
     *,
-    kind: str = "mlp-zero",
-    grouping: str = "clean",
-    method: str = "reuse",
-    layers: Sequence[int] | None = None,
     out: str | Path | None = None,
-    seed: int = 0,
-    batch_size: int | None = None,
-    n: int | None = None,
-    n_boot: int = 2000,
-    chat_template: bool | None = False,
-    prepend_bos: bool | None = None,
-    log: Any = None,
     placement: Any = None,
-    confidence: float = 0.95,
-    per_layer: bool = False,
-    min_effect: float | None = None,
-    resample: str = "groups",
-    metric: str | None = None,
-    folds: int | None = None,
-    ablation: str | Sequence[str] = "zero",
-    scales: str | Sequence[float] | None = None,
-    draws: int = 3,
+    log: Any = None,
     control: Any = None,
+    **settings: Any,
 ) -> SweepRun | PatchingRun:
     """Load the model (any checkpoint folder with a tokenizer), the PragWorld file, run the sweep,
     write ``sweep.csv`` / ``verdicts.json`` (with ``by_category``) / ``layers.png`` / ``run.json``
@@ -178,62 +159,32 @@ def run_pragworld_sweep(
     from interp.datasets.pragworld import load_pragworld
     from interp.tasks import YesNoTask
 
-    pw = load_pragworld(data, grouping=grouping)  # a bad file fails before the model loads
-    rows = pw.rows if n is None else pw.rows.iloc[:n]
+    job = _task_job(job, settings)
+    pw = load_pragworld(data, grouping=job.grouping)  # a bad file fails before the model loads
+    rows = pw.rows if job.n is None else pw.rows.iloc[: job.n]
     if rows.empty:
         raise ValueError(f"no data rows in {data}")
-    _check_task_kind(kind, layers)
 
     def build(model: Path) -> Any:
-        return YesNoTask.pragworld(model, rows, prompt="label", prepend_bos=prepend_bos, chat_template=chat_template)
+        return YesNoTask.pragworld(
+            model, rows, prompt="label", prepend_bos=job.prepend_bos, chat_template=job.chat_template
+        )
 
     return run_task_sweep(
-        model,
-        data,
-        build,
-        {"grouping": grouping},
-        kind=kind,
-        method=method,
-        layers=layers,
-        out=out,
-        seed=seed,
-        batch_size=batch_size,
-        log=log,
-        placement=placement,
-        rule=verdict_rule(n_boot, confidence, per_layer, min_effect, resample),
-        metric=metric,
-        folds=folds,
-        removals=check_removals(kind, method, ablation, scales, draws, seed),
-        control=control,
+        model, data, build, {"grouping": job.grouping}, job, out=out, placement=placement, log=log, control=control
     )
 
 
 def run_contrast_sweep(
     model: str | Path,
     data: str | Path,
+    job: SweepJob | None = None,
     *,
-    kind: str = "mlp-zero",
-    method: str = "reuse",
-    layers: Sequence[int] | None = None,
     out: str | Path | None = None,
-    seed: int = 0,
-    batch_size: int | None = None,
-    n: int | None = None,
-    n_boot: int = 2000,
-    chat_template: bool | None = False,
-    prepend_bos: bool | None = None,
-    log: Any = None,
     placement: Any = None,
-    confidence: float = 0.95,
-    per_layer: bool = False,
-    min_effect: float | None = None,
-    resample: str = "groups",
-    metric: str | None = None,
-    folds: int | None = None,
-    ablation: str | Sequence[str] = "zero",
-    scales: str | Sequence[float] | None = None,
-    draws: int = 3,
+    log: Any = None,
     control: Any = None,
+    **settings: Any,
 ) -> SweepRun | PatchingRun:
     """:func:`run_pragworld_sweep` on contrast examples (JSONL, e.g. ``interp data ioi``) asked through
     :class:`interp.tasks.ContrastTask`: metric the logit difference correct − foil (right when > 0),
@@ -244,42 +195,34 @@ def run_contrast_sweep(
     from interp.datasets.contrast import load_contrast
     from interp.tasks import ContrastTask
 
+    job = _task_job(job, settings)
     examples = load_contrast(data)  # a bad file fails before the model loads
-    _check_task_kind(kind, layers)
 
     # built (tokenized) once, here: a bad token or length fails before the model loads
-    task = ContrastTask.build(Path(model), examples, prepend_bos=prepend_bos, chat_template=chat_template, n=n)
-    return run_task_sweep(
-        model,
-        data,
-        lambda _: task,
-        {},
-        kind=kind,
-        method=method,
-        layers=layers,
-        out=out,
-        seed=seed,
-        batch_size=batch_size,
-        log=log,
-        placement=placement,
-        rule=verdict_rule(n_boot, confidence, per_layer, min_effect, resample),
-        metric=metric,
-        folds=folds,
-        removals=check_removals(kind, method, ablation, scales, draws, seed),
-        control=control,
+    task = ContrastTask.build(
+        Path(model), examples, prepend_bos=job.prepend_bos, chat_template=job.chat_template, n=job.n
     )
+    return run_task_sweep(model, data, lambda _: task, {}, job, out=out, placement=placement, log=log, control=control)
 
 
-def _check_task_kind(kind: str, layers: Any) -> None:
-    if kind not in PRAGWORLD_KINDS:
-        raise ValueError(
-            f"on PragWorld or contrast data --kind must be one of {', '.join(PRAGWORLD_KINDS)}, got {kind!r}"
-        )
-    if kind == "activation-patching" and layers is not None:
-        raise ValueError(
-            "--layers does not apply to --kind activation-patching: transformer_lens.patching "
-            "patches every layer (the maps have one row per layer)"
-        )
+def _removal_names(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with an old-style ``removals`` (a list of
+    :class:`~interp.analysis.removals.Removal`, as :func:`run_task_sweep` once took) as the job's
+    ``removals`` / ``scales`` / ``draws``."""
+    from interp.analysis.removals import Removal
+
+    given = settings.get("removals")
+    if not given or not all(isinstance(r, Removal) for r in given):
+        return settings
+    scales = [float(r.factor) for r in given if r.kind == "scale"]
+    draws = next((int(r.draws) for r in given if r.kind == "resample"), settings.get("draws", 3))
+    kinds = list(dict.fromkeys(r.kind for r in given))
+    return {**settings, "removals": kinds, "scales": scales or None, "draws": draws}
+
+
+def _task_job(job: SweepJob | None, settings: dict[str, Any]) -> SweepJob:
+    """The job of a task sweep called by its own name: every row unless ``n`` is given."""
+    return SweepJob.of(job or SweepJob(n=None), **settings)
 
 
 def token_ranks(rows: Any) -> np.ndarray:
@@ -316,286 +259,375 @@ def _task_metric(metric: str | None, yesno: bool) -> str:
     return metric
 
 
+@dataclass
+class _TaskRun:
+    """A task sweep under way: the job, the model and the task, where it writes, the batch plan,
+    and ``info`` (the notes ``run.json`` gathers as the steps run)."""
+
+    job: SweepJob
+    model: Path
+    data: Any
+    extra: dict[str, Any]
+    bridge: Any
+    task: Any
+    metric: str
+    lays: list[int]
+    ids: Any  # the task's inputs (task.inputs()), built once
+    mask: Any
+    lengths: Any
+    info: dict[str, Any]
+    out_dir: Path
+    plan: Any
+    acc: Any
+    log: Any
+    control: Any
+
+    @property
+    def yesno(self) -> bool:
+        from interp.tasks import YesNoTask
+
+        return isinstance(self.task, YesNoTask)
+
+    @property
+    def suffix(self) -> str:
+        return "pragworld" if self.yesno else "contrast"
+
+    def metric_of(self, part: Any, golds: Any = None) -> Any:
+        """The per-row metric of rows ``part``: yes/no against gold (``golds``: other golds, a
+        pair's); contrast correct − foil."""
+        if self.yesno:
+            return self.task.metric(self.task.gold[part] if golds is None else golds, self.metric)
+        return self.task.metric_of("logit_diff" if self.metric == "logit-diff" else "prob", rows=part)
+
+    def unit_config(self, what: str, **settings: Any) -> dict[str, Any]:
+        """The fingerprint of this run's units: what decides their numbers, not when or where."""
+        data, task = self.data, self.task
+        return {
+            "job": f"{what} on {self.suffix} rows",
+            "data_sha256": file_sha256(data) if data is not None and Path(data).is_file() else task_sha256(task),
+            "n_rows": len(task),
+            **{k: v for k, v in self.extra.items() if k != "provenance"},  # the API's provenance holds a date
+            "method": self.job.method,
+            **settings,
+            "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},  # not its path
+        }
+
+    def units(self, config: dict[str, Any], sort_key: Any, names: list[str]) -> Any:
+        """The resumable units of this run's sweep (:func:`~interp.jobs.sweep_units.prepare_sweep`)."""
+        return prepare_sweep(
+            self.bridge,
+            self.out_dir,
+            config,
+            model=self.model,
+            sort_key=sort_key,
+            layers=self.lays,
+            names=names,
+            plan=self.plan,
+            control=self.control,
+            log=self.log,
+        )
+
+
 def run_task_sweep(
     model: str | Path,
     data: str | Path | None,
     build: Any,
-    extra: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+    job: SweepJob | None = None,
     *,
     bridge: Any = None,
-    kind: str,
-    method: str,
-    layers: Any,
-    out: Any,
-    seed: int,
-    batch_size: int | None,
-    log: Any,
-    placement: Any,
-    rule: dict[str, Any],
-    metric: str | None = None,
-    folds: int | None = None,
-    removals: Any = None,
+    out: Any = None,
+    placement: Any = None,
+    log: Any = None,
     control: Any = None,
+    **settings: Any,
 ) -> SweepRun | PatchingRun:
     """The sweep of a task (a YesNoTask or a ContrastTask, ``build(model)``) on a model: load,
     run ``kind``, verdicts, files (:func:`run_pragworld_sweep`). ``bridge``: the model already
-    loaded (the Python API's :func:`interp.sweep` passes its own; ``model`` then only names it)."""
-    from interp.analysis.attribution import direct_effect_attribution, mlp_zero_attribution
-    from interp.analysis.patching import direct_effect_patching
-    from interp.analysis.sweeps import mlp_removal_sweep
-    from interp.analysis.verdicts import layer_verdicts
+    loaded (the Python API's :func:`interp.sweep` passes its own; ``model`` then only names it);
+    ``extra``: notes for ``run.json`` (and the units' fingerprint); ``job`` and ``settings`` as in
+    :func:`~interp.jobs.sweep.run_sweep` (the old keyword ``removals``, a list of
+    :class:`~interp.analysis.removals.Removal`, is still taken)."""
+    job = SweepJob.of(job, **_removal_names(settings))
+    ctx = _start_task_run(
+        Path(model), data, build, extra or {}, job, bridge, out, placement, log or sys.stderr, control
+    )
+    if job.kind == "activation-patching":
+        return _task_patching(ctx)
+    started = time.perf_counter()
+    sweeps = _task_mlp_sweep(ctx) if job.kind == "mlp-zero" else {}
+    sweep = next(iter(sweeps.values())) if sweeps else _task_direct_effect(ctx)
+    ctx.info["processes"] = rank_and_size(ctx.acc)[1]
+    ctx.info["sweep_seconds"] = round(time.perf_counter() - started, 3)
+    return _judge_and_write_task(ctx, sweep, sweeps)
+
+
+def _start_task_run(
+    model: Path,
+    data: Any,
+    build: Any,
+    extra: dict[str, Any],
+    job: SweepJob,
+    bridge: Any,
+    out: Any,
+    placement: Any,
+    log: Any,
+    control: Any,
+) -> _TaskRun:
+    """Load the model (unless given), build the task, note the settings, plan the batch."""
     from interp.models.checkpoint import load_bridge
-    from interp.results import write_json
     from interp.tasks import YesNoTask
     from interp.tasks.yesno import METRICS
-    from interp.viz.layers import draw_layer_effects
 
-    check_folds(folds)
-    log = log or sys.stderr
-    model = Path(model)
     acc = accelerator()
     if bridge is None:
         bridge = load_bridge(
             model, device=str(acc.device) if acc is not None else None, placement=None if acc is not None else placement
         )
     bridge.eval()
-    lays = check_layers(layers, int(bridge.cfg.n_layers))
+    lays = check_layers(job.layers, int(bridge.cfg.n_layers))
     task = build(model)
     yesno = isinstance(task, YesNoTask)
-    metric = _task_metric(metric, yesno)
+    metric = _task_metric(job.metric, yesno)
     task.check_fits(int(bridge.cfg.n_ctx))
-    ids, mask = task.inputs()
-    gold: Any = task.gold if yesno else None
-    categories = task.categories
     info: dict[str, Any] = {
         "model": str(model),
         "data": None if data is None else str(data),
         **extra,
-        "kind": kind,
-        "seed": seed,
+        "kind": job.kind,
+        "seed": job.seed,
         "n_rows": len(task),
         **task.settings(),
     }
     if yesno:
         info["metric"] = f"{METRICS[metric][0]}: {METRICS[metric][1]}"
     info["metric_name"] = metric
-    if "config" not in info and kind != "activation-patching":  # what SweepConfig.from_run reads back
-        from interp.analysis.sweep_config import SweepConfig
-
-        info["config"] = SweepConfig.of_job(
-            removals or [],
-            rule,
-            layers,
-            kind=kind,
-            metric=metric,
-            method=method,
-            batch_size=batch_size,
-            folds=folds,
-            seed=seed,
-            attention=getattr(placement, "attention", None) or "auto",
-        ).to_dict()
-    threshold = (
+    if "config" not in info and job.kind != "activation-patching":  # what SweepConfig.from_run reads back
+        attention = getattr(placement, "attention", None) or "auto"
+        info["config"] = SweepJob.of(job, metric=metric).config(attention).to_dict()
+    info["job"] = job.to_dict()  # what SweepJob.from_run reads back
+    info["threshold"] = (
         YESNO_THRESHOLDS[metric] if yesno else task.threshold_of("logit_diff" if metric == "logit-diff" else "prob")
     )
-
-    def metric_of(part: Any, golds: Any = None) -> Any:  # yes/no: against gold; contrast: correct − foil
-        if yesno:
-            return task.metric(gold[part] if golds is None else golds, metric)
-        return task.metric_of("logit_diff" if metric == "logit-diff" else "prob", rows=part)
-
-    info["threshold"] = threshold
-    groups = task.groups
-    sweeps: dict[str, SweepResult] = {}
-    suffix = "pragworld" if yesno else "contrast"
-    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{kind}_{suffix}"
+    out_dir = Path(out) if out else model.resolve().parent / f"sweep_{job.kind}_{'pragworld' if yesno else 'contrast'}"
+    ids, mask = task.inputs()
     lengths = mask.sum(1).numpy() if mask is not None else np.full(len(task), ids.shape[1])
-    swept = int(bridge.cfg.n_layers) if kind == "activation-patching" else len(lays)
+    swept = int(bridge.cfg.n_layers) if job.kind == "activation-patching" else len(lays)
     plan = plan_batch(
-        bridge, lengths, swept=swept, method=method, kind=kind, batch_size=batch_size, control=control, log=log
+        bridge,
+        lengths,
+        swept=swept,
+        method=job.method,
+        kind=job.kind,
+        batch_size=job.batch_size,
+        control=control,
+        log=log,
     )
-    batch_size, info["batch"] = plan.batch_size, plan.to_dict()
-    started = time.perf_counter()
+    info["batch"] = plan.to_dict()
+    return _TaskRun(
+        job, model, data, extra, bridge, task, metric, lays, ids, mask, lengths, info, out_dir, plan, acc, log, control
+    )
 
-    def unit_config(job: str, **settings: Any) -> dict[str, Any]:
-        """The fingerprint of this run's units: what decides their numbers, not when or where."""
-        return {
-            "job": f"{job} on {suffix} rows",
-            "data_sha256": file_sha256(data) if data is not None and Path(data).is_file() else task_sha256(task),
-            "n_rows": len(task),
-            **{k: v for k, v in extra.items() if k != "provenance"},  # the API's provenance holds a date
-            "method": method,
-            **settings,
-            "tokenization": {k: v for k, v in task.settings().items() if k != "tokenizer"},  # not its path
-        }
 
-    if kind == "mlp-zero":
-        reference = discovery_reference(groups, folds, seed)
-        rows_all = np.arange(len(task))
-        removals = removals or check_removals(kind, method, "zero")
-        units = prepare_sweep(
-            bridge,
-            out_dir,
-            unit_config(
-                f"sweep {kind}",
-                layers=lays,
-                metric=metric,
-                folds=folds,
-                seed=seed if folds or any(r.kind == "resample" for r in removals) else None,
-                removals=[r.to_dict() for r in removals],
-                chunking="token order" if method == "prefix" else "length",
-            ),
-            model=model,
-            # prefix: each row's rank in token order, so the rows sharing a prefix share a unit
-            sort_key=token_ranks(task.ids) if method == "prefix" else lengths,
+def _task_mlp_sweep(ctx: _TaskRun) -> dict[str, SweepResult]:
+    """``mlp-zero`` on the task's rows: each removal of each layer's MLP, in resumable units; with
+    ``logit-diff`` each layer's direct effect beside its total (:mod:`interp.analysis.direct`)."""
+    from interp.analysis.attribution import mlp_zero_attribution
+    from interp.analysis.sweeps import mlp_removal_sweep
+
+    job, task, bridge, lays, method, batch_size = (
+        ctx.job,
+        ctx.task,
+        ctx.bridge,
+        ctx.lays,
+        ctx.job.method,
+        ctx.plan.batch_size,
+    )
+    removals = job.removal_set()
+    ids, mask, lengths = ctx.ids, ctx.mask, ctx.lengths
+    groups, categories = task.groups, task.categories
+    reference = discovery_reference(groups, job.folds, job.seed)
+    rows_all = np.arange(len(task))
+    units = ctx.units(
+        ctx.unit_config(
+            f"sweep {job.kind}",
             layers=lays,
-            names=[r.name for r in removals],
-            plan=plan,
-            control=control,
-            log=log,
-        )
+            metric=ctx.metric,
+            folds=job.folds,
+            seed=job.seed if job.folds or any(r.kind == "resample" for r in removals) else None,
+            removals=[r.to_dict() for r in removals],
+            chunking="token order" if method == "prefix" else "length",
+        ),
+        # prefix: each row's rank in token order, so the rows sharing a prefix share a unit
+        sort_key=token_ranks(task.ids) if method == "prefix" else lengths,
+        names=[r.name for r in removals],
+    )
 
-        def mlp_sweep(part: Any, removal: Any) -> SweepResult:
-            if method == "attribution":
-                return mlp_zero_attribution(
-                    bridge,
-                    ids[part],
-                    metric_of(part),
-                    mask[part],
-                    lays,
-                    categories=list(np.asarray(categories, dtype=object)[part]),
-                    groups=groups[part],
-                    batch_size=batch_size,
-                    higher_is_better=True,
-                )
-            return mlp_removal_sweep(
+    def mlp_sweep(part: Any, removal: Any) -> SweepResult:
+        if method == "attribution":
+            return mlp_zero_attribution(
                 bridge,
-                ids,
-                metric_of(slice(None)),
-                mask,
+                ids[part],
+                ctx.metric_of(part),
+                mask[part],
                 lays,
-                ablation=removal,
-                reference=reference,
-                rows=rows_all[part],
-                categories=categories,
-                groups=groups,
+                categories=list(np.asarray(categories, dtype=object)[part]),
+                groups=groups[part],
                 batch_size=batch_size,
-                method=method,
                 higher_is_better=True,
             )
-
-        sweeps = run_removals(lambda r, part: mlp_sweep(part, r), len(task), acc, removals, units)
-        info["units"] = units.summary()
-        for s in sweeps.values():
-            s.meta["groups"] = task.group_unit
-            if yesno:
-                s.frame["gold"] = gold[s.frame["example"].to_numpy(dtype=int)]
-        sweep = next(iter(sweeps.values()))
-        if metric == "logit-diff":  # the direct effect beside the total (interp.analysis.direct)
-            from interp.analysis.direct import attach_direct, direct_effects
-
-            attach_direct(
-                sweep,
-                direct_effects(bridge, ids, task.correct_ids, task.foil_ids, mask, lays, batch_size=batch_size),
-                lays,
-            )
-        info.update(n_examples=len(task), method=method)
-    elif kind == "direct-effect":
-        if yesno:
-            pairs, pair_gold, pair_cats, pair_groups, skipped = reference_patch_pairs(bridge, task)
-            info.update(n_pairs=len(pairs), skipped=skipped, n_failed=sum(skipped.values()))
-            if any(skipped.values()):
-                print(f"note: patched {len(pairs)} pairs; skipped {skipped}", file=log)
-            pair_metric = lambda part: metric_of(part, np.asarray(pair_gold)[part])  # noqa: E731
-            sweep_groups = "the PragWorld group of the pair's original"
-        else:
-            from interp.analysis.contrast_sweep import contrast_pairs
-
-            pairs, pair_metric, pair_cats, pair_groups = contrast_pairs(task), metric_of, categories, groups
-            info.update(n_pairs=len(pairs), n_failed=0, clean="prompt", corrupted="corrupted prompt")
-            sweep_groups = task.group_unit
-        de = direct_effect_attribution if method == "attribution" else direct_effect_patching
-
-        def de_part(part: Any) -> SweepResult:  # a slice (sharded) or sorted pair numbers (a unit)
-            idx = np.arange(len(pairs))[part]
-            return de(
-                bridge,
-                [pairs[i] for i in idx],
-                pair_metric(idx),
-                lays,
-                categories=None if pair_cats is None else [pair_cats[i] for i in idx],
-                groups=None if pair_groups is None else np.asarray(pair_groups)[idx],
-                higher_is_better=True,
-            )
-
-        units = prepare_sweep(
+        return mlp_removal_sweep(
             bridge,
-            out_dir,
-            unit_config(f"sweep {kind}", layers=lays, metric=metric),
-            model=model,
-            sort_key=np.zeros(len(pairs), dtype=int),  # units in the pairs' own order
-            layers=lays,
-            names=["direct"],
-            plan=plan,
-            control=control,
-            log=log,
+            ids,
+            ctx.metric_of(slice(None)),
+            mask,
+            lays,
+            ablation=removal,
+            reference=reference,
+            rows=rows_all[part],
+            categories=categories,
+            groups=groups,
+            batch_size=batch_size,
+            method=method,
+            higher_is_better=True,
         )
-        if rank_and_size(acc)[1] > 1:  # several processes share the pairs: no units (as run_removals)
-            sweep = sharded(de_part, len(pairs), acc)
-        else:
-            sweep = units.run("direct", de_part)
-            info["units"] = units.summary()
-        units.close()
-        sweep.meta["groups"] = sweep_groups
-        if yesno:
-            sweep.frame["gold"] = np.asarray(pair_gold, dtype=int)[sweep.frame["example"].to_numpy(dtype=int)]
-        info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
+
+    sweeps = run_removals(lambda r, part: mlp_sweep(part, r), len(task), ctx.acc, removals, units)
+    ctx.info["units"] = units.summary()
+    for s in sweeps.values():
+        s.meta["groups"] = task.group_unit
+        if ctx.yesno:
+            s.frame["gold"] = task.gold[s.frame["example"].to_numpy(dtype=int)]
+    if ctx.metric == "logit-diff":  # the direct effect beside the total (interp.analysis.direct)
+        from interp.analysis.direct import attach_direct, direct_effects
+
+        direct = direct_effects(bridge, ids, task.correct_ids, task.foil_ids, mask, lays, batch_size=batch_size)
+        attach_direct(next(iter(sweeps.values())), direct, lays)
+    ctx.info.update(n_examples=len(task), method=method)
+    return sweeps
+
+
+def _task_direct_effect(ctx: _TaskRun) -> SweepResult:
+    """``direct-effect``: each PragWorld alteration (or contrast prompt) patched into its original
+    (corrupted prompt) at each layer's residual, in resumable units."""
+    from interp.analysis.attribution import direct_effect_attribution
+    from interp.analysis.patching import direct_effect_patching
+
+    task, info, method = ctx.task, ctx.info, ctx.job.method
+    if ctx.yesno:
+        pairs, pair_gold, pair_cats, pair_groups, skipped = reference_patch_pairs(ctx.bridge, task)
+        info.update(n_pairs=len(pairs), skipped=skipped, n_failed=sum(skipped.values()))
+        if any(skipped.values()):
+            print(f"note: patched {len(pairs)} pairs; skipped {skipped}", file=ctx.log)
+        pair_metric = lambda part: ctx.metric_of(part, np.asarray(pair_gold)[part])  # noqa: E731
+        sweep_groups = "the PragWorld group of the pair's original"
     else:
-        chunks = prepare_patching(
-            bridge,
-            out_dir,
-            unit_config("activation patching"),
-            model=model,
-            n_pairs=len(task),
-            width=int(lengths.max()),
-            plan=plan,
-            control=control,
-            log=log,
-        )
-        return _run_pair_patching(
-            bridge, task, info, model, data, out_dir, method, batch_size, log, acc, rule, seed, units=chunks
+        from interp.analysis.contrast_sweep import contrast_pairs
+
+        pairs, pair_metric, pair_cats, pair_groups = contrast_pairs(task), ctx.metric_of, task.categories, task.groups
+        info.update(n_pairs=len(pairs), n_failed=0, clean="prompt", corrupted="corrupted prompt")
+        sweep_groups = task.group_unit
+    de = direct_effect_attribution if method == "attribution" else direct_effect_patching
+
+    def de_part(part: Any) -> SweepResult:  # a slice (sharded) or sorted pair numbers (a unit)
+        idx = np.arange(len(pairs))[part]
+        return de(
+            ctx.bridge,
+            [pairs[i] for i in idx],
+            pair_metric(idx),
+            ctx.lays,
+            categories=None if pair_cats is None else [pair_cats[i] for i in idx],
+            groups=None if pair_groups is None else np.asarray(pair_groups)[idx],
+            higher_is_better=True,
         )
 
-    info["processes"] = rank_and_size(acc)[1]
-    info["sweep_seconds"] = round(time.perf_counter() - started, 3)
+    units = ctx.units(
+        ctx.unit_config(f"sweep {ctx.job.kind}", layers=ctx.lays, metric=ctx.metric),
+        sort_key=np.zeros(len(pairs), dtype=int),  # units in the pairs' own order
+        names=["direct"],
+    )
+    if rank_and_size(ctx.acc)[1] > 1:  # several processes share the pairs: no units (as run_removals)
+        sweep = sharded(de_part, len(pairs), ctx.acc)
+    else:
+        sweep = units.run("direct", de_part)
+        info["units"] = units.summary()
+    units.close()
+    sweep.meta["groups"] = sweep_groups
+    if ctx.yesno:
+        sweep.frame["gold"] = np.asarray(pair_gold, dtype=int)[sweep.frame["example"].to_numpy(dtype=int)]
+    info.update(n_examples=len(pairs), method="attribution" if method == "attribution" else "loop")
+    return sweep
+
+
+def _task_patching(ctx: _TaskRun) -> PatchingRun:
+    """``activation-patching``: the maps, in resumable chunks (:func:`_run_pair_patching`)."""
+    chunks = prepare_patching(
+        ctx.bridge,
+        ctx.out_dir,
+        ctx.unit_config("activation patching"),
+        model=ctx.model,
+        n_pairs=len(ctx.task),
+        width=int(ctx.lengths.max()),
+        plan=ctx.plan,
+        control=ctx.control,
+        log=ctx.log,
+    )
+    job = ctx.job
+    return _run_pair_patching(
+        ctx.bridge,
+        ctx.task,
+        ctx.info,
+        ctx.model,
+        ctx.data,
+        ctx.out_dir,
+        job.method,
+        ctx.plan.batch_size,
+        ctx.log,
+        ctx.acc,
+        job.rule_kwargs,
+        job.seed,
+        units=chunks,
+    )
+
+
+def _judge_and_write_task(ctx: _TaskRun, sweep: SweepResult, sweeps: dict[str, SweepResult]) -> SweepRun:
+    """The verdicts (with the prior-shift flag, the direct effects, the confirmation; each
+    removal's and their agreement), then the files (the first process only)."""
+    from interp.analysis.verdicts import layer_verdicts
+    from interp.results import write_json
+    from interp.viz.layers import draw_layer_effects
+
+    job, info, out_dir, rule, seed = ctx.job, ctx.info, ctx.out_dir, ctx.job.rule_kwargs, ctx.job.seed
+    threshold = info["threshold"]
 
     def judge(s: SweepResult) -> LayerVerdicts:
         v = layer_verdicts(s, seed=seed, threshold=threshold, **rule)
-        if yesno:
+        if ctx.yesno:
             add_prior_shift(v, s, seed=seed, **rule)
         if "direct" in s.frame.columns:
             from interp.analysis.direct import add_direct_effects
 
             add_direct_effects(v, s, seed=seed, **rule)
-        if folds:
-            confirm_verdicts(v, s, folds, seed=seed, threshold=threshold, **rule)
+        if job.folds:
+            confirm_verdicts(v, s, job.folds, seed=seed, threshold=threshold, **rule)
         return v
 
     verdicts = judge(sweep)
     comparison = compare_removals(sweeps, judge) if len(sweeps) > 1 else None
     info.update(
-        ablation=[r.name for r in removals] if removals else ["zero"],
-        agreement=comparison and comparison.frame.to_dict("records"),
+        ablation=[r.name for r in job.removal_set()], agreement=comparison and comparison.frame.to_dict("records")
     )
-    if not is_main(acc):  # every process holds the gathered sweep; only the first one writes
+    if not is_main(ctx.acc):  # every process holds the gathered sweep; only the first one writes
         return SweepRun(sweep, verdicts, out_dir, out_dir / "layers.png", info, sweeps)
     sweep.save(out_dir)
     for name, other in list(sweeps.items())[1:]:  # every further removal's per-example effects
         other.save(out_dir, f"sweep_{name}")
     verdicts.save(out_dir)
-    source = Path(data).name if data is not None else f"{len(task)} examples"
-    what = f"PragWorld {source}" if yesno else source
+    n, model = len(ctx.task), ctx.model
+    source = Path(ctx.data).name if ctx.data is not None else f"{n} examples"
+    what = f"PragWorld {source}" if ctx.yesno else source
     figure = draw_layer_effects(
-        verdicts, out_dir / "layers.png", title=f"{kind} on {model.name}, {what} ({len(task)} rows)"
+        verdicts, out_dir / "layers.png", title=f"{job.kind} on {model.name}, {what} ({n} rows)"
     )
     if verdicts.by_category is not None:
         verdicts.by_category.to_csv(out_dir / "by_category.csv")
