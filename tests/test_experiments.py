@@ -28,7 +28,6 @@ OVER_LIMIT = {
     "ioi_smollm2.py": "the IOI sweep, patching and figures on SmolLM2 not yet moved (issue 38 item 7)",
     "dialogue_qa.py": "the dialogue QA trials not yet moved (issue 38 item 7)",
     "planted_harm.py": "the planted-harm table on the demo model not yet moved (issue 38 item 7)",
-    "demo_results.py": "the README / docs demo block writer not yet moved",
     "pragworld_real.py": "issue 39's five stages (splits, baseline, sweeps, head map, arms) as one script; its "
     "scoring lives in interp.analysis.dialogue_eval, the stage loop is still here",
 }
@@ -185,3 +184,39 @@ def test_parse_planting():
     from interp.jobs.ioi_planted import parse_planting
 
     assert parse_planting("8,20") == parse_planting("8+20") == (8, 20) and parse_planting("15") == (15,)
+
+
+# ---- the pieces of experiments/demo_results.py ---------------------------------------------------------
+
+
+def test_demo_block_by_hand_and_its_markers():
+    from interp.viz.demo_block import BEGIN, END, current_block, demo_block, replace_block
+
+    results = {
+        "machine": {"date": "2026-12-01", "cpu": "CPU X", "cores": 2, "threads": 2, "matmul_peak_gflops": 150.0},
+        "seconds": {"train": 0.0, "world_model": 61.4, "layer_sweep": 5.0},
+        "train": {"shipped": True},
+        "world_model": {
+            "table": [{"model": "trained", "next_token": 0.987, "next_token_se": 0.0042, "probe": float("nan")}],
+            "settings": {"estimator": "exact", "pairs": 50, "depth": 3},
+        },
+        "layers": {"mlp_zero": {"layers": [{"layer": 1, "verdict": "useful", "effect": 0.5, "ci": [0.4, 0.6]}]}},
+    }
+    text = demo_block(results)
+    lines = text.splitlines()
+    # stages after training: 61.4 + 5.0 = 66.4 s → "1 min 6 s"; each stage rounded to whole seconds
+    assert lines[0] == (
+        "`interp run` (`make demo`), 2026-12-01, CPU X (2 cores, 2 threads), fp32 matmul peak 150 GFLOP/s: "
+        "model the shipped demo model; the stages after it 1 min 6 s (world model 61 s, layer sweep 5 s)."
+    )
+    # a value with its s.e.; NaN and absent cells as "—"
+    assert "| trained | 0.99 ± 0.00 | — | — | — | — |" in lines
+    assert "Myhill–Nerode: exact estimator, 50 state pairs, depth 3." in lines
+    assert lines[-2:] == ["| then | result |", "|---|---|"]  # no navigation, plant or fix: no rows
+    page = f"intro\n{BEGIN}\nold\nlines\n{END}\nafter\n"
+    new = replace_block(page, text, "page.md")
+    assert new.startswith("intro\n") and new.endswith(f"{END}\nafter\n") and current_block(new, "page.md") == text
+    with pytest.raises(ValueError, match="nomark.md: no"):
+        replace_block("no markers", text, "nomark.md")
+    with pytest.raises(ValueError, match="nomark.md: no"):
+        current_block("no markers", "nomark.md")
