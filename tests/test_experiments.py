@@ -24,10 +24,8 @@ from test_plant import ioi_base  # noqa: F401  (the tiny Llama and IOI prompts f
 MAX_LINES = 150
 #: experiment scripts still over :data:`MAX_LINES`, each with why (shrink this as they move into the package)
 OVER_LIMIT = {
-    "table1.py": "Table 1 / 2 training and evaluation loop not yet moved (issue 38 item 7)",
     "ioi_smollm2.py": "the IOI sweep, patching and figures on SmolLM2 not yet moved (issue 38 item 7)",
     "dialogue_qa.py": "the dialogue QA trials not yet moved (issue 38 item 7)",
-    "planted_harm.py": "the planted-harm table on the demo model not yet moved (issue 38 item 7)",
     "pragworld_real.py": "issue 39's five stages (splits, baseline, sweeps, head map, arms) as one script; its "
     "scoring lives in interp.analysis.dialogue_eval, the stage loop is still here",
 }
@@ -220,3 +218,108 @@ def test_demo_block_by_hand_and_its_markers():
         replace_block("no markers", text, "nomark.md")
     with pytest.raises(ValueError, match="nomark.md: no"):
         current_block("no markers", "nomark.md")
+
+
+# ---- the pieces of experiments/planted_harm.py ---------------------------------------------------------
+
+
+def test_source_scores_by_hand():
+    from interp.analysis.planted_world import source_scores
+
+    verdicts = {  # (model, control, planted layers): per source, the verdict of layers 0, 1, 2
+        ("A", False, (1,)): {"zero": ["harmful", "harmful", "useful"], "probe": ["useful", "harmful", "useful"]},
+        ("B", False, (2,)): {"zero": ["negligible"] * 3, "probe": ["useful", "useful", "harmful"]},
+        ("C", True, ()): {"zero": ["useful", "harmful", "useful"], "probe": ["useful"] * 3},
+    }
+    rows = [
+        {"model": m, "control": c, "source": s, "layer": layer, "planted": layer in p, "verdict": v}
+        for (m, c, p), by in verdicts.items()
+        for s, vs in by.items()
+        for layer, v in enumerate(vs)
+    ]
+    got = source_scores(pd.DataFrame(rows), ["zero", "probe"]).set_index("source")
+    # zero: A finds layer 1 and falsely calls layer 0; B misses layer 2; the control calls 1 of its 3 layers
+    z = got.loc["zero"]
+    assert (z["planted layers"], z["found"], z["false alarms"]) == (2, 1, 1)
+    assert (z["precision"], z["recall"], z["exact plantings"]) == (0.5, 0.5, "0/2")
+    assert math.isclose(z["control FPR"], 1 / 3) and z["control layers"] == 3
+    p = got.loc["probe"]
+    assert (p["found"], p["false alarms"], p["precision"], p["recall"], p["exact plantings"]) == (2, 0, 1.0, 1.0, "2/2")
+    assert p["control FPR"] == 0.0
+    none = source_scores(pd.DataFrame(rows), ["absent"]).iloc[0]  # no rows: NaN, not a division by zero
+    assert math.isnan(none["precision"]) and math.isnan(none["control FPR"]) and none["exact plantings"] == "0/0"
+
+
+def test_world_repair_summary_and_its_tables_by_hand():
+    from interp.analysis.planted_world import repair_summary
+    from interp.viz.planted_tables import frame_markdown, metric_columns_markdown
+
+    nan = math.nan
+    rows = [  # (model, seed, metric, layer, value, se, ci_low, ci_high)
+        ("before", None, "heldout_loss", None, 2.0, 0.5, nan, nan),
+        ("plain", 0, "heldout_loss", None, 1.0, 0.1, nan, nan),
+        ("plain", 1, "heldout_loss", None, 3.0, 0.1, nan, nan),
+        ("unplanted", None, "heldout_loss", None, 0.5, nan, 0.25, 0.75),
+        ("plain", 0, "mlp_out_sq", 3, 0.2, nan, nan, nan),
+        ("plain", 0, "mlp_out_sq", 1, 9.0, nan, nan, nan),  # not a harmful layer: dropped
+        ("plain", 0, "other_metric", None, 9.0, nan, nan, nan),  # not asked for: dropped
+    ]
+    cols = ["model", "seed", "metric", "layer", "value", "se", "ci_low", "ci_high"]
+    table = pd.DataFrame(rows, columns=cols).assign(planting="L3", n=10)
+    s = repair_summary(table, harmful=[3], metrics=["heldout_loss"])
+    assert list(dict.fromkeys(s.metric)) == ["heldout_loss", "mlp_out_sq L3"]
+    h = s[s.metric == "heldout_loss"].set_index("model")
+    assert list(h.index) == ["planted (before)", "plain", "unplanted"]
+    # one value: ±1.96 SE, or its own interval; two seeds: mean 2 ± t(0.975, 1 df)·sd/√2 = 12.7062
+    assert math.isclose(h.loc["planted (before)", "lo"], 2.0 - 1.96 * 0.5)
+    assert (h.loc["unplanted", "lo"], h.loc["unplanted", "hi"]) == (0.25, 0.75)
+    assert h.loc["plain", "value"] == 2.0 and h.loc["plain", "seeds"] == 2
+    assert math.isclose(h.loc["plain", "hi"] - 2.0, 12.7062, rel_tol=1e-4)
+    assert h.loc["planted (before)", "gap to unplanted"] == 1.5 == h.loc["plain", "gap to unplanted"]
+    assert math.isnan(s[s.metric == "mlp_out_sq L3"].iloc[0]["gap to unplanted"])  # no unplanted value
+    md = metric_columns_markdown(s).splitlines()
+    assert md[0] == "| model | heldout_loss | mlp_out_sq L3 |"
+    assert md[3].startswith("| plain | 2 [-10.7, 14.7] | 0.2 |")  # one seed of mlp_out_sq, no interval
+    assert md[4] == "| unplanted | 0.5 [0.25, 0.75] | – |"  # a model without the metric
+    assert frame_markdown(pd.DataFrame({"a": [1.23456, nan], "b": ["x", "y"]})).splitlines() == [
+        "| a | b |",
+        "|---|---|",
+        "| 1.235 | x |",
+        "| – | y |",
+    ]
+
+
+# ---- the pieces of experiments/table1.py ---------------------------------------------------------------
+
+
+def test_sample_token_budget_stops_at_the_sequence_that_crosses_it(tiny_city):
+    from interp.worlds.split import sample_token_budget
+
+    seqs = sample_token_budget(tiny_city, 3000, seed=4)
+    total = sum(len(s) + 1 for s in seqs)  # each with its <bos>
+    assert total >= 3000 and total - (len(seqs[-1]) + 1) < 3000
+    # the same draws as the world's own seeded generator, 500 at a time (one batch covers this budget)
+    assert seqs == tiny_city.generate(500, np.random.default_rng(4))[: len(seqs)]
+    assert sample_token_budget(tiny_city, 3000, seed=4) == seqs
+    more = sample_token_budget(tiny_city, 500 * 3 * 40, seed=4)  # past the first batch: a second is drawn
+    assert sum(len(s) + 1 for s in more) >= 500 * 3 * 40 and more[: len(seqs)] == seqs
+
+
+def test_detour_markdown_and_parse_curriculum_by_hand():
+    from interp.jobs.table1 import parse_curriculum
+    from interp.metrics.navigation import DetourResult
+    from interp.viz.tables import detour_markdown
+
+    t = pd.DataFrame({"kind": ["random", "random", "adversarial", "adversarial"], "p": [0.0, 0.1, 0.0, 0.1]})
+    t["valid"] = [1.0, 0.875, 1.0, 0.5]
+    lines = detour_markdown({"m": DetourResult(t.assign(se=0.0, n=8), {})}).splitlines()
+    assert lines == [
+        "| model | detour | p=0 | p=0.1 |",
+        "|---|---|---|---|",
+        "| m | random | 1.00 | 0.88 |",
+        "| m | adversarial | 1.00 | 0.50 |",
+    ]
+    c = parse_curriculum("23:1000,43:500")
+    assert (c.max_tokens, c.steps) == ((23, 43), (1000, 500)) and parse_curriculum("").steps == ()
+    with pytest.raises(ValueError, match="MAX_TOKENS:STEPS"):
+        parse_curriculum("23-1000")
