@@ -25,7 +25,6 @@ MAX_LINES = 150
 #: experiment scripts still over :data:`MAX_LINES`, each with why (shrink this as they move into the package)
 OVER_LIMIT = {
     "ioi_smollm2.py": "the IOI sweep, patching and figures on SmolLM2 not yet moved (issue 38 item 7)",
-    "dialogue_qa.py": "the dialogue QA trials not yet moved (issue 38 item 7)",
     "pragworld_real.py": "issue 39's five stages (splits, baseline, sweeps, head map, arms) as one script; its "
     "scoring lives in interp.analysis.dialogue_eval, the stage loop is still here",
 }
@@ -323,3 +322,28 @@ def test_detour_markdown_and_parse_curriculum_by_hand():
     assert (c.max_tokens, c.steps) == ((23, 43), (1000, 500)) and parse_curriculum("").steps == ()
     with pytest.raises(ValueError, match="MAX_TOKENS:STEPS"):
         parse_curriculum("23-1000")
+
+
+# ---- the pieces of experiments/dialogue_qa.py ----------------------------------------------------------
+
+
+def test_seen_context_share_counts_utterance_prefixes_by_hand():
+    from interp.jobs.dialogue_qa import parse_stages
+    from interp.metrics.dialogue_qa import seen_context_share
+    from interp.worlds.dialogue import DialogueWorld
+
+    world = DialogueWorld(agents=2, objects=2, locations=2, max_count=2, max_utts=5)
+    # conversation P1: a b P2: c (its probe Q: x yes is not part of it): prefixes "", "P1: a b" and the whole
+    train = [["P1:", "a", "b", "P2:", "c", "Q:", "x", "yes"]]
+    rows = pd.DataFrame(
+        {
+            "context": ["P1: a b", "P1: a b P2: c", "P1: z", "P1: a", "P1: z"],
+            "altered": [False, False, False, False, True],  # the altered row does not count
+        }
+    )
+    # seen: the first two; "P1: z" is no prefix, "P1: a" cuts an utterance (not an utterance prefix)
+    assert seen_context_share(train, world, rows) == 2 / 4
+    assert seen_context_share(train, world, rows[rows.altered]) == 0.0  # no original: 0, not a division by zero
+    assert parse_stages("1,2") == [1, 2] and parse_stages(" None ") == []
+    with pytest.raises(ValueError, match="max_utts"):
+        parse_stages("1;2")
