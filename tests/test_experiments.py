@@ -24,7 +24,6 @@ from test_plant import ioi_base  # noqa: F401  (the tiny Llama and IOI prompts f
 MAX_LINES = 150
 #: experiment scripts still over :data:`MAX_LINES`, each with why (shrink this as they move into the package)
 OVER_LIMIT = {
-    "ioi_smollm2.py": "the IOI sweep, patching and figures on SmolLM2 not yet moved (issue 38 item 7)",
     "pragworld_real.py": "issue 39's five stages (splits, baseline, sweeps, head map, arms) as one script; its "
     "scoring lives in interp.analysis.dialogue_eval, the stage loop is still here",
 }
@@ -347,3 +346,47 @@ def test_seen_context_share_counts_utterance_prefixes_by_hand():
     assert parse_stages("1,2") == [1, 2] and parse_stages(" None ") == []
     with pytest.raises(ValueError, match="max_utts"):
         parse_stages("1;2")
+
+
+# ---- the pieces of experiments/ioi_smollm2.py ----------------------------------------------------------
+
+
+def test_top_patching_sites_and_top_agreement_by_hand():
+    from interp.analysis.activation_patching import PatchingMap
+    from interp.analysis.attribution import top_agreement, top_patching_sites
+
+    # mean effects per (layer, head) over two examples: (0,0) 0.5, (0,1) −2, (1,0) 1, (1,1) 0.1
+    means = {(0, 0): 0.5, (0, 1): -2.0, (1, 0): 1.0, (1, 1): 0.1}
+    frame = pd.DataFrame(
+        [
+            {"layer": L, "head": h, "example": e, "effect": m + d}
+            for (L, h), m in means.items()
+            for e, d in ((0, 1), (1, -1))
+        ]
+    )
+    exact = PatchingMap(frame, {"axis": "head", "clean_mean": 3.0, "corrupted_mean": -1.0})  # gap 4
+    top = top_patching_sites(exact, 2)
+    assert [(int(r.layer), int(r.head)) for r in top.itertuples()] == [(0, 1), (1, 0)]  # by |mean effect|
+    assert list(top["mean_effect"]) == [-2.0, 1.0] and list(top["restored"]) == [-0.5, 0.25]
+    assert list(top["rank"]) == [1, 2]
+    # an attribution that orders the two largest exact sites the other way round
+    atp_means = {(0, 0): 0.2, (0, 1): 1.5, (1, 0): 0.9, (1, 1): 0.1}
+    atp = PatchingMap(frame.assign(effect=[atp_means[(r.layer, r.head)] for r in frame.itertuples()]), {"axis": "head"})
+    # the top 2 exact sites are (0,1) −2 and (1,0) 1; the attribution gives 1.5 and 0.9: opposite order → −1
+    assert math.isclose(top_agreement(atp, exact, 2), -1.0)
+    # over the top 3 (adding (0,0): exact 0.5, attribution 0.2): exact ranks 1, 3, 2, attribution 3, 2, 1;
+    # centred (−1, 1, 0) · (1, 0, −1) = −1 over √2 · √2 → −0.5
+    assert math.isclose(top_agreement(atp, exact, 3), -0.5)
+
+
+def test_token_strings_decode_each_token_alone(ioi_base):  # noqa: F811
+    from transformers import AutoTokenizer
+
+    from interp.tasks.tokens import token_strings
+
+    tok = AutoTokenizer.from_pretrained(ioi_base[0])
+    ids = torch.tensor([tok("When Mary and John went")["input_ids"]])
+    got = token_strings(tok, ids)
+    assert got == [[tok.decode([i]) for i in ids[0].tolist()]]  # the byte-level Ġ shown as a space
+    assert "".join(got[0]) == "When Mary and John went" and any(t.startswith(" ") for t in got[0])
+    assert token_strings(tok, ids.tolist()) == got  # a nested list works as a tensor
