@@ -3,9 +3,14 @@
 The scripts in ``experiments/`` are a config (argparse) and calls of the package; ``bench/`` scripts
 too import ``interp`` as installed. Checked on the source (:mod:`ast`): no ``sys.path`` edit, at most
 :data:`MAX_LINES` lines per experiment (the exceptions listed with their reason), no ``_private`` name
-imported from ``interp``. Then the pieces of ``experiments/ioi_planted.py`` now in the package
-(:mod:`interp.analysis.planted_ioi`, :mod:`interp.viz.planted_tables`,
-:func:`interp.datasets.ioi.split_ioi_prompts`) against independent oracles on a tiny Llama.
+imported from ``interp``. Then the pieces the scripts moved into the package, against independent
+oracles (hand-worked values, a tiny Llama): ``ioi_planted.py`` (:mod:`interp.analysis.planted_ioi`,
+:mod:`interp.viz.planted_tables`, :func:`interp.datasets.ioi.split_ioi_prompts`), ``demo_results.py``
+(:mod:`interp.viz.demo_block`), ``planted_harm.py`` (:mod:`interp.analysis.planted_world`), ``table1.py``
+(:func:`interp.worlds.split.sample_token_budget`, :func:`interp.viz.tables.detour_markdown`),
+``dialogue_qa.py`` (:func:`interp.metrics.dialogue_qa.seen_context_share`) and ``ioi_smollm2.py``
+(:func:`interp.analysis.attribution.top_patching_sites`, :func:`~interp.analysis.attribution.top_agreement`,
+:func:`interp.tasks.tokens.token_strings`).
 """
 
 from __future__ import annotations
