@@ -77,14 +77,17 @@ PLANTINGS: list[tuple[str, PlantSpec | None]] = [
     ("L2_mirror_s0", PlantSpec(layers=(2,), corruption="mirror", share=0.5, seed=0)),
     ("L1L3_turns_s2", PlantSpec(layers=(1, 3), corruption="random_turns", share=0.3, seed=2)),
 ]
+#: the controls: the unplanted model, and the planting recipe on clean routes (a layer fine-tuned hard
+#: must not be called harmful just for having been fine-tuned)
 CONTROLS: list[tuple[str, PlantSpec | None]] = [
     ("unplanted", None),
     ("L3_clean_s0", PlantSpec(layers=(3,), corruption="clean", seed=0)),
 ]
+#: the verdict sources: the MLP zero-out sweep, direct-effect patching and the probes, each sweep with
+#: the shipped rule (``interp.layer_verdicts/2``) and beside it (``_v1``) the /1 rule these sweeps had
+#: before (rows resampled, a 95 % interval per layer, no margin), on the same sweep: the before/after of issue 20
 SOURCES = ("mlp_zero", "direct_effect", "probe", "mlp_zero_v1", "direct_effect_v1")
-#: the verdict rule of each source: the shipped one (``interp.layer_verdicts/2``), and beside it the
-#: /1 rule these sweeps had before (rows resampled, a 95 % interval per layer, no margin), on the
-#: same sweep: the before/after of issue 20
+#: the repair's metrics in the summary (with the harmful layers' ``mlp_out_sq``)
 METRICS = (
     "heldout_loss",
     "next_token_position",

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
-#: the markers around the generated block in README.md and the docs
-BEGIN, END = "<!-- BEGIN demo-results -->", "<!-- END demo-results -->"
+#: the marker before the generated block in README.md and the docs
+BEGIN = "<!-- BEGIN demo-results -->"
+#: the marker after it
+END = "<!-- END demo-results -->"
 #: (key in the world-model table, column header) of the demo block's table
 TABLE1 = (
     ("next_token", "next-token"),
