@@ -512,6 +512,24 @@ def site_table(attribution: SweepResult | PatchingMap, exact: SweepResult | Patc
     return pd.concat([a, e], axis=1, join="inner").reset_index()
 
 
+def top_patching_sites(pmap: PatchingMap, k: int) -> pd.DataFrame:
+    """The ``k`` sites of a patching map with the largest |mean effect| (:func:`rank_sites`): ``layer``,
+    the map's axis (``pos`` / ``head``), ``mean_effect``, ``rank`` and ``restored`` — the effect's share
+    of the gap between the clean and the corrupted metric (``meta["clean_mean"] − meta["corrupted_mean"]``)."""
+    gap = pmap.meta["clean_mean"] - pmap.meta["corrupted_mean"]
+    top = rank_sites(pmap, k).rename(columns={"attribution": "mean_effect"})
+    top["restored"] = top["mean_effect"] / gap
+    return top
+
+
+def top_agreement(attribution: SweepResult | PatchingMap, exact: SweepResult | PatchingMap, k: int) -> float:
+    """Spearman of the attribution against the exact mean effects over the ``k`` sites of largest
+    |exact mean effect| (the sites that matter; :func:`agreement`'s Spearman is over all)."""
+    table = site_table(attribution, exact)
+    top = table.reindex(table["exact"].abs().sort_values(ascending=False).index).head(k)
+    return spearman(top["attribution"], top["exact"])
+
+
 __all__ = [
     "ATTRIBUTION_COMPONENTS",
     "activation_attribution",
@@ -523,4 +541,6 @@ __all__ = [
     "rank_sites",
     "site_table",
     "spearman",
+    "top_agreement",
+    "top_patching_sites",
 ]

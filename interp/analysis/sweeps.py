@@ -127,7 +127,7 @@ class SweepResult:
     def layers(self) -> list[int]:
         return sorted(int(x) for x in self.frame["layer"].unique())
 
-    def with_groups(self, groups: Sequence[Any], unit: str) -> "SweepResult":
+    def with_groups(self, groups: Sequence[Any] | np.ndarray, unit: str) -> "SweepResult":
         """The same sweep with ``group = groups[example]`` (one id per example) and
         ``meta["groups"] = unit`` (what a group is, for the verdict file)."""
         n = int(self.frame["example"].max()) + 1 if len(self.frame) else 0

@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from interp.worlds.dialogue.export import prompt_tokens
-from interp.worlds.dialogue.grammar import ANSWERS, PROBE, Probe, parse
+from interp.worlds.dialogue.grammar import ANSWERS, PROBE, SPEAKERS, Probe, parse
 from interp.worlds.dialogue.questions import question_type
 from interp.worlds.encoding import encode_sequences
 
@@ -113,3 +113,19 @@ def evaluate_benchmark(model: Any, world, path: str | os.PathLike, batch_size: i
     prompts = [prompt_tokens(c, q) for c, q in zip(data.rows["context"], data.rows["question"])]
     p = p_yes(model, world, prompts, batch_size)
     return score_pragworld(data, ["yes" if x > 0.5 else "no" for x in p], seed=seed), p
+
+
+def seen_context_share(train_seqs: Sequence[Sequence[str]], world: Any, rows: pd.DataFrame) -> float:
+    """Share of a benchmark's originals (``rows`` with ``altered`` False, ``context``: the conversation
+    as space-separated tokens) whose conversation is an utterance-prefix of a training sequence's
+    (``world.split_key``: the conversation without its probes): how much of the benchmark the model
+    has seen begin in training. 0 with no original."""
+    prefixes = set()
+    for s in train_seqs:
+        conv = world.split_key(s)
+        for i, t in enumerate(conv):
+            if t in SPEAKERS:
+                prefixes.add(tuple(conv[:i]))
+        prefixes.add(tuple(conv))
+    originals = rows[~rows["altered"]]
+    return float(sum(tuple(c.split()) in prefixes for c in originals["context"]) / max(len(originals), 1))

@@ -207,6 +207,14 @@ def model_n_ctx(path: str | os.PathLike) -> int | None:
     return int(n) if n else None
 
 
+def token_strings(tokenizer: Any, ids: Any) -> list[list[str]]:
+    """Each row of ``ids`` (a 2-D tensor or nested list of token ids) as its tokens' text, one string per
+    token as the tokenizer decodes it alone (byte-level ``Ġ`` shown as a space): labels for a map's
+    positions or an attention view."""
+    rows = ids.tolist() if hasattr(ids, "tolist") else ids
+    return [[tokenizer.convert_tokens_to_string([t]) for t in tokenizer.convert_ids_to_tokens(row)] for row in rows]
+
+
 __all__ = [
     "TokenizationError",
     "Tokenization",
@@ -217,6 +225,7 @@ __all__ = [
     "own_tokenizer",
     "pad_id_of",
     "pad_right",
+    "token_strings",
     "uses_chat_template",
     "yes_no_token_ids",
 ]

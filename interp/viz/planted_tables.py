@@ -1,7 +1,10 @@
-"""Markdown tables of a planted-harm run on IOI (``experiments/ioi_planted.py``,
+"""Markdown tables of the planted-harm runs. On IOI (``experiments/ioi_planted.py``,
 :func:`interp.jobs.ioi_planted.run_ioi_planted`): detection per model, pooled precision / recall per
 rule, the harm each planted layer carries, and the repair table. Values print with 3 significant
-digits and their interval in brackets; a missing value is "–"."""
+digits and their interval in brackets; a missing value is "–". On a world model
+(``experiments/planted_harm.py``, :func:`interp.jobs.planted_harm.run_planted_harm`): any frame as
+it stands (:func:`frame_markdown`) and the repair with one column per metric
+(:func:`metric_columns_markdown`)."""
 
 from __future__ import annotations
 
@@ -124,4 +127,46 @@ def repair_markdown(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["detection_markdown", "fmt_interval", "pooled_markdown", "repair_markdown", "unplant_markdown"]
+def frame_markdown(frame: pd.DataFrame) -> str:
+    """A frame as a Markdown table, its columns as they stand; floats to 4 significant digits, NaN as "–"."""
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return "–" if math.isnan(v) else f"{v:.4g}"
+        return str(v)
+
+    cols = list(frame.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def metric_columns_markdown(summary: pd.DataFrame) -> str:
+    """One row per model, one column per metric, ``value [lo, hi]`` to 3 significant digits ("–" where a
+    model lacks the metric), from :func:`interp.analysis.planted_world.repair_summary`."""
+    models = list(dict.fromkeys(summary.model))
+    metrics = list(dict.fromkeys(summary.metric))
+    lines = ["| model | " + " | ".join(metrics) + " |", "|" + "---|" * (len(metrics) + 1)]
+    for m in models:
+        cells = []
+        for k in metrics:
+            r = summary[(summary.model == m) & (summary.metric == k)]
+            if not len(r):
+                cells.append("–")
+                continue
+            r = r.iloc[0]
+            ci = "" if pd.isna(r.lo) or pd.isna(r.hi) else f" [{r.lo:.3g}, {r.hi:.3g}]"
+            cells.append(f"{r.value:.3g}{ci}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "detection_markdown",
+    "fmt_interval",
+    "frame_markdown",
+    "metric_columns_markdown",
+    "pooled_markdown",
+    "repair_markdown",
+    "unplant_markdown",
+]

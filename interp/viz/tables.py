@@ -1,8 +1,10 @@
-"""The Table-1 figure: one bar group per metric, one bar per model, with standard errors."""
+"""The Table-1 figure (one bar group per metric, one bar per model, with standard errors) and the
+Table-2 detour table in Markdown."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,4 +41,17 @@ def draw_table1(
     return path
 
 
-__all__ = ["draw_table1"]
+def detour_markdown(detours: dict[str, Any]) -> str:
+    """Table 2 in Markdown: one row per model and detour kind, one column per detour probability p (the
+    first model's), the valid-route rate to 2 decimals; ``detours``: model name →
+    :class:`~interp.metrics.navigation.DetourResult`."""
+    probs = sorted(next(iter(detours.values())).table["p"].unique())
+    lines = ["| model | detour | " + " | ".join(f"p={p:g}" for p in probs) + " |", "|---|---|" + "---|" * len(probs)]
+    for model, d in detours.items():
+        for kind in dict.fromkeys(d.table["kind"]):
+            t = d.table[d.table["kind"] == kind].set_index("p")
+            lines.append(f"| {model} | {kind} | " + " | ".join(f"{t.loc[p, 'valid']:.2f}" for p in probs) + " |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["detour_markdown", "draw_table1"]

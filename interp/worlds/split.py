@@ -1,9 +1,12 @@
-"""Seeded train/test splits that keep every ``world.split_key`` group on one side."""
+"""Seeded train/test splits that keep every ``world.split_key`` group on one side, and samples of a
+world drawn to a token budget."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+
+import numpy as np
 
 from interp.worlds.base import World
 
@@ -28,3 +31,19 @@ def split_sequences(
     for s in sequences:
         (test if _unit_hash(world.split_key(s), seed) < test_fraction else train).append(s)
     return train, test
+
+
+def sample_token_budget(world: World, tokens: int, seed: int) -> list[list[str]]:
+    """Sequences of ``world``'s own traversal (``world.generate``, 500 at a time, seeded) until their
+    tokens, each counted with its ``<bos>``, reach ``tokens``: the last sequence is the one that
+    crosses the budget (Vafa et al. train every traversal on the same token budget)."""
+    rng = np.random.default_rng(seed)
+    out: list[list[str]] = []
+    total = 0
+    while total < tokens:
+        for s in world.generate(500, rng):
+            out.append(s)
+            total += len(s) + 1
+            if total >= tokens:
+                break
+    return out
