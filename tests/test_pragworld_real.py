@@ -66,3 +66,24 @@ def test_quick_run_writes_every_arm(folder, tmp_path):
     again = evaluate_dialogue(model, interp.contrast(model, data["eval"]), n_boot=mod.QUICK.n_boot)
     assert res["baseline"]["bare"]["summary"]["robust"] == again.summary()["robust"]
     assert res["baseline"]["bare"]["table"][0]["accuracy"] == pytest.approx(again.row("all")["accuracy"])
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_paper_rule_pools_flip_and_invariant_by_rows_and_keeps_positive_effects(tmp_path):
+    import pandas as pd
+
+    rule = _script("pragworld_paper_rule")
+    for eff, rows in (("flip", [(0, 1.0, 10), (1, -2.0, 10), (2, 0.5, 10)]), ("invariant", [(0, -0.5, 30), (1, 1.0, 30), (2, -1.0, 30)])):  # fmt: skip
+        (tmp_path / f"sweep_{eff}").mkdir()
+        pd.DataFrame(rows, columns=["layer", "mean_effect", "n"]).to_csv(tmp_path / f"sweep_{eff}" / "sweep_layers.csv")
+    frame = rule.paper_rule_layers(tmp_path, k=2).set_index("layer")
+    # by hand: layer 0 (10·1 − 30·0.5)/40 = −0.125; layer 1 (−20 + 30)/40 = 0.25; layer 2 (5 − 30)/40 = −0.625
+    assert frame["pooled_effect"].to_dict() == pytest.approx({0: -0.125, 1: 0.25, 2: -0.625})
+    assert list(frame.index[frame["chosen"]]) == [1]  # k = 2, but only one effect is positive
