@@ -62,9 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         raise SystemExit("no layer's zero removal raised the logit difference: the paper's rule picks none")
     model = interp.load_model(a.model)
-    make = lambda seed, split: list(
-        dialogue_examples(model.tokenizer, DialogueConfig(groups=c["groups"], seed=seed, split=split)).examples
-    )  # noqa: E731
+
+    def make(seed: int, split: str) -> list:
+        cfg = DialogueConfig(groups=c["groups"], seed=seed, split=split)
+        return list(dialogue_examples(model.tokenizer, cfg).examples)
+
     train, held = make(0, "train"), make(0, "heldout")
     ioi = interp.ioi(model, n=c["ioi_n"], seed=0)
     scores, bounds, ioi_rows = [], [], {}
