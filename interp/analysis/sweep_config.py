@@ -264,13 +264,19 @@ class SweepConfig:
     @classmethod
     def from_run(cls, folder: str | Path) -> SweepConfig:
         """The config recorded in ``folder/run.json`` (a sweep written by :func:`interp.sweep`)."""
-        path = Path(folder) / "run.json"
-        if not path.is_file():
-            raise ConfigError(f"{folder} has no run.json: not a sweep folder")
-        info = json.loads(path.read_text())
-        if "config" not in info:
-            raise ConfigError(f"{path} records no config (written before interp 0.3, or by another job)")
-        return cls.from_dict(info["config"])
+        return cls.from_dict(recorded(folder, "config", "written before interp 0.3, or by another job"))
+
+
+def recorded(folder: str | Path, key: str, otherwise: str) -> Any:
+    """The ``key`` section of ``folder/run.json``; a folder without one is named, with ``otherwise``
+    (why such a run.json may lack it)."""
+    path = Path(folder) / "run.json"
+    if not path.is_file():
+        raise ConfigError(f"{folder} has no run.json: not a sweep folder")
+    info = json.loads(path.read_text())
+    if key not in info:
+        raise ConfigError(f"{path} records no {key} ({otherwise})")
+    return info[key]
 
 
 def _names(values: str | Sequence[str], what: str) -> tuple[str, ...]:
@@ -302,5 +308,6 @@ __all__ = [
     "flag",
     "flag_name",
     "known_keys",
+    "recorded",
     "layer_tuple",
 ]

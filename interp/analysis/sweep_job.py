@@ -18,7 +18,6 @@ settings of the sweep but of one run of it. :class:`~interp.analysis.sweep_confi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -34,6 +33,7 @@ from interp.analysis.sweep_config import (
     flag_name,
     known_keys,
     layer_tuple,
+    recorded,
 )
 from interp.analysis.sweep_options import KINDS, RUN_METHODS, parse_layers
 
@@ -348,13 +348,7 @@ class SweepJob:
     @classmethod
     def from_run(cls, folder: str | Path) -> SweepJob:
         """The job recorded in ``folder/run.json`` (written by ``interp sweep`` / :func:`run_sweep`)."""
-        path = Path(folder) / "run.json"
-        if not path.is_file():
-            raise ConfigError(f"{folder} has no run.json: not a sweep folder")
-        info = json.loads(path.read_text())
-        if "job" not in info:
-            raise ConfigError(f"{path} records no job (written before interp 0.4, or by interp.sweep / interp.patch)")
-        return cls.from_dict(info["job"])
+        return cls.from_dict(recorded(folder, "job", "written by an earlier interp, or by interp.sweep / interp.patch"))
 
     @classmethod
     def flags(cls) -> list[tuple[str, Flag, Any]]:

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from interp.analysis.planted_world import repair_summary, source_scores
+from interp.jobs.pipeline import REPAIR_METRICS
 from interp.train.plant import PlantSpec
 from interp.viz.planted_tables import frame_markdown, metric_columns_markdown
 
@@ -87,17 +88,8 @@ CONTROLS: list[tuple[str, PlantSpec | None]] = [
 #: the shipped rule (``interp.layer_verdicts/2``) and beside it (``_v1``) the /1 rule these sweeps had
 #: before (rows resampled, a 95 % interval per layer, no margin), on the same sweep: the before/after of issue 20
 SOURCES = ("mlp_zero", "direct_effect", "probe", "mlp_zero_v1", "direct_effect_v1")
-#: the repair's metrics in the summary (with the harmful layers' ``mlp_out_sq``)
-METRICS = (
-    "heldout_loss",
-    "next_token_position",
-    "next_token_sequence",
-    "mn_compression_precision",
-    "mn_distinction_precision",
-    "mn_distinction_recall",
-    "routes_valid",
-    "routes_illegal_turn",
-)
+#: the repair's metrics in the summary (with the harmful layers' ``mlp_out_sq``): the main job's list
+METRICS = REPAIR_METRICS
 
 
 def detect(model: Path, out: Path, cfg: PlantedHarmConfig, log: Any) -> dict[str, dict]:
