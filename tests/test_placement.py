@@ -380,10 +380,12 @@ def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_pa
 # ---- no tensor built on an explicit CPU device in code that feeds models ----------------------------
 
 #: where "cpu" may be named: the device resolver itself, fallbacks when a model has no parameter,
-#: and fine-tuning's config default of the main job (a placement choice, not a tensor)
+#: and fine-tuning's config default of the main job and of the planted-harm job (a placement choice,
+#: not a tensor)
 _ALLOWED = {
     ("interp/metrics/pragworld_eval.py", 'return torch.device("cpu")'),
     ("interp/jobs/pipeline.py", 'device="cpu"'),
+    ("interp/jobs/planted_harm.py", 'device="cpu"'),  # the planted-harm job's fine-tuning config, likewise
 }
 
 
