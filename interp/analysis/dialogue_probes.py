@@ -31,6 +31,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.analysis.scoring import to_model_device
 from interp.hooks.capture import capturing
 from interp.hooks.hooked import hooked
 from interp.metrics.probes import ProbeData, ProbeResult, check_layers, probe_activations, residual_hook_name
@@ -47,8 +48,6 @@ def last_token_residuals(
     """The residual stream at the last token of each prompt, at each of ``layers`` (probe layer
     indices: -1 the embeddings, ``n_layers`` after the final LayerNorm), float32 on the CPU. One
     hooked forward per batch of right-padded rows, position ids counted over the real tokens."""
-    from interp.models.device import model_device
-
     bridge = getattr(model, "bridge", model)
     n_layers = int(bridge.cfg.n_layers)
     names = [residual_hook_name(x, n_layers) for x in layers]
@@ -56,15 +55,15 @@ def last_token_residuals(
     if missing:
         raise ValueError(f"the model has no hook point {missing[0]!r}; cannot read its residual stream")
     out = torch.empty(len(layers), len(prompts_ids), int(bridge.cfg.d_model), dtype=torch.float32)
-    device = model_device(bridge)
     for start in range(0, len(prompts_ids), batch_size):
         chunk = prompts_ids[start : start + batch_size]
-        ids, mask, lengths = pad_right(chunk, pad_id, device)
-        last = lengths - 1
+        ids, mask, lengths = pad_right(chunk, pad_id)
+        ids, mask = to_model_device(bridge, ids), to_model_device(bridge, mask)
+        last = (lengths - 1).to(ids.device)
         store: dict[str, Tensor] = {}
         with hooked(bridge, capturing(store, names, clone=False)), torch.no_grad():
             bridge(ids, attention_mask=mask, position_ids=position_ids(mask))
-        rows = torch.arange(len(chunk), device=device)
+        rows = torch.arange(len(chunk), device=ids.device)
         for li, name in enumerate(names):
             out[li, start : start + len(chunk)] = store[name][rows, last].float().cpu()
     return out
