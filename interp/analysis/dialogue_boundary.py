@@ -38,6 +38,7 @@ import torch
 from interp.analysis.contrast_eval import cluster_percentile
 from interp.analysis.scoring import forward
 from interp.tasks.contrast import single_token_id
+from interp.tasks.tokens import pad_id_of
 from interp.worlds.encoding import pad_right
 
 
@@ -61,14 +62,13 @@ def place_answers(
     highest logit at the prompt's last token."""
     tok = model.tokenizer
     bridge = getattr(model, "bridge", model)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    ids = [tok(e.prompt)["input_ids"] for e in examples]
+    ids, pad = [tok(e.prompt)["input_ids"] for e in examples], pad_id_of(tok)
     cand_ids = [[single_token_id(tok, f" {c}", "a candidate place", f"group {e.group!r}") for c in cs]
                 for e, cs in zip(examples, candidates)]  # fmt: skip
     out: list[str] = []
     for start in range(0, len(examples), batch_size):
         chunk = ids[start : start + batch_size]
-        tokens, mask, lengths = pad_right(chunk, int(pad or 0))
+        tokens, mask, lengths = pad_right(chunk, pad)
         logits = forward(bridge, tokens, mask)
         last = logits[torch.arange(len(chunk)), (lengths - 1).to(logits.device)].float().cpu()
         for j, row in enumerate(last):

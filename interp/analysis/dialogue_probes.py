@@ -36,6 +36,7 @@ from interp.hooks.capture import capturing
 from interp.hooks.hooked import hooked
 from interp.metrics.probes import ProbeData, ProbeResult, check_layers, probe_activations, residual_hook_name
 from interp.models.positions import position_ids
+from interp.tasks.tokens import pad_id_of
 from interp.worlds.encoding import pad_right
 
 #: the labels a probe can be asked to decode (keys of each example's ``meta``; ``recent`` is derived)
@@ -118,8 +119,7 @@ def dialogue_probes(
     test_groups = set(rng.permutation(np.array(groups, dtype=object))[:n_test].tolist())
     is_test = np.array([e.group in test_groups for e in examples])
     ids = [tokenizer(e.prompt)["input_ids"] for e in examples]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    feats = last_token_residuals(model, ids, layers, pad_id=int(pad or 0), batch_size=batch_size)
+    feats = last_token_residuals(model, ids, layers, pad_id=pad_id_of(tokenizer), batch_size=batch_size)
     group_index = {g: i for i, g in enumerate(groups)}
     seq = np.array([group_index[e.group] for e in examples])
 
