@@ -17,6 +17,11 @@ bf16 matmul peaks printed first).
 
     python bench/bf16_verdicts.py                   # all three (about 15 min on 2 cores)
     python bench/bf16_verdicts.py --cases demo,ioi --rows 40
+    python bench/bf16_verdicts.py --runs FP32_DIR BF16_DIR   # two finished `interp sweep` runs of the manual split
+
+``--runs`` compares two folders ``interp sweep --data <manual CSV>`` wrote, in float32 and in
+bfloat16 (e.g. the whole split, too long to run twice here): their verdicts as saved, the
+tolerance from float32 SmolLM2's logit spread over the split's label prompts.
 """
 
 from __future__ import annotations
@@ -101,11 +106,50 @@ def api_case(name: str, rows: int, dtype: torch.dtype) -> tuple[object, float, f
     return result.verdicts(), seconds, scale, model.n_layers
 
 
+def compare_runs(fp32_dir: str, bf16_dir: str) -> None:
+    """The verdict-equality row of two finished ``interp sweep`` runs of the manual split."""
+    import interp
+    from interp.analysis.precision_verdicts import verdict_agreement
+    from interp.models.precision import effect_tolerance
+
+    ref, half = interp.load(fp32_dir).verdicts(), interp.load(bf16_dir).verdicts()
+    model = interp.load_model("smollm2-135m-instruct")
+    task = interp.pragworld(model, MANUAL)
+    ids, mask = task.inputs()
+    scale = max(
+        _logit_scale(model.bridge, ids[i : i + 16], (_last_position_mask(mask) * mask)[i : i + 16])
+        for i in range(0, len(ids), 16)
+    )
+    tol = effect_tolerance(torch.bfloat16, model.n_layers, scale, ref.meta["metric"])
+    a = verdict_agreement(ref, half, tol)
+    s = a.summary()
+    print(
+        f"| manual split ({ref.meta['metric']}, {int(ref.frame['n'].max())} rows) | {s['layers']} | {s['clear']} | "
+        f"{s['agree_clear']}/{s['clear']} | {s['agree_all']}/{s['layers']} | {s['max_abs_mean_effect_diff']:.3g} | "
+        f"{tol:.3g} |"
+    )
+    for _, r in a.frame[~a.frame["agree"]].iterrows():
+        print(
+            f"    layer {int(r['layer'])}: float32 {r['verdict_float32']} [{r['ci_low_float32']:.3g}, "
+            f"{r['ci_high_float32']:.3g}], bfloat16 {r['verdict_half']} [{r['ci_low_half']:.3g}, "
+            f"{r['ci_high_half']:.3g}] (nearest threshold {r['distance']:.3g} away)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="demo,ioi,manual", help="which sweeps (default demo,ioi,manual)")
     ap.add_argument("--rows", type=int, default=60, help="manual PragWorld rows (default 60)")
+    ap.add_argument(
+        "--runs",
+        nargs=2,
+        metavar=("FP32_DIR", "BF16_DIR"),
+        help="instead: compare two finished interp sweep runs of the manual split (float32, bfloat16)",
+    )
     args = ap.parse_args()
+    if args.runs:
+        compare_runs(*args.runs)
+        return
 
     from interp.analysis.precision_verdicts import verdict_agreement
     from interp.machine import machine

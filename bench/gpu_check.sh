@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checks that need a GPU, in one run of a few minutes (docs/benchmarks/gpu-check.md):
+# The checks that need a GPU, in one run of a few minutes (docs/benchmarks/precision.md, "The GPU check"):
 #   1. the cuda-marked tests (`pytest -m cuda`): every model command on CUDA (--device auto/cuda,
 #      --dtype float32/bfloat16/auto), CUDA and a CPU/GPU --device-map equal to the CPU, fine-tuning
 #      on CUDA in bfloat16/float16 and under --device-map auto, half precision against float32
@@ -11,7 +11,10 @@
 #   4. fused attention on CUDA (interp.models.attention): tests/test_fused_attention.py on the GPU
 #      (INTERP_TEST_DEVICE=cuda: fused equal to eager on the architecture matrix, packed, padded, GQA,
 #      and SmolLM2), and bench/prefix_sharing.py --fused in bfloat16 (the TransformerLens loop, eager
-#      prefix, fused prefix, fused bfloat16 prefix side by side, with peak memory).
+#      prefix, fused prefix, fused bfloat16 prefix side by side, with peak memory);
+#   5. a multi-process sweep under `accelerate launch`: with two or more GPUs, SmolLM2's IOI sweep on
+#      one rank a GPU against one process (max |Δ effect| ≤ 1e-4); with one GPU, the two-process gloo
+#      test of tests/test_sweep_cli.py (a GPU holds one rank).
 # Prints a summary; exits non-zero when a test or a bench fails (2: no GPU or no Python to run).
 #
 # Usage, from the repository root:   bash bench/gpu_check.sh
@@ -93,6 +96,33 @@ summary+=("fused attention tests on cuda: $(tail -n 1 "$OUT/fused-tests.log"), r
 [ $rc -eq 0 ] || status=1
 run_bench prefix_sharing_fused "$PY" bench/prefix_sharing.py --groups "$PREFIX_GROUPS" --device cuda --dtype float32 \
     --fused --loop --json "$OUT/prefix_sharing_fused.json"
+
+echo "== 5. a multi-process sweep under accelerate launch"
+t=$(date +%s)
+NGPU=$("$PY" -c "import torch; print(torch.cuda.device_count())")
+LAUNCHER=$(dirname "$PY")/accelerate
+if [ "$NGPU" -ge 2 ] && [ -x "$LAUNCHER" ]; then
+    # one rank per GPU: SmolLM2's IOI sweep sharded over the ranks must equal one process's
+    M=$("$PY" -c "from interp.models.registry import get_model; print(get_model('smollm2-135m-instruct'))")
+    "$PY" -m interp.cli data ioi --model "$M" --n 64 --out "$OUT/ioi.jsonl" > /dev/null
+    "$PY" -m interp.cli sweep --model "$M" --data "$OUT/ioi.jsonl" --device cuda --out "$OUT/sweep_one" --overwrite \
+        > "$OUT/sweep-one.log" 2>&1
+    timeout 600 "$LAUNCHER" launch --multi_gpu --num_processes "$NGPU" --num_machines 1 --mixed_precision no \
+        --dynamo_backend no -m interp.cli sweep --model "$M" --data "$OUT/ioi.jsonl" --out "$OUT/sweep_many" \
+        --overwrite > "$OUT/sweep-many.log" 2>&1 \
+        && "$PY" -c "import numpy as np, pandas as pd, sys; a, b = (pd.read_csv(f'$OUT/{d}/sweep.csv') for d in ('sweep_one', 'sweep_many')); d = float(np.abs(a.effect - b.effect).max()); print(f'max |effect one - {sys.argv[1]} ranks| {d:.1e}'); sys.exit(d > 1e-4)" "$NGPU" \
+        | tee "$OUT/sweep-ranks.txt"
+    rc=$?
+    what="SmolLM2 IOI sweep on $NGPU ranks vs one: $(cat "$OUT/sweep-ranks.txt" 2>/dev/null)"
+else
+    # one GPU holds one rank: the launch path is checked with two gloo processes on the CPU instead
+    timeout 300 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_sweep_cli.py -k accelerate_launch \
+        2>&1 | tee "$OUT/accelerate-test.log"
+    rc=$?
+    what="accelerate launch, 2 CPU processes vs one ($NGPU GPU: one rank a GPU): $(tail -n 1 "$OUT/accelerate-test.log")"
+fi
+summary+=("$what, rc $rc, $(( $(date +%s) - t )) s")
+[ $rc -eq 0 ] || status=1
 
 echo
 echo "== gpu_check summary ($(( $(date +%s) - start )) s; logs in $OUT)"

@@ -175,12 +175,14 @@ def tl_loop(bridge, ids, mask, metric, batch: int) -> np.ndarray:
     return out
 
 
-def attention_kernels(batch, cfg, repeats: int = 10) -> dict:
+def attention_kernels(batch, cfg, repeats: int = 10, flex: bool = False) -> dict:
     """One layer's attention over a packed batch's shape and mask, with random queries, keys and
     values: the TransformerBridge's eager chain (scores, scale, additive mask, fp32 softmax, weighted
     values: what it runs so that ``hook_attn_scores`` / ``hook_pattern`` can fire) against
     ``torch.nn.functional.scaled_dot_product_attention`` with the same boolean mask (fused; it too
-    computes every pair of the pack). Milliseconds per call, the best of two rounds."""
+    computes every pair of the pack) and, with ``flex``, FlexAttention (compiled) with a block mask
+    of the same mask (128 × 128 blocks: a block with no allowed pair is skipped). Milliseconds per
+    call, the best of two rounds; ``blocks_kept``: the share of blocks FlexAttention computes."""
     b, _, n, _ = batch.mask.shape
     heads, dh = int(cfg.n_heads), int(cfg.d_head)
     gen = torch.Generator().manual_seed(0)
@@ -195,18 +197,38 @@ def attention_kernels(batch, cfg, repeats: int = 10) -> dict:
     def fused():
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
 
+    kernels = [eager, fused]
+    extra: dict = {}
+    if flex:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        dense = allowed[:, 0].contiguous()
+        block_mask = create_block_mask(
+            lambda bi, h, qi, ki: dense[bi, qi, ki], B=b, H=None, Q_LEN=n, KV_LEN=n, device=str(q.device)
+        )
+        compiled = torch.compile(flex_attention, dynamic=False)
+        t0 = time.perf_counter()
+        compiled(q, k, v, block_mask=block_mask)  # the compilation, timed apart
+        extra["flex_compile_s"] = round(time.perf_counter() - t0, 1)
+        extra["blocks_kept"] = round(1 - float(block_mask.sparsity()) / 100, 3)
+
+        def flexattention():
+            return compiled(q, k, v, block_mask=block_mask)
+
+        kernels.append(flexattention)
     best = {}
-    for fn in (eager, fused, eager, fused):
+    for fn in kernels + kernels:
         fn()
         start = time.perf_counter()
         for _ in range(repeats):
             fn()
         best[fn.__name__] = min(best.get(fn.__name__, np.inf), (time.perf_counter() - start) / repeats * 1e3)
+    ref = eager()
     return {
         "shape": [int(b), heads, int(n), int(n)],
-        "eager_ms": round(best["eager"], 1),
-        "fused_ms": round(best["fused"], 1),
-        "max_abs_diff": float((eager() - fused()).abs().max()),
+        **{f"{name.replace('flexattention', 'flex')}_ms": round(t, 1) for name, t in best.items()},
+        "max_abs_diff": float((ref - fused()).abs().max()),
+        **({"flex_max_abs_diff": float((ref - kernels[2]()).abs().max()), **extra} if flex else {}),
     }
 
 
@@ -260,6 +282,13 @@ def main(argv: list[str] | None = None) -> None:
         help="instead: the label eval only, on the chosen groups' rows with about TOKENS tokens of other "
         "conversations of the split prepended to each context (one shared preamble: a long-context case "
         "where the eager attention's [batch, heads, n, n] tensors dominate the memory)",
+    )
+    p.add_argument(
+        "--kernels",
+        action="store_true",
+        help="instead: one layer's attention timed alone over each packed batch of the chosen groups' label "
+        "eval (with --long: of the long rows): eager, SDPA with the boolean mask, FlexAttention (compiled) "
+        "with a block mask of it",
     )
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, auto")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, auto")
@@ -578,6 +607,28 @@ def main(argv: list[str] | None = None) -> None:
         print(events.table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=24))
         return res
 
+    def kernels_on(rows) -> list[dict]:
+        """:func:`attention_kernels` (with FlexAttention) on each packed batch of the label eval."""
+        task = YesNoTask.pragworld(folder, rows, prompt="label", chat_template=False)
+        ids, _ = task.inputs()
+        pp = plan(task.ids, bridge, batch_tokens=args.batch * int(ids.shape[1]), pad_id=task.pad_id)
+        print(f"\n== attention of one layer over the {len(pp.batches)} packed batch(es) of {len(rows)} rows")
+        res = []
+        for pb in pp.batches:
+            k = attention_kernels(pb, cfg, repeats=3, flex=True)
+            res.append(k)
+            print(
+                f"  {k['shape']}: eager {k['eager_ms']:8.1f} ms  SDPA {k['fused_ms']:8.1f} ms  FlexAttention "
+                f"{k['flex_ms']:8.1f} ms (blocks computed {k['blocks_kept']:.0%}, compiled in {k['flex_compile_s']} s; "
+                f"max |Δ| SDPA {k['max_abs_diff']:.1e}, flex {k['flex_max_abs_diff']:.1e})",
+                flush=True,
+            )
+        tot = {key: sum(k[key] for k in res) for key in ("eager_ms", "fused_ms", "flex_ms")}
+        print(
+            f"  total: eager {tot['eager_ms']:.0f} ms, SDPA {tot['fused_ms']:.0f} ms, FlexAttention {tot['flex_ms']:.0f} ms"
+        )
+        return res
+
     rows = load_pragworld(MANUAL).rows
     if args.pick == "first":
         groups = list(dict.fromkeys(rows["group"]))[: args.groups]
@@ -588,14 +639,20 @@ def main(argv: list[str] | None = None) -> None:
             .n.sum()
         )
         groups = list(size.sort_values(kind="stable").index[: args.groups])
+    chosen = rows[rows["group"].isin(groups)].reset_index(drop=True)
     if args.long:
-        chosen = rows[rows["group"].isin(groups)].reset_index(drop=True)
         others, preamble = rows[~rows["group"].isin(groups) & ~rows["altered"]]["context"], ""
         for text in others:  # about 4 characters a token
             if len(preamble) >= 4 * args.long:
                 break
             preamble += text + "\n\n"
         chosen = chosen.assign(context=[preamble + c for c in chosen["context"]])
+    if args.kernels:
+        out["kernels"] = kernels_on(chosen)
+        if args.json:
+            write_json(args.json, out)
+        return
+    if args.long:
         out["long"] = run_on(chosen, f"long context (+{len(preamble)} characters a row)", False)
         if args.json:
             write_json(args.json, out)

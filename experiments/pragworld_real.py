@@ -31,9 +31,8 @@ import interp
 from interp.analysis.dialogue_boundary import dialogue_boundary
 from interp.analysis.dialogue_eval import arm_table, control_layers, evaluate_dialogue, paired_difference
 from interp.api import provenance
-from interp.datasets.contrast import ContrastExample
 from interp.machine import machine
-from interp.worlds.dialogue.natural import DialogueConfig, dialogue_examples
+from interp.worlds.dialogue.natural import flip_pairs
 
 
 @dataclass(frozen=True)
@@ -63,9 +62,7 @@ QUICK = Config(groups=4, steps=2, batch_size=4, layers=(0, 1), n_boot=50, ioi_n=
 
 def splits(model, c: Config) -> dict[str, list]:
     def make(seed: int, split: str) -> list:
-        return list(
-            dialogue_examples(model.tokenizer, DialogueConfig(groups=c.groups, seed=seed, split=split)).examples
-        )
+        return list(interp.dialogue(model, c.groups, seed=seed, split=split).examples)
 
     return {"train": make(0, "train"), "selection": make(1, "train"), "eval": make(0, "heldout")}
 
@@ -89,11 +86,7 @@ def layers_step(model, data, c: Config, out: Path) -> dict:
                 res["harmful"] |= set(v.harmful)
                 res["useful"] |= set(v.useful)
     res["harmful"], res["useful"] = sorted(res["harmful"] - res["useful"]), sorted(res["useful"] - res["harmful"])
-    orig = {e.group: e for e in data["selection"] if e.meta["category"] == "Original"}
-    n_tok = lambda t: len(model.tokenizer(t)["input_ids"])  # noqa: E731
-    pairs = [ContrastExample(prompt=orig[e.group].prompt, corrupted=e.prompt, correct=orig[e.group].correct,
-                             foil=e.correct, group=e.group, template=e.template)
-             for e in data["selection"] if e.meta["effect"] == "Flip" and n_tok(e.prompt) == n_tok(orig[e.group].prompt)]  # fmt: skip
+    pairs = flip_pairs(model.tokenizer, data["selection"])
     res["patch_pairs_available"] = len(pairs)
     if pairs:
         p = interp.patch(

@@ -25,6 +25,7 @@ _EXPORTS = {
             "ioi",
             "contrast",
             "pragworld",
+            "dialogue",
             "sweep",
             "SweepConfig",
             "VerdictRule",

@@ -172,3 +172,32 @@ def test_a_model_that_answers_the_gold_compresses_and_distinguishes_perfectly(mo
     # the pairs' kinds are the world's own flips (same object asked)
     pairs, _ = boundary_pairs(examples)
     assert {(k == "different") == (examples[i].meta["effect"] == "Flip") for _, i, k in pairs} == {True}
+
+
+def test_the_api_builds_the_dialogue_task_the_generator_makes(model):
+    m = model[0]
+    made = dialogue_examples(m.tokenizer, DialogueConfig(groups=6, seed=2, split="train"))
+    task = interp.dialogue(m, 6, seed=2, split="train")
+    assert [(e.prompt, e.correct, e.foil, e.group) for e in task.examples] == [
+        (e.prompt, e.correct, e.foil, e.group) for e in made.examples
+    ]
+    assert [e.meta["effect"] for e in task.examples] == [e.meta["effect"] for e in made.examples]
+    assert task.left_out == {c: k for c, k in made.missing.items() if k}
+    assert task.source == "dialogue(groups=6, seed=2, split='train')"
+    with pytest.raises(ValueError, match="split must be one of"):
+        interp.dialogue(m, 2, split="test")
+
+
+def test_flip_pairs_patch_an_original_into_its_flipped_alterations_of_equal_length(model, examples):
+    from interp.worlds.dialogue.natural import flip_pairs
+
+    tok = model[0].tokenizer
+    orig = {e.group: e for e in examples if e.meta["category"] == "Original"}
+    pairs = flip_pairs(tok, examples)
+    flips = [e for e in examples if e.meta["effect"] == "Flip"]
+    same_length = [e for e in flips if len(tok(e.prompt)["input_ids"]) == len(tok(orig[e.group].prompt)["input_ids"])]
+    assert pairs and len(pairs) == len(same_length) < len(examples)
+    for p, e in zip(pairs, same_length):
+        assert p.prompt == orig[e.group].prompt and p.corrupted == e.prompt
+        assert p.correct == " " + orig[e.group].meta["gold_place"] and p.foil == " " + e.meta["gold_place"]
+        assert p.correct != p.foil  # a flip changes the world's answer

@@ -18,9 +18,9 @@ import pytest
 from conftest import REPO
 
 NOTEBOOKS = REPO / "experiments" / "notebooks"
-NAMES = ["world_model", "layer_analysis", "ioi_real_model"]
+NAMES = ["world_model", "layer_analysis", "ioi_real_model", "pragworld_real"]
 #: notebooks that need the real model SmolLM2-135M-Instruct (fetched once, then cached)
-REAL_MODEL = {"ioi_real_model": "smollm2-135m-instruct"}
+REAL_MODEL = {"ioi_real_model": "smollm2-135m-instruct", "pragworld_real": "smollm2-135m-instruct"}
 
 
 def _execute_module():

@@ -125,6 +125,25 @@ def test_cost_rule_keeps_unrelated_rows_apart():
     assert len({by_row[6], by_row[8], by_row[9]}) == 3  # rows sharing nothing are alone
 
 
+def test_rows_longer_than_the_default_cap_still_share_their_preamble():
+    from interp.models.packing import model_costs, plan
+
+    class Costed(torch.nn.Module):  # SmolLM2-135M's shape: only its costs are read
+        cfg = type("Cfg", (), {"d_model": 576, "n_layers": 30, "d_vocab": 49152})()
+
+        def parameters(self, recurse=True):
+            return iter([torch.empty(134_515_008, device="meta")])
+
+    per_token, per_pair = model_costs(Costed())
+    assert per_token > 0 and per_pair > 0
+    preamble = list(range(1, 3001))  # a 3,000-token shared context, then four endings of 400 tokens
+    rows = [preamble + [5000 + 10 * k + j for j in range(400)] for k in range(4)]
+    pp = plan(rows, Costed(), batch_tokens=4 * 3400)
+    assert len(pp.packs) == 1 and pp.unique_tokens == 3000 + 4 * 400  # the preamble read once
+    assert pp.meta["pack_tokens"] == 2 * 3400
+    assert len(plan(rows, Costed(), batch_tokens=4 * 3400, pack_tokens=2048).packs) == 4  # the old cap: none
+
+
 def test_batches_bucket_by_length_and_count_padding():
     from interp.models.packing import plan
 

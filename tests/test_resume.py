@@ -156,6 +156,8 @@ def test_ctrl_c_then_rerun_equals_an_uninterrupted_run(
     model_dir, data_csv, tmp_path, monkeypatch, capsys, method, ablation
 ):
     kw = dict(method=method, ablation=ablation, scales="0.5,0", layers=[0, 2], draws=1 if method == "reuse" else 2)
+    if method == "prefix":  # a prefix unit is PREFIX_UNIT_BATCHES batches: batches of one row keep units small
+        kw["batch_size"] = 1
     _interrupt_and_resume(model_dir, data_csv, tmp_path, monkeypatch, capsys, **kw)
 
 
@@ -287,6 +289,10 @@ def test_batch_from_the_budget_and_explicit_batch_wins(model_dir, data_csv, tmp_
         parse_memory("3 apples")
     run = _sweep(model_dir, data_csv, tmp_path / "auto", batch_size=None, method="prefix")
     assert run.info["batch"]["source"].startswith("50 % of the") and run.info["batch"]["batch_size"] >= 1
+    # a prefix unit holds several batches: rows share prefixes only inside a unit
+    from interp.jobs.sweep_units import PREFIX_UNIT_BATCHES
+
+    assert run.info["units"]["unit_rows"] == PREFIX_UNIT_BATCHES * run.info["batch"]["batch_size"]
     assert (
         json.loads((tmp_path / "auto" / "run.json").read_text())["batch"]["batch_size"]
         == run.info["batch"]["batch_size"]

@@ -4,7 +4,7 @@ The source of each notebook is the jupytext percent-format ``.py`` beside it (ed
 diff that); the ``.ipynb`` is the same cells with their outputs (figures, tables, the CircuitsVis
 views), which the documentation renders::
 
-    python experiments/notebooks/execute.py                       # all three (SmolLM2 needed for the IOI one)
+    python experiments/notebooks/execute.py                       # all four (SmolLM2 needed for the last two)
     python experiments/notebooks/execute.py world_model.py        # one
 
 Each runs headless (nbclient) in a kernel of *this* interpreter, with this checkout importable, one
@@ -24,7 +24,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-NAMES = ("world_model", "layer_analysis", "ioi_real_model")
+NAMES = ("world_model", "layer_analysis", "ioi_real_model", "pragworld_real")
 #: per cell, seconds
 CELL_TIMEOUT_S = 900
 

@@ -16,7 +16,7 @@ from interp.api.patching import Patching, patch
 from interp.api.provenance import provenance
 from interp.api.results import Figure, ResultFolderError
 from interp.api.sweeping import Sweep, sweep
-from interp.api.tasks import contrast, ioi, pragworld
+from interp.api.tasks import contrast, dialogue, ioi, pragworld
 from interp.api.world import world_model
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "UnknownModelError",
     "VerdictRule",
     "contrast",
+    "dialogue",
     "finetune",
     "hls_penalty",
     "ioi",

@@ -1,5 +1,5 @@
 """Tasks built in one call for a loaded :class:`~interp.api.model.Model`: IOI prompts, a contrast
-JSONL file (or a list of examples), a PragWorld CSV. Each returns the task every analysis takes
+JSONL file (or a list of examples), a PragWorld CSV, the dialogue world's natural conversations. Each returns the task every analysis takes
 (:class:`interp.tasks.ContrastTask` / :class:`interp.tasks.YesNoTask`), asked with the model's own
 tokenizer; a bad file, an answer that is not one token for this tokenizer, or a prompt longer than
 the model's context fails here, with the row named, before anything runs."""
@@ -79,3 +79,28 @@ def pragworld(
 
 
 __all__ = ["contrast", "ioi", "pragworld"]
+
+
+def dialogue(
+    model: Model | str,
+    groups: int = 40,
+    *,
+    seed: int = 0,
+    split: str = "heldout",
+    chat_template: bool = False,
+) -> ContrastTask:
+    """``groups`` natural conversations of the dialogue world, each an original, PragWorld's seven
+    alterations where admissible (gold recomputed by the world) and a paraphrase, asked as a cloze
+    ("So right now the key is in the" → the place or a foil; :doc:`/concepts/dialogue-cloze`).
+    ``split``: ``"train"`` or ``"heldout"`` (template families and word lists disjoint); every
+    example's ``meta`` carries its category and effect (``Flip`` / ``Invariant``) for
+    :func:`~interp.analysis.dialogue_eval.evaluate_dialogue`. Alterations a group does not admit
+    are left out and counted in ``task.left_out`` (category → groups)."""
+    from interp.worlds.dialogue.natural import DialogueConfig, dialogue_examples
+
+    m = as_model(model)
+    made = dialogue_examples(m.tokenizer, DialogueConfig(groups=groups, seed=seed, split=split))
+    task = ContrastTask.build(m.source, list(made.examples), tokenizer=m.tokenizer, chat_template=chat_template)
+    task.source = f"dialogue(groups={groups}, seed={seed}, split={split!r})"
+    task.left_out = {c: k for c, k in made.missing.items() if k}
+    return _fits(task, m)

@@ -18,6 +18,11 @@ from interp.analysis.budget import BatchPlan, choose_batch, human
 from interp.analysis.fingerprint import model_fingerprint
 from interp.analysis.unitstore import ROW_BYTES, LongRun, MapUnits, UnitRunner, UnitStore, weights_hash
 
+#: batches in one unit of a prefix sweep: rows share their prefixes only inside a unit (each unit is
+#: packed and batched on its own), so a unit of one batch cuts groups apart at every batch and
+#: runs under-filled batches (docs/benchmarks/prefix-sharing.md measures the difference)
+PREFIX_UNIT_BATCHES = 8
+
 
 def plan_batch(
     bridge: Any,
@@ -63,7 +68,8 @@ def prepare_sweep(
     """The :class:`~interp.analysis.unitstore.UnitRunner` of a layer sweep (``names``: its removals,
     or ``["direct"]`` for direct-effect patching) writing its units to
     ``out_dir/units`` (the manifest checked against ``config`` and the model; refused on a
-    difference unless ``control.overwrite``), with the job's progress bar; ``control.resume``
+    difference unless ``control.overwrite``), with the job's progress bar; a unit is one batch of
+    rows, or :data:`PREFIX_UNIT_BATCHES` batches for ``config["method"] == "prefix"``; ``control.resume``
     False: no units. ``sort_key``: one number per row; the rows are cut into units in its order (their
     token counts: units pad little; a prefix sweep's rank of each row in token order: rows sharing a
     prefix land in one unit — the caller records which in ``config``, so a folder cut another way is
@@ -75,7 +81,8 @@ def prepare_sweep(
     if "zero" in names:  # scale α = 0 after zero reuses the zero sweep (run_removals): no units of its own
         names = [x for i, x in enumerate(names) if not (x == "scale0" and "zero" in names[:i])]
     need = len(sort_key) * len(layers) * len(names) * ROW_BYTES * 2 + 1_000_000
-    store = _open_store(bridge, out_dir, config, model, plan.batch_size, control, need) if control.resume else None
+    unit_rows = plan.batch_size * (PREFIX_UNIT_BATCHES if config.get("method") == "prefix" else 1)
+    store = _open_store(bridge, out_dir, config, model, unit_rows, control, need) if control.resume else None
     runner = UnitRunner(
         store,
         sort_key,

@@ -245,11 +245,15 @@ def plan(
     model: Any = None,
     *,
     batch_tokens: int = 4096,
-    pack_tokens: int = 2048,
+    pack_tokens: int | None = None,
     pad_id: int = 0,
 ) -> PackPlan:
     """Pack ``seqs`` (:func:`pack_rows`, with ``model``'s FLOP costs when given, else packing while
-    ``pack_tokens`` allows) and cut the packs into batches (:func:`batch_packs`)."""
+    ``pack_tokens`` allows) and cut the packs into batches (:func:`batch_packs`). ``pack_tokens``
+    None: 2048 positions or two of the longest row, whichever is more — so rows of a long context
+    (a shared preamble of thousands of tokens) can still share it."""
+    if pack_tokens is None:
+        pack_tokens = max(2048, 2 * max((len(s) for s in seqs), default=0))
     per_token, per_pair = model_costs(model) if model is not None else (1.0, 0.0)
     packs = pack_rows(seqs, per_token=per_token, per_pair=per_pair, pack_tokens=pack_tokens)
     batches = batch_packs(packs, batch_tokens, pad_id)

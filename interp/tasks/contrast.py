@@ -151,6 +151,8 @@ class ContrastTask:
                 raise TypeError(f"{where_of(examples, i)}: expected a ContrastExample, got {type(e).__name__}")
         self.examples = examples if isinstance(examples, ContrastExamples) else ContrastExamples(examples)
         self.tokenization = tokenization
+        #: examples a builder left out, counted by reason (e.g. :func:`interp.dialogue`'s inadmissible alterations)
+        self.left_out: dict[str, int] = {}
         self.source = (
             str(source) if source is not None else (str(self.examples.path) if self.examples.path is not None else None)
         )

@@ -397,3 +397,28 @@ __all__ = [
     "sample_conversation",
     "usable_words",
 ]
+
+
+def flip_pairs(tokenizer: Any, examples: Sequence[ContrastExample]) -> list[ContrastExample]:
+    """Patching pairs from cloze ``examples``: each flipped alteration as the *corrupted* run of its
+    group's original (clean: the original's prompt; correct: the original's gold; foil: the
+    alteration's gold), kept only when the two prompts have the same token length for
+    ``tokenizer`` (activation patching aligns positions). Order: the examples'."""
+    orig = {e.group: e for e in examples if e.meta.get("category") == "Original"}
+    pairs = []
+    for e in examples:
+        o = orig.get(e.group)
+        if e.meta.get("effect") != "Flip" or o is None:
+            continue
+        if n_tokens(tokenizer, e.prompt) == n_tokens(tokenizer, o.prompt):
+            pairs.append(
+                ContrastExample(
+                    prompt=o.prompt,
+                    corrupted=e.prompt,
+                    correct=o.correct,
+                    foil=e.correct,
+                    group=e.group,
+                    template=e.template,
+                )  # fmt: skip
+            )
+    return pairs

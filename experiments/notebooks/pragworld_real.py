@@ -1,0 +1,227 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # PragWorld's question on a real model (SmolLM2-135M-Instruct)
+#
+# Does a language model track who put what where through a conversation *robustly* — right on an
+# original and on each of its minimal alterations? Which layers help or hurt that, and does
+# suppressing the harmful ones by fine-tuning (HLS, PragWorld §6.3) beat plain fine-tuning and a
+# random-layer control on templates it never saw?
+#
+# 1. the items: a conversation of the dialogue world, PragWorld's seven alterations and a
+#    paraphrase, asked as a cloze ("So right now the key is in the" → a place or a foil),
+# 2. the baseline, recomputed here with the public API and compared with the recorded run,
+# 3. the layers: the calibrated sweep's verdicts on flip and invariant items, by removal,
+# 4. the head map: activation patching from an original into its flipped alteration, and the
+#    attention of the top heads (CircuitsVis),
+# 5. fine-tuning: plain, HLS on random layers (the control) and what the selection split named,
+# 6. checks.
+#
+# The recorded numbers are those of the reproduction page (*PragWorld's question on SmolLM2*),
+# made by `python experiments/pragworld_real.py --out DIR` (its `results.json`); set
+# `PRAGWORLD_RUN=DIR` to read another run of it. The live cells use `interp.load_model`,
+# `interp.dialogue`, `interp.patch` and the scoring of `interp.analysis.dialogue_eval`; a few
+# minutes on one CPU thread.
+
+# %%
+import inspect
+import json
+import os
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TQDM_DISABLE", "1")  # no progress bars in the stored outputs
+warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+from IPython.display import Markdown, display
+
+import interp
+from interp.analysis.dialogue_eval import evaluate_dialogue
+from interp.worlds.dialogue.natural import flip_pairs
+
+torch.manual_seed(0)
+PAGE = Path(inspect.getfile(interp)).resolve().parents[1] / "docs" / "reproductions" / "pragworld-real"
+RUN = Path(os.environ.get("PRAGWORLD_RUN", PAGE))
+recorded = json.loads((RUN / "results.json").read_text())
+NAME = "smollm2-135m-instruct"
+rec = recorded["models"][NAME]
+config = recorded["config"]
+REPO = PAGE.parents[2]
+shown = RUN.resolve().relative_to(REPO) if RUN.resolve().is_relative_to(REPO) else RUN
+print(
+    f"recorded run: {shown} — {config['groups']} groups a split, layers {config['layers']}, seeds {recorded['seeds']}"
+)
+print(f"git {recorded['provenance'].get('git_commit')}, {recorded['provenance'].get('date')}")
+
+model = interp.load_model(NAME)  # fetched once per machine from the package index, then cached
+print(model)
+
+# %% [markdown]
+# ## 1. The items
+#
+# `interp.dialogue` renders conversations of the dialogue world (people, objects, places; put,
+# move, take, hand over; small talk; a closing distractor so that "the last place mentioned" is
+# no shortcut) and recomputes the gold of each alteration with the world's own simulation, so
+# *flip* (the answer changes) and *invariant* are exact. The held-out split uses template
+# families and words the fine-tuning never sees. One group:
+
+# %%
+held = interp.dialogue(model, config["groups"], seed=0, split="heldout")
+print(held.source, "—", len(held.examples), "items; alterations a group does not admit, left out:", held.left_out)
+group0 = [e for e in held.examples if e.group == held.examples[0].group]
+print(group0[0].prompt)
+display(
+    pd.DataFrame(
+        [
+            {"category": e.meta["category"], "effect": e.meta["effect"], "correct": e.correct, "foil": e.foil}
+            for e in group0
+        ]
+    )
+)
+
+# %% [markdown]
+# ## 2. The baseline
+#
+# Accuracy is the share of items whose logit difference (correct − foil) is positive; *robust*
+# accuracy counts a group right only when its original and every alteration are right
+# (PragWorld §5); intervals resample whole groups. The heuristics (the most recently mentioned
+# place, the first place, the initial state, a random mentioned place) are the columns that say
+# *how* the model errs.
+
+# %%
+score = evaluate_dialogue(model, held, n_boot=config["n_boot"])
+display(Markdown(score.markdown()))
+print(NAME, "(bare prompt)", score.verdict())
+base = pd.DataFrame(
+    {
+        f"{name} ({prompt})": scored["summary"]
+        for name, path in ((NAME, RUN / "results.json"), ("gemma-3-270m", PAGE / "gemma_baseline.json"))
+        if path.is_file()
+        for prompt, scored in json.loads(path.read_text())["models"][name]["baseline"].items()
+    }
+).T
+display(base[["original", "altered", "flip", "invariant", "robust", "robust_ci_low", "robust_ci_high"]].round(1))
+
+# %% [markdown]
+# ## 3. The layers
+#
+# On a *selection* split (the training templates, other conversations), each swept layer's MLP
+# output was zeroed, replaced by its mean, or scaled by ½; the effect is the drop in logit
+# difference, and the verdict comes from a band over all swept layers at once against a margin of
+# 0.1 logit, whole groups resampled, confirmed on held-out folds of the groups
+# (*Verdicts* in the concepts). A layer is *harmful* when removing it helps.
+
+# %%
+verdicts = pd.concat(
+    [pd.DataFrame(rows).assign(sweep=key) for key, rows in rec["layers"]["verdicts"].items()], ignore_index=True
+)
+fig, axes = plt.subplots(2, 3, figsize=(12, 5.5), sharex=True)
+for ax, (key, v) in zip(axes.flat, verdicts.groupby("sweep", sort=False)):
+    err = [v["mean_effect"] - v["ci_low"], v["ci_high"] - v["mean_effect"]]
+    colors = v["verdict"].map({"useful": "tab:green", "harmful": "tab:red"}).fillna("tab:gray")
+    ax.bar(v["layer"], v["mean_effect"], color=colors, width=1.6)
+    ax.errorbar(v["layer"], v["mean_effect"], yerr=err, fmt="none", ecolor="black", lw=0.8)
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_title(key, fontsize=10)
+for ax in axes[1]:
+    ax.set_xlabel("layer (MLP removed)")
+axes[0, 0].set_ylabel("effect (logit diff drop)")
+axes[1, 0].set_ylabel("effect (logit diff drop)")
+fig.suptitle(f"{NAME}: layer effects on the selection split (bars: mean, lines: band interval)")
+fig.tight_layout()
+plt.show()
+display(verdicts.pivot_table(index="layer", columns="sweep", values="verdict", aggfunc="first", sort=False))
+print("harmful:", rec["layers"]["harmful"], "useful:", rec["layers"]["useful"])
+
+# %% [markdown]
+# ## 4. The head map
+#
+# Activation patching from an original into its flipped alteration (pairs of equal token length)
+# asks which heads carry the change of answer. The recorded map used attribution patching (AtP)
+# over the run's pairs; here two pairs of the selection split are patched again and the attention
+# of the top heads is drawn on the first.
+
+# %%
+selection = interp.dialogue(model, config["groups"], seed=1, split="train")
+pairs = flip_pairs(model.tokenizer, list(selection.examples))
+print(f"{len(pairs)} flip pairs of equal token length on the selection split")
+patched = interp.patch(model, interp.contrast(model, pairs[:2]), kind="attribution")
+patched.show(k=4)
+head_map = pd.DataFrame(rec["layers"]["head_map"]).astype(float)
+head_map.index = head_map.index.astype(int)
+fig, ax = plt.subplots(figsize=(5, 6))
+lim = float(np.abs(head_map.to_numpy()).max())
+im = ax.imshow(head_map.sort_index().to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+ax.set_xlabel("head")
+ax.set_ylabel("layer")
+ax.set_title("recorded head map: share of the gap restored")
+fig.colorbar(im)
+plt.show()
+print("recorded top heads (layer, head):", rec["layers"]["top_heads"])
+
+# %% [markdown]
+# ## 5. Fine-tuning against the controls
+#
+# Every arm trains at the same steps, learning rate, batch and data (the train split), over three
+# seeds, and is scored on the held-out split. HLS and ULA need layers the selection split named;
+# when it names none, those arms are skipped and say so, and the random-layer control still runs
+# (HLS on as many layers at similar depth). Paired differences resample whole groups.
+
+# %%
+ft = rec["finetune"]
+print("layers:", ft["layers"], "— skipped:", ft["skipped"])
+for quantity in ("accuracy", "robust"):
+    display(Markdown(f"**{quantity}** (mean over seeds)"))
+    display(pd.DataFrame(ft["tables"][quantity]).set_index("subset").round(3).head(10))
+diffs = pd.DataFrame(
+    [
+        {"comparison": k, "quantity": q, "difference": d["diff"], "low": d["lo"], "high": d["hi"]}
+        for k, per in ft["differences"].items()
+        for q, d in per.items()
+    ]
+)
+display(diffs.round(3))
+ioi = pd.DataFrame(
+    {k: {"before": v["accuracy"]["before"], "after": v["accuracy"]["after"]} for k, v in ft["ioi"].items()}
+).T
+display(Markdown("**IOI accuracy before / after** (the cost elsewhere)"))
+display(ioi)
+
+# %% [markdown]
+# ## 6. Checks
+#
+# The baseline recomputed above equals the recorded run's (the same items, the same forward; a
+# near-tie may flip on another CPU, so one item of slack), the items are the world's (every flip
+# changes the gold, every invariant keeps it), and the head map covers every layer and head.
+
+# %%
+all_row = score.row("all")
+recorded_bare = rec["baseline"]["bare"]["summary"]
+assert abs(100 * all_row["accuracy"] - recorded_bare["total"]) <= 100 / len(held.examples) + 1e-9, (
+    all_row["accuracy"],
+    recorded_bare["total"],
+)
+assert abs(100 * all_row["robust"] - recorded_bare["robust"]) <= 100 / config["groups"] + 1e-9
+orig = {e.group: e for e in held.examples if e.meta["category"] == "Original"}
+for e in held.examples:
+    if e.meta["category"] != "Original":
+        assert (e.correct != orig[e.group].correct) == (e.meta["effect"] == "Flip"), e
+assert head_map.shape == (int(model.bridge.cfg.n_layers), int(model.bridge.cfg.n_heads))
+assert patched.restored("head").shape == head_map.shape
+print("all checks passed")
