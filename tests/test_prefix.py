@@ -216,6 +216,34 @@ def test_prefix_sweep_equals_loop_and_raw_hooks(arch, hf_models, bridges):
     np.testing.assert_allclose(got, raw, atol=1e-5, rtol=0)
 
 
+def test_prefix_sweep_of_a_subset_reads_each_rows_own_metric_data(hf_models, bridges):
+    """A sweep of some rows only (a resumable sweep's unit): the per-row metric data (here each
+    row's own correct / foil tokens) is looked up by the row's id in the whole task, as the loop
+    does — the clean values equal each row alone through the raw HF model."""
+    from interp.analysis import logit_diff
+    from interp.analysis.removals import Removal
+    from interp.analysis.sweeps import mlp_removal_sweep
+
+    rows = _rows()
+    ids, mask = _padded(rows)
+    n = len(rows)
+    metric = logit_diff(torch.arange(n) % VOCAB, (torch.arange(n) * 7 + 3) % VOCAB)
+    part = np.array(sorted(np.random.default_rng(0).choice(n, size=n // 2, replace=False)))
+    assert part[0] != 0  # a subset whose local order is not its ids
+    kw = dict(ablation=Removal("zero"), rows=part, batch_size=2)
+    pref = mlp_removal_sweep(bridges["llama"], ids, metric, mask, [0, 1], method="prefix", **kw)
+    loop = mlp_removal_sweep(bridges["llama"], ids, metric, mask, [0, 1], method="loop", **kw)
+    np.testing.assert_allclose(pref.frame["clean"], loop.frame["clean"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(pref.frame["ablated"], loop.frame["ablated"], atol=1e-5, rtol=0)
+    with torch.no_grad():
+        last = torch.stack([hf_models["llama"](input_ids=torch.tensor([rows[k]])).logits[0, -1] for k in part])
+    k = torch.as_tensor(part)
+    raw = (last[torch.arange(len(part)), k % VOCAB] - last[torch.arange(len(part)), (k * 7 + 3) % VOCAB]).numpy()
+    got = pref.frame[pref.frame.layer == 0].sort_values("example")  # examples: positions in ``part``
+    assert len(got) == len(part)
+    np.testing.assert_allclose(got["clean"].to_numpy(), raw, atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("kind", ["scale", "mean", "resample"])
 def test_prefix_removals_equal_loop(kind, bridges):
     """scale and mean (first-token / later-position reference means) run packed and equal the hook

@@ -106,8 +106,12 @@ def rows_of(inputs: Int[Tensor, "n pos"], attention_mask: Shaped[Tensor, "n pos"
     return out
 
 
-def _score(metric: Metric, last_logits: Tensor, pb: PackedBatch, tokens: Tensor) -> np.ndarray:
-    batch = Batch(tokens[:, None], None, pb.rows)
+def _score(
+    metric: Metric, last_logits: Tensor, pb: PackedBatch, tokens: Tensor, index: Tensor | None = None
+) -> np.ndarray:
+    """``metric`` of the batch's rows; the :class:`Batch` it sees indexes each row as ``index[row]``
+    (the caller's row ids, where the metric's per-row data lives), or as the row itself."""
+    batch = Batch(tokens[:, None], None, pb.rows if index is None else index[pb.rows])
     val = metric(last_logits[:, None], batch)
     if not isinstance(val, Tensor) or tuple(val.shape) != (len(pb.rows),):
         raise ValueError(
@@ -142,6 +146,7 @@ class PrefixSweep:
         self.means = means
         self.as_tuple = block_output_is_tuple(bridge)
         self.additive: dict[int, bool] = {}
+        self._index: Tensor | None = None  # the metric's row ids of the rows of a run (run's index)
 
     def _r(self, mlp_out: Tensor, layer: int, pb: PackedBatch) -> Tensor:
         return replacement(self.removal, mlp_out, pb.positions, layer, self.means)
@@ -165,7 +170,7 @@ class PrefixSweep:
             hooks += [(Site(layer, c).hook_name, keep(layer, c)) for c in use]
         with hooked(self.bridge, hooks):
             logits = packed_logits(self.bridge, pb)
-        clean = _score(self._metric, logits, pb, self._tokens)
+        clean = _score(self._metric, logits, pb, self._tokens, self._index)
         for layer in self.layers:
             mid: Tensor | None = None
             if first:
@@ -210,10 +215,17 @@ class PrefixSweep:
         pack_tokens: int = 2048,
         pad_id: int = 0,
         progress: bool = False,
+        index: Sequence[int] | np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, PackPlan]:
         """``(clean [n], removed [layers, n], plan)`` for the rows ``seqs`` (token ids), in input
         order. ``batch_tokens`` bounds the padded positions of one forward (and so the cached
-        residuals: ``layers × batch_tokens × d_model`` floats), ``pack_tokens`` one pack."""
+        residuals: ``layers × batch_tokens × d_model`` floats), ``pack_tokens`` one pack.
+        ``index``: each row's id as the metric knows it (``batch.index``: where a per-row metric —
+        a gold answer, a contrast's tokens — reads its data), when ``seqs`` are a subset of the
+        metric's rows; default ``0 … n − 1``."""
+        if index is not None and len(index) != len(seqs):
+            raise ValueError(f"index has {len(index)} ids for {len(seqs)} rows")
+        self._index = None if index is None else torch.as_tensor(np.asarray(index), dtype=torch.long)
         if not reads_last_position(metric):
             raise ValueError(
                 f"metric {metric_name(metric)} does not declare that it reads only each row's last "
@@ -231,7 +243,7 @@ class PrefixSweep:
             rows = pb.rows.numpy()
             clean[rows], cache = self._clean(metric, pb)
             for j, layer in enumerate(self.layers):
-                removed[j, rows] = _score(metric, self._variant(layer, pb, cache), pb, self._tokens)
+                removed[j, rows] = _score(metric, self._variant(layer, pb, cache), pb, self._tokens, self._index)
         return clean, removed, pp
 
 

@@ -371,6 +371,7 @@ class _SweepRun:
             self.metric,
             batch_tokens=max(width, (self.batch_size or n) * width),
             pack_tokens=min(2048, max(width, (self.batch_size or n) * width)),  # packs cut to the batch
+            index=idx,  # the metric's per-row data (gold, contrast tokens) is indexed by the rows of inputs
         )
         self.additive = self.prefix.additive
 
