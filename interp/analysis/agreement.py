@@ -23,7 +23,7 @@ removal, makes each one's verdicts with the same rule (the caller's ``judge``, e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,52 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from interp.analysis.removals import Removal, parse_ablations, parse_scales
+from interp.analysis.removals import Removal
 from interp.analysis.sweeps import SweepResult
 from interp.results import save_result
-
-
-def removal_set(
-    ablation: str | Sequence[str] | None, scales: str | Sequence[float] | None = None, draws: int = 3, seed: int = 0
-) -> list[Removal]:
-    """The removals a sweep runs, in the order named: ``scale`` expands to one removal per factor
-    other than 1 (the model itself), smallest effect first (α = 0.75, 0.5, …)."""
-    out: list[Removal] = []
-    for kind in parse_ablations(ablation):
-        if kind == "scale":
-            factors = sorted((a for a in parse_scales(scales) if a != 1.0), reverse=True)
-            if not factors:
-                raise ValueError("--scales: give at least one factor other than 1 (α = 1 is the model itself)")
-            out += [Removal("scale", factor=a) for a in factors]
-        else:
-            out.append(Removal(kind, draws=draws, seed=seed))
-    return out
-
-
-def check_removals(
-    kind: str,
-    method: str,
-    ablation: str | Sequence[str] | None,
-    scales: str | Sequence[float] | None = None,
-    draws: int = 3,
-    seed: int = 0,
-) -> list[Removal]:
-    """:func:`removal_set` for a sweep job, refusing what does not apply: removals other than zero
-    outside the MLP sweep (``--kind mlp-zero``), and with ``--method attribution`` (its AtP estimate
-    is of zero-out)."""
-    removals = removal_set(ablation, scales, draws, seed)
-    if [r.name for r in removals] != ["zero"]:
-        if kind != "mlp-zero":
-            raise ValueError(
-                f"--ablation {','.join(parse_ablations(ablation))} applies to the MLP sweep "
-                f"(--kind mlp-zero), not --kind {kind}"
-            )
-        if method == "attribution":
-            raise ValueError(
-                "--method attribution estimates zero-out only; run --ablation mean/resample/scale "
-                "with --method reuse (or loop)"
-            )
-    return removals
 
 
 def _shape(alphas: np.ndarray, benefit: np.ndarray, margin: float) -> str:
@@ -267,9 +224,7 @@ def agreement_lines(rows: list[dict[str, Any]] | None) -> list[str]:
 __all__ = [
     "RemovalComparison",
     "agreement_lines",
-    "check_removals",
     "compare_removals",
     "discovery_reference",
-    "removal_set",
     "run_removals",
 ]

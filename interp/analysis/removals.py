@@ -194,6 +194,49 @@ def parse_scales(text: str | Sequence[float] | None) -> list[float]:
     return out
 
 
+def removal_set(
+    ablation: str | Sequence[str] | None, scales: str | Sequence[float] | None = None, draws: int = 3, seed: int = 0
+) -> list[Removal]:
+    """The removals a sweep runs, in the order named: ``scale`` expands to one removal per factor
+    other than 1 (the model itself), smallest effect first (α = 0.75, 0.5, …)."""
+    out: list[Removal] = []
+    for kind in parse_ablations(ablation):
+        if kind == "scale":
+            factors = sorted((a for a in parse_scales(scales) if a != 1.0), reverse=True)
+            if not factors:
+                raise ValueError("--scales: give at least one factor other than 1 (α = 1 is the model itself)")
+            out += [Removal("scale", factor=a) for a in factors]
+        else:
+            out.append(Removal(kind, draws=draws, seed=seed))
+    return out
+
+
+def check_removals(
+    kind: str,
+    method: str,
+    ablation: str | Sequence[str] | None,
+    scales: str | Sequence[float] | None = None,
+    draws: int = 3,
+    seed: int = 0,
+) -> list[Removal]:
+    """:func:`removal_set` for a sweep job, refusing what does not apply: removals other than zero
+    outside the MLP sweep (``--kind mlp-zero``), and with ``--method attribution`` (its AtP estimate
+    is of zero-out)."""
+    removals = removal_set(ablation, scales, draws, seed)
+    if [r.name for r in removals] != ["zero"]:
+        if kind != "mlp-zero":
+            raise ValueError(
+                f"--ablation {','.join(parse_ablations(ablation))} applies to the MLP sweep "
+                f"(--kind mlp-zero), not --kind {kind}"
+            )
+        if method == "attribution":
+            raise ValueError(
+                "--method attribution estimates zero-out only; run --ablation mean/resample/scale "
+                "with --method reuse (or loop)"
+            )
+    return removals
+
+
 def check_right_padded(mask: Shaped[Tensor, "n pos"] | None, kind: str) -> None:
     """``mean`` and ``resample`` locate each row's first token and align rows from it: the rows
     must be right-padded (real tokens first)."""
@@ -266,11 +309,13 @@ __all__ = [
     "REFERENCE",
     "Removal",
     "SweepRows",
+    "check_removals",
     "check_right_padded",
     "class_sums",
     "mean_replacement",
     "parse_ablations",
     "parse_scales",
     "reference_rows",
+    "removal_set",
     "resample_sources",
 ]

@@ -204,7 +204,7 @@ class SweepConfig:
             raise ConfigError(f"batch_size must be ≥ 1 or None (all rows at once), got {self.batch_size}")
         if self.folds is not None and int(self.folds) < 2:
             raise ConfigError(f"folds must be ≥ 2 (or None: no confirmation), got {self.folds}")
-        from interp.analysis.agreement import check_removals  # torch: only once a config is made
+        from interp.analysis.removals import check_removals  # torch: only once a config is made
 
         try:
             check_removals(

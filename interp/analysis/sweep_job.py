@@ -255,8 +255,8 @@ class SweepJob:
 
     def removal_set(self) -> list[Removal]:
         """The :class:`~interp.analysis.removals.Removal` list the MLP sweep runs
-        (:func:`~interp.analysis.agreement.check_removals`)."""
-        from interp.analysis.agreement import check_removals
+        (:func:`~interp.analysis.removals.check_removals`)."""
+        from interp.analysis.removals import check_removals
 
         return check_removals(self.kind, self.method, list(self.removals), self.scales, self.draws, self.seed)
 
