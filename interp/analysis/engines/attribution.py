@@ -45,7 +45,8 @@ applied, and the residual-stream maps are where this module's estimates are leas
 dropped at layer ℓ|``, an unsigned score for catching cancellation false negatives at the cost of
 L extra backward passes; a layer verdict needs the signed effect, and L backwards would erase the
 gain on a layer sweep, so it is not implemented. What this module offers instead is
-:func:`~interp.analysis.verdicts.verify_attribution.verify_layers` / :func:`~interp.analysis.verdicts.verify_attribution.verify_cells`
+:func:`~interp.analysis.verdicts.verify_attribution.verify_layers` /
+:func:`~interp.analysis.verdicts.verify_attribution.verify_cells`
 (``--verify-top``): rank by |attribution|, measure the top K exactly.
 
 Public code note: TransformerLens 4.3's ``transformer_lens.tools.analysis.attribution_patch``

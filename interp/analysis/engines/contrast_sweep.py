@@ -48,7 +48,8 @@ def contrast_activation_patching(
     info)``, ``maps`` component → :class:`~interp.analysis.engines.activation_patching.PatchingMap` whose
     ``example`` is the task row. ``metric``: ``logit_diff`` (default) or ``prob``;
     ``method="attribution"``: :func:`~interp.analysis.engines.attribution.activation_attribution`;
-    ``units``: finished chunks written and read back (:func:`~interp.analysis.engines.pair_patching.patch_by_length`)."""
+    ``units``: finished chunks written and read back
+    (:func:`~interp.analysis.engines.pair_patching.patch_by_length`)."""
     from interp.analysis.engines.pair_patching import patch_by_length
     from interp.analysis.engines.pragworld_sweep import _merge_maps
     from interp.tasks.contrast import GROUP_UNIT

@@ -87,7 +87,8 @@ MIN_EFFECTS: dict[str, tuple[float, str]] = {
 
 
 #: the columns :meth:`LayerVerdicts.layer_rows` carries when the frame has them
-#: (:mod:`interp.analysis.verdicts.prior_shift`, :mod:`interp.analysis.verdicts.direct_effects`, :mod:`interp.analysis.verdicts.confirmation`)
+#: (:mod:`interp.analysis.verdicts.prior_shift`, :mod:`interp.analysis.verdicts.direct_effects`,
+#: :mod:`interp.analysis.verdicts.confirmation`)
 EXTRA_COLUMNS = (
     "yes_effect",
     "yes_low",
