@@ -6,11 +6,11 @@ process and in alternating rounds (median wall time over ``--rounds``):
 
 - layer × head map (``attn.hook_z``, all positions): TransformerLens's loop
   ``transformer_lens.patching.get_act_patch_attn_head_out_all_pos`` (one forward per head, what
-  ``interp.analysis.activation_patching`` runs) vs :func:`interp.analysis.attribution.activation_attribution`
+  ``interp.analysis.engines.activation_patching`` runs) vs :func:`interp.analysis.engines.attribution.activation_attribution`
   (a clean forward, a corrupted forward with gradients, one backward);
 - layer × position map of ``resid_pre``: ``get_act_patch_resid_pre`` vs the same attribution call;
 - layer-only MLP zero-out: our exact ``mlp_zero_sweep(method="reuse")`` (and the one-forward-per-layer
-  ``"loop"``) vs :func:`~interp.analysis.attribution.mlp_zero_attribution`. Here the gain is bounded:
+  ``"loop"``) vs :func:`~interp.analysis.engines.attribution.mlp_zero_attribution`. Here the gain is bounded:
   the reuse sweep costs ≈ 1 + (L−1)/2 forward-equivalents, attribution ≈ 3 (forward + backward ≈ 2
   forwards), so the bound is (1 + (L−1)/2) / 3 — printed beside the measured ratio.
 
@@ -70,8 +70,8 @@ def timed(fn) -> tuple[float, float, object]:
 
 def examples(world, n: int, length: int, edit_at: int, seed: int):
     """(clean ids, corrupted ids, legal-mass metric) of ``n`` aligned one-token edits."""
-    from interp.analysis.activation_patching import legal_mass
-    from interp.analysis.edit_pairs import aligned_edit_pairs
+    from interp.analysis.engines.activation_patching import legal_mass
+    from interp.analysis.engines.edit_pairs import aligned_edit_pairs
 
     seqs = world.generate(40 * n, np.random.default_rng(seed))
     pairs = aligned_edit_pairs(world, seqs, length, edit_at, seed)
@@ -90,7 +90,7 @@ def tl_map(bridge, fn_name: str, clean, corrupted, metric) -> np.ndarray:
     """TransformerLens's patching loop: [layer, pos|head] mean effect (patched − corrupted)."""
     import transformer_lens.patching as tl_patching
 
-    from interp.analysis.scoring import Batch
+    from interp.analysis.engines.scoring import Batch
 
     batch = Batch(corrupted, None, torch.arange(corrupted.shape[0]))
     with torch.no_grad():
@@ -101,7 +101,7 @@ def tl_map(bridge, fn_name: str, clean, corrupted, metric) -> np.ndarray:
 
 
 def compare(a: np.ndarray, e: np.ndarray) -> str:
-    from interp.analysis.attribution import spearman
+    from interp.analysis.engines.attribution import spearman
 
     a, e = np.asarray(a).ravel(), np.asarray(e).ravel()
     pear = float(np.corrcoef(a, e)[0, 1]) if a.std() > 0 and e.std() > 0 else float("nan")
@@ -110,9 +110,9 @@ def compare(a: np.ndarray, e: np.ndarray) -> str:
 
 def bench_model(label: str, bridge, world, args) -> float:
     """Print the three comparisons for one model; return the layer × head speed-up."""
-    from interp.analysis.attribution import activation_attribution, mlp_zero_attribution
-    from interp.analysis.scoring import token_loss
-    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.engines.attribution import activation_attribution, mlp_zero_attribution
+    from interp.analysis.engines.scoring import token_loss
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
 
     bridge.eval()
     L, H = int(bridge.cfg.n_layers), int(bridge.cfg.n_heads)

@@ -10,7 +10,7 @@ bfloat16 (the statistics in float32 either way) — with the same rule and boots
   (P(gold) of the label prompt, the prefix-shared sweep).
 
 Per sweep: how many layers are *clear* (float32's interval bounds farther than the bfloat16 effect
-tolerance from the margin ±min_effect; :mod:`interp.analysis.precision_verdicts`), how many of
+tolerance from the margin ±min_effect; :mod:`interp.analysis.verdicts.precision`), how many of
 those and of all layers get float32's verdict in bfloat16, the largest mean-effect difference, the
 tolerance, and the sweep's time in bfloat16 over float32's (measured side by side, the fp32 and
 bf16 matmul peaks printed first).
@@ -56,7 +56,7 @@ def bf16_matmul_peak(n: int = 1024, repeats: int = 5) -> float:
 def _logit_scale(bridge, ids, mask) -> float:
     """The largest standard deviation over the vocabulary of the float32 logits at a scored
     position (every real position of a route; the last real token of a prompt)."""
-    from interp.analysis.scoring import forward
+    from interp.analysis.engines.scoring import forward
 
     with torch.no_grad():
         logits = forward(bridge, ids, mask).float()
@@ -109,7 +109,7 @@ def api_case(name: str, rows: int, dtype: torch.dtype) -> tuple[object, float, f
 def compare_runs(fp32_dir: str, bf16_dir: str) -> None:
     """The verdict-equality row of two finished ``interp sweep`` runs of the manual split."""
     import interp
-    from interp.analysis.precision_verdicts import verdict_agreement
+    from interp.analysis.verdicts.precision import verdict_agreement
     from interp.models.precision import effect_tolerance
 
     ref, half = interp.load(fp32_dir).verdicts(), interp.load(bf16_dir).verdicts()
@@ -151,8 +151,8 @@ def main() -> None:
         compare_runs(*args.runs)
         return
 
-    from interp.analysis.precision_verdicts import verdict_agreement
-    from interp.machine import machine
+    from interp.analysis.verdicts.precision import verdict_agreement
+    from interp.hardware import machine
     from interp.models.precision import effect_tolerance
 
     info = machine()

@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-train", action="store_true", help="skip the HLS step")
     args = p.parse_args(argv)
 
-    from interp.analysis.scoring import forward
-    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.engines.scoring import forward
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
     from interp.config import TrainConfig
     from interp.datasets.pragworld import load_pragworld
     from interp.metrics.pragworld_eval import score_label_prompts

@@ -2,7 +2,7 @@
 
 In one run, on the rows of the first ``--groups`` groups of the manual split (the same rows for
 every path), beside the fp32 ``torch.mm`` peak measured in the same process
-(:func:`interp.machine.matmul_peak`):
+(:func:`interp.hardware.matmul_peak`):
 
 - **label eval** (P(yes) of the label prompt, bare): right-padded batches in input order (the
   plain way), interp's length buckets (``share_prefix=False``) and interp's tree-packed reading
@@ -126,7 +126,7 @@ def timed_mem(fn):
 
 def mm_peak(device: str, dtype: torch.dtype) -> float:
     """The best FLOP/s of a square ``torch.mm`` in ``dtype`` on ``device`` (CPU: 1024 and 2048, the
-    sizes of :func:`interp.machine.matmul_peak`; CUDA: :func:`real_model.device_peak`)."""
+    sizes of :func:`interp.hardware.matmul_peak`; CUDA: :func:`real_model.device_peak`)."""
     if str(device).startswith("cuda"):
         return device_peak(device, dtype)
     best = 0.0
@@ -153,7 +153,7 @@ def padding_of(mask: torch.Tensor, chunks: list[np.ndarray]) -> int:
 def tl_loop(bridge, ids, mask, metric, batch: int) -> np.ndarray:
     """[1 + L, n] P(gold): per batch (input order, right-padded) the clean forward, then one
     ``run_with_hooks`` per layer with its MLP zeroed (TransformerLens's way)."""
-    from interp.analysis.scoring import Batch, to_model_device
+    from interp.analysis.engines.scoring import Batch, to_model_device
 
     L = int(bridge.cfg.n_layers)
     out = np.zeros((1 + L, ids.shape[0]))
@@ -294,10 +294,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, auto")
     args = p.parse_args(argv)
 
-    from interp.analysis.scoring import to_model_device
-    from interp.analysis.sweeps import _chunks, mlp_zero_sweep
+    from interp.analysis.engines.scoring import to_model_device
+    from interp.analysis.engines.sweeps import _chunks, mlp_zero_sweep
     from interp.datasets.pragworld import load_pragworld
-    from interp.machine import cpu_name, matmul_peak
+    from interp.hardware import cpu_name, matmul_peak
     from interp.metrics.pragworld_eval import score_label_prompts
     from interp.models import load_bridge
     from interp.models.attention import attention, set_attention

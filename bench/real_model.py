@@ -57,7 +57,7 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 def run_with_hooks_loop(bridge, ids, mask, metric) -> np.ndarray:
     """[1 + L, n] P(gold): the clean forward, then one ``run_with_hooks`` per layer with its MLP zeroed."""
-    from interp.analysis.scoring import Batch, to_model_device
+    from interp.analysis.engines.scoring import Batch, to_model_device
 
     batch = Batch(ids, mask, torch.arange(ids.shape[0]))
     ids, mask = to_model_device(bridge, ids), to_model_device(bridge, mask)
@@ -153,9 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, auto")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, auto")
     args = p.parse_args(argv)
-    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
     from interp.datasets.pragworld import load_pragworld
-    from interp.machine import matmul_peak
+    from interp.hardware import matmul_peak
     from interp.metrics.pragworld_eval import generate_responses, score_label_prompts
     from interp.models import load_bridge
     from interp.models.device import Placement
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
         f"row), reuse {t_reuse:.1f} s ({t_reuse / args.rows:.1f} s a row): {t_loop / t_reuse:.2f}× (forward-count "
         f"ratio 2L/(L+1) = {2 * L / (L + 1):.2f}); max |ΔP(gold)| {diff:.1e}"
     )
-    from interp.analysis.attribution import mlp_zero_attribution
+    from interp.analysis.engines.attribution import mlp_zero_attribution
 
     def log_p_gold(logits, batch):
         return torch.log(metric(logits, batch).clamp_min(1e-12))

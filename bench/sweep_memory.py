@@ -5,7 +5,7 @@ For each row count (default 17, 120 and 500 manual PragWorld rows) one fresh pro
 
     interp sweep --model M --data Manual_Dataset_500_Final.csv --n N --method prefix --layers 0,15,29 --quiet
 
-with the default batch (chosen from the memory budget, :mod:`interp.analysis.budget`) and prints
+with the default batch (chosen from the memory budget, :mod:`interp.analysis.engines.budget`) and prints
 its peak RSS (``ru_maxrss`` of that process) and the sweep's own seconds (``run.json["sweep_seconds"]``:
 the units, without loading the model or the verdicts' bootstrap) per row and per token (the rows'
 own tokens, ``sweep.json["packing"]["row_tokens"]``: a prefix sweep's cost follows the tokens, and
@@ -100,7 +100,7 @@ def main() -> None:
     if not args.data.exists():
         raise SystemExit(f"no data file at {args.data} (set INTERP_SHARED_DATA or pass --data)")
     counts = [17, 120] if args.quick else [int(x) for x in args.rows.split(",")]
-    from interp.machine import machine
+    from interp.hardware import machine
 
     info = machine()
     print(

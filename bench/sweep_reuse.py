@@ -52,7 +52,7 @@ def load_model(path: str | None):
 
 def baseline(bridge, ids, mask, metric) -> np.ndarray:
     """[1 + n_layers, n]: the clean metric, then one run_with_hooks per layer with mlp_out zeroed."""
-    from interp.analysis.scoring import Batch
+    from interp.analysis.engines.scoring import Batch
 
     batch = Batch(ids, mask, torch.arange(ids.shape[0]))
     kw = {"attention_mask": mask, "position_ids": (mask.cumsum(1) - 1).clamp(min=0)}

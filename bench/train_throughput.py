@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from interp.machine import matmul_peak
+from interp.hardware import matmul_peak
 from interp.models import ModelConfig, build_gpt2
 from interp.train import TrainConfig, make_batch, train
 from interp.train.data import batch_indices

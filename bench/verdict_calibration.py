@@ -1,8 +1,8 @@
 """Calibration of the layer-verdict rule: simulated sweeps with known truth through the shipped code.
 
 Each replication simulates one sweep — an effect matrix ``effect[row, layer]`` whose true layer
-means θ_ℓ are known — builds a :class:`~interp.analysis.sweeps.SweepResult` with its ``group``
-column and runs it through :func:`interp.analysis.verdicts.layer_verdicts` exactly as shipped (and
+means θ_ℓ are known — builds a :class:`~interp.analysis.engines.sweeps.SweepResult` with its ``group``
+column and runs it through :func:`interp.analysis.verdicts.layers.layer_verdicts` exactly as shipped (and
 the other rules beside it, on the same sweep). Per design and rule it reports, with Monte Carlo
 standard errors √(p(1 − p)/R) over R replications:
 
@@ -108,7 +108,7 @@ def simulate(
 
 
 def sweep_of(effects: np.ndarray, groups: np.ndarray):
-    from interp.analysis.sweeps import SweepResult
+    from interp.analysis.engines.sweeps import SweepResult
 
     n, n_l = effects.shape
     frame = pd.DataFrame(
@@ -171,7 +171,7 @@ def holm(
     studentized statistics (θ̂ ∓ δ)/ŝe, with p-values from the bootstrap-t replicates of the
     shipped rule (``bootstrap``: (1 + #{t* beyond}) / (B + 1)) or from Student's t with G − 1
     degrees of freedom (``t``)."""
-    from interp.analysis.bands import group_index, group_sums, replicates, resample_counts
+    from interp.analysis.verdicts.bands import group_index, group_sums, replicates, resample_counts
 
     index, g = group_index(groups, len(effects))
     s, m = group_sums(effects, index, g)
@@ -218,7 +218,7 @@ def one_sweep(
 ) -> dict[tuple[str, float], dict[str, float]]:
     """Every rule at every margin of :data:`MARGINS` on one simulated sweep: false verdicts,
     coverage, right calls (keyed by (rule, margin); the /1 rule only at its own margin, 0)."""
-    from interp.analysis.verdicts import classify, layer_verdicts, legacy_verdicts
+    from interp.analysis.verdicts.layers import classify, layer_verdicts, legacy_verdicts
 
     sweep = sweep_of(effects, groups)
     intervals: dict[str, tuple[np.ndarray, np.ndarray]] = {}

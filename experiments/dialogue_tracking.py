@@ -1,8 +1,8 @@
 """How a real model tracks "where is the object now" beyond its score (issue 39): linear probes by
 layer on the residual stream at the cloze's last token, for the current place, the initial place
-and the most recently mentioned place (interp.analysis.dialogue_probes), on the selection split's
+and the most recently mentioned place (interp.analysis.evaluation.dialogue_probes), on the selection split's
 conversations split by group; and the Myhill–Nerode compression / distinction restricted to the
-cloze (interp.analysis.dialogue_boundary) on the held-out evaluation split.
+cloze (interp.analysis.evaluation.dialogue_boundary) on the held-out evaluation split.
 
     python experiments/dialogue_tracking.py --out runs/dialogue_tracking                  # both models
     python experiments/dialogue_tracking.py --out runs/tracking_quick --models M --groups 6 --layers=-1,0
@@ -21,10 +21,10 @@ from pathlib import Path
 import pandas as pd
 
 import interp
-from interp.analysis.dialogue_boundary import dialogue_boundary
-from interp.analysis.dialogue_probes import LABELS, dialogue_probes
+from interp.analysis.evaluation.dialogue_boundary import dialogue_boundary
+from interp.analysis.evaluation.dialogue_probes import LABELS, dialogue_probes
 from interp.api import provenance
-from interp.machine import machine
+from interp.hardware import machine
 from interp.worlds.dialogue.natural import DialogueConfig, dialogue_examples
 
 

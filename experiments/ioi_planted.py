@@ -12,15 +12,15 @@ Issue 30, item 4. Starting from the unplanted model:
    controls: the unplanted model and the same recipe on correct targets (``clean``) at one layer
    (``--control-lr``: also at smaller learning rates, a control whose change is sized like a planting's).
 3. **Judge** each model by the 30-layer MLP zero-out sweep on the held-out prompts (metric: logit
-   difference IO − S; the calibrated rule of :mod:`interp.analysis.verdicts`, groups = template ×
-   name pair), against the unplanted model's own verdicts (:mod:`interp.analysis.planted`): the
+   difference IO − S; the calibrated rule of :mod:`interp.analysis.verdicts.layers`, groups = template ×
+   name pair), against the unplanted model's own verdicts (:mod:`interp.analysis.planted.judge`): the
    layers that *become* harmful, the rank of the planted layer among the layers whose verdict
    changes, precision / recall of the newly harmful layers beside the paper's raw rule (accuracy
    with the layer ablated vs without). A layer harmful on both models whose harm grew (the paired
-   change of its effect on the same prompts beyond the margin, :func:`interp.analysis.planted.harm_rise`)
+   change of its effect on the same prompts beyond the margin, :func:`interp.analysis.planted.judge.harm_rise`)
    counts as newly harmful. A planting in several layers is also undone one layer at a time (its
    MLP weights put back): the harm each planted layer carries, an oracle that removes nothing. Every other layer that changes is measured along two paths
-   (:func:`interp.analysis.path_removal.mlp_path_removal`): its output removed only from the planted MLP's
+   (:func:`interp.analysis.engines.path_removal.mlp_path_removal`): its output removed only from the planted MLP's
    input (what it does *through* the planted layer) and only from the final norm's input (its
    direct effect).
 4. **Repair** (``--repair`` plantings): the found (newly harmful) layers zeroed at inference; plain

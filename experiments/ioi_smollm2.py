@@ -8,25 +8,25 @@ views of the top heads, and the 30-layer MLP zero-out sweep with the calibrated 
 Steps (each writes into ``OUT``):
 
 1. ``eval``: IOI accuracy and mean logit difference IO − S with group-bootstrap intervals, per
-   template and order (:func:`interp.analysis.contrast_eval.evaluate_contrast`) on ``--n-eval``
+   template and order (:func:`interp.analysis.evaluation.contrast.evaluate_contrast`) on ``--n-eval``
    prompts of all eight templates (:func:`interp.datasets.ioi.ioi_examples`).
 2. ``maps``: on ``--n-maps`` prompts of one template (positions must line up), the ABC-corrupted
    run restored from the clean one — ``resid_pre`` by layer × position and each head's output
-   (``hook_z``, all positions) by layer × head (:func:`interp.analysis.stacked_patching.stacked_patching`);
+   (``hook_z``, all positions) by layer × head (:func:`interp.analysis.engines.stacked_patching.stacked_patching`);
    heatmaps of the normalised logit difference (patched − corrupted) / (clean − corrupted), CSVs.
 3. ``tl_check``: the same cells from ``transformer_lens.patching.get_act_patch_resid_pre`` /
    ``get_act_patch_attn_head_out_all_pos`` on the same bridge and prompts (``--check-layers``; all
    layers with ``--check-all``): the maximum absolute difference, printed.
 4. ``attribution``: AtP of the head map (one clean forward, one corrupted forward, one backward;
-   :func:`interp.analysis.attribution.activation_attribution`) against the exact map: Spearman
+   :func:`interp.analysis.engines.attribution.activation_attribution`) against the exact map: Spearman
    over all 270 heads and over the top 20 by exact effect, same-sign share; scatter.
 5. ``views``: CircuitsVis attention patterns of the top heads by |effect| (offline HTML).
 6. ``sweep``: MLP zero-out of all 30 layers on the ``eval`` prompts (logit difference), verdicts
-   by the calibrated rule (:func:`interp.analysis.verdicts.layer_verdicts`; groups = template ×
+   by the calibrated rule (:func:`interp.analysis.verdicts.layers.layer_verdicts`; groups = template ×
    name pair) and the paper's raw rule beside it.
 
 ``results.json`` holds every number with the date, the machine and the fp32 matmul peak measured in
-this run (:func:`interp.machine.machine`). The run: :func:`interp.jobs.ioi_circuit.run_ioi_circuit`.
+this run (:func:`interp.hardware.machine`). The run: :func:`interp.jobs.ioi_circuit.run_ioi_circuit`.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import argparse
 import os
 from pathlib import Path
 
-from interp.analysis.sweep_options import KINDS, parse_layers
-from interp.analysis.sweeps import METHODS
+from interp.analysis.engines.sweep_options import KINDS, parse_layers
+from interp.analysis.engines.sweeps import METHODS
 from interp.jobs.sweep import run_sweep
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1500, help="training steps of the base model (default 1500)")
     ap.add_argument("--n", type=int, default=200, help="held-out routes of each sweep (default 200)")
     args = ap.parse_args()
-    from interp.analysis.verdicts import legacy_verdicts
+    from interp.analysis.verdicts.layers import legacy_verdicts
     from interp.jobs.experiment import load_experiment, run_experiment
     from interp.jobs.sweep import run_sweep
     from interp.models import ModelConfig

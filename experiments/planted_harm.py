@@ -9,7 +9,7 @@ Issue 14. Starting from a trained streets checkpoint (default ``runs/demo/best``
 2. **Detect**, on every model, with three verdict sources: the MLP zero-out sweep (PragWorld §6.2,
    per-sequence next-token loss, paired bootstrap), direct-effect patching of one-token
    state-changing edits (§6.1), and the current-state probes (the change of held-out probe
-   accuracy across each block, :func:`interp.analysis.probe_verdicts.probe_verdicts`). Per source:
+   accuracy across each block, :func:`interp.analysis.verdicts.probes.probe_verdicts`). Per source:
    precision and recall of the planted layers over the plantings, and the false-positive rate
    (layers called harmful) on the controls.
 3. **Repair** the issue's recipe planting (layer 3, 30 % random turns), on the MLP zero-out verdict
@@ -25,7 +25,7 @@ probe verdicts), ``detection.csv`` / ``detection_summary.csv`` / ``repair.csv``,
 tables ``planted_harm.md`` and ``results.json``.
 
 The run: :func:`interp.jobs.planted_harm.run_planted_harm` (scores:
-:mod:`interp.analysis.planted_world`; tables: :mod:`interp.viz.planted_tables`).
+:mod:`interp.analysis.planted.world`; tables: :mod:`interp.viz.planted_tables`).
 
     python experiments/planted_harm.py                       # ≈ 15–20 min on 2 cores
     python experiments/planted_harm.py --quick               # fewer plantings and β values

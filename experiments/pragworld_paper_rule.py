@@ -26,8 +26,8 @@ from pathlib import Path
 import pandas as pd
 
 import interp
-from interp.analysis.dialogue_boundary import dialogue_boundary
-from interp.analysis.dialogue_eval import evaluate_dialogue
+from interp.analysis.evaluation.dialogue import evaluate_dialogue
+from interp.analysis.evaluation.dialogue_boundary import dialogue_boundary
 from interp.worlds.dialogue.natural import DialogueConfig, dialogue_examples
 
 

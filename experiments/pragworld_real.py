@@ -28,10 +28,10 @@ import numpy as np
 import pandas as pd
 
 import interp
-from interp.analysis.dialogue_boundary import dialogue_boundary
-from interp.analysis.dialogue_eval import arm_table, control_layers, evaluate_dialogue, paired_difference
+from interp.analysis.evaluation.dialogue import arm_table, control_layers, evaluate_dialogue, paired_difference
+from interp.analysis.evaluation.dialogue_boundary import dialogue_boundary
 from interp.api import provenance
-from interp.machine import machine
+from interp.hardware import machine
 from interp.worlds.dialogue.natural import flip_pairs
 
 

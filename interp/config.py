@@ -417,7 +417,7 @@ class VerdictRule:
 
     def verdict_rule(self) -> dict[str, Any]:
         """The verdict settings as keyword arguments of :func:`interp.jobs.sweep.run_sweep` and
-        :func:`interp.analysis.verdicts.layer_verdicts`."""
+        :func:`interp.analysis.verdicts.layers.layer_verdicts`."""
         return {
             "min_effect": self.min_effect,
             "confidence": self.confidence,

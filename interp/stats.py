@@ -1,7 +1,7 @@
 """Statistics of before/after tables: t intervals over seeds and the wide summary.
 
 A long table has one row per (model, seed, metric, layer) with ``value``, ``se``, ``ci_low``,
-``ci_high`` and ``n`` (what :func:`interp.analysis.finetune_eval.evaluate` returns, tagged with the model
+``ci_high`` and ``n`` (what :func:`interp.analysis.evaluation.finetune.evaluate` returns, tagged with the model
 and seed); :func:`summarise` turns it into one row per (metric, layer) with, per model, the mean
 over seeds and a 95 % interval, and :func:`markdown_table` prints that.
 """

@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import save_gpt2_and_llama, warm_bridges
 
-from interp.analysis.activation_patching import activation_patching, legal_mass
-from interp.analysis.scoring import Batch
+from interp.analysis.engines.activation_patching import activation_patching, legal_mass
+from interp.analysis.engines.scoring import Batch
 
 
 @pytest.fixture(scope="module")

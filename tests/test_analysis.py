@@ -27,7 +27,7 @@ from interp.analysis import (
     token_loss,
     two_way_prob,
 )
-from interp.analysis.scoring import forward
+from interp.analysis.engines.scoring import forward
 from interp.hooks import Site, Source, intervene, patch
 
 
@@ -141,8 +141,8 @@ def test_fast_paths_equal_loop(bridge, data, method):
 def test_reuse_falls_back_to_rerunning_a_non_additive_block(bridge, data, kind):
     """Where ``resid_post ≠ resid_pre + attn_out + mlp_out`` the variant restarts at block ℓ with the
     loop's intervention; forced here for every layer, it still equals the loop, for every removal."""
-    from interp.analysis.removals import Removal
-    from interp.analysis.sweeps import _Replacements, _Reuse, mlp_removal_sweep
+    from interp.analysis.engines.removals import Removal
+    from interp.analysis.engines.sweeps import _Replacements, _Reuse, mlp_removal_sweep
 
     ids, mask = data
     layers = list(range(int(bridge.cfg.n_layers)))
@@ -163,7 +163,7 @@ def test_reuse_falls_back_to_rerunning_a_non_additive_block(bridge, data, kind):
 
 
 def test_resume_forward_from_own_residual_is_the_clean_forward(bridge, data):
-    from interp.analysis.resume import resume_forward
+    from interp.analysis.engines.resume import resume_forward
 
     ids, mask = data
     n = int(bridge.cfg.n_layers)

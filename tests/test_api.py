@@ -17,7 +17,7 @@ import torch
 from test_analysis import _n_hooks
 
 import interp
-from interp.analysis.sweep_config import ConfigError, SweepConfig, VerdictRule
+from interp.analysis.config.sweep_config import ConfigError, SweepConfig, VerdictRule
 from interp.datasets.ioi import IOI_TEMPLATES, NAMES, OBJECTS, PLACES
 
 README_BLOCK = re.compile(r"<!-- BEGIN api-block -->\s*```python\n(.*?)```\s*<!-- END api-block -->", re.S)
@@ -137,7 +137,7 @@ def test_save_load_and_rerun_from_run_json(model, task, result, tmp_path):
 
 
 def test_a_cli_folder_loads_and_a_folder_of_another_model_is_refused(folder, model, tmp_path):
-    from interp.analysis.fingerprint import ModelMismatchError
+    from interp.analysis.engines.fingerprint import ModelMismatchError
     from interp.cli import main
     from interp.datasets.contrast import write_contrast
     from interp.datasets.ioi import ioi_examples
@@ -277,7 +277,7 @@ def test_hls_penalty_equals_a_hand_computation_and_removes_its_hooks(folder):
 
 
 def test_a_sweep_into_the_same_folder_resumes_and_another_config_is_refused(model, task, tmp_path):
-    from interp.analysis.unitstore import ResumeMismatchError
+    from interp.analysis.engines.unitstore import ResumeMismatchError
 
     first = interp.sweep(model, task, layers=[0, 1], rule=VerdictRule(n_boot=50), out=tmp_path / "s")
     again = interp.sweep(model, task, layers=[0, 1], rule=VerdictRule(n_boot=50), out=tmp_path / "s")

@@ -357,7 +357,7 @@ def test_architecture_end_to_end(arch, models, pragworld, tmp_path):
     # direct-effect patching on every (original, alteration) pair: the altered run's residual stream
     # entering block ℓ written into the original run at aligned positions; clean and patched P(altered
     # gold) equal a forward-pre-hook patch on the raw HF model
-    from interp.analysis.patching import PatchPair, direct_effect_patching
+    from interp.analysis.engines.direct_patching import PatchPair, direct_effect_patching
 
     pairs, _ = task.pairs()
     alt_gold = [int(gold[i]) for _, i in pairs]

@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import save_gpt2_and_llama, warm_bridges
 
-from interp.analysis.activation_patching import activation_patching, legal_mass
-from interp.analysis.attribution import (
+from interp.analysis.engines.activation_patching import activation_patching, legal_mass
+from interp.analysis.engines.attribution import (
     activation_attribution,
     agreement,
     direct_effect_attribution,
@@ -22,9 +22,9 @@ from interp.analysis.attribution import (
     mlp_zero_attribution,
     spearman,
 )
-from interp.analysis.patching import PatchPair, direct_effect_patching
-from interp.analysis.scoring import Batch, forward, token_loss
-from interp.analysis.sweeps import mlp_zero_sweep
+from interp.analysis.engines.direct_patching import PatchPair, direct_effect_patching
+from interp.analysis.engines.scoring import Batch, forward, token_loss
+from interp.analysis.engines.sweeps import mlp_zero_sweep
 from interp.hooks import Site, intervene, scale
 
 

@@ -91,7 +91,7 @@ def test_finetune_with_broken_verdicts_fails_naming_the_file_before_loading(tmp_
 
 
 def test_a_verdict_file_read_directly_names_itself_on_broken_json(tmp_path):
-    from interp.analysis.verdicts import load_verdicts
+    from interp.analysis.verdicts.layers import load_verdicts
 
     path = tmp_path / "verdicts.json"
     path.write_text("{not json")

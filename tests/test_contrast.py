@@ -227,7 +227,7 @@ def test_task_errors_name_the_line_the_token_and_the_lengths(tok, tmp_path):
 def test_logit_diff_equals_a_plain_hf_forward_on_a_tiny_random_model(folders, ioi_file, arch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from interp.analysis.contrast_eval import evaluate_contrast
+    from interp.analysis.evaluation.contrast import evaluate_contrast
     from interp.models.checkpoint import load_bridge
     from interp.tasks import ContrastTask
 
@@ -254,7 +254,7 @@ def test_yes_no_task_is_the_contrast_task_of_its_gold(tok):
     examples and asked through a plain ContrastTask it gives the same ids and P(gold)."""
     import pandas as pd
 
-    from interp.analysis.scoring import Batch
+    from interp.analysis.engines.scoring import Batch
     from interp.tasks import ContrastTask, YesNoTask
 
     rows = pd.DataFrame(
@@ -365,7 +365,7 @@ def test_sweeps_finetune_data_and_plant_take_a_contrast_file(folders, ioi_file, 
 
 def test_smollm2_ioi_logit_diff_equals_plain_hf(smollm2, hf):  # noqa: F811 (the fixtures imported below)
     """The task's logit difference IO − S on SmolLM2 equals the plain HF forward's, prompt by prompt."""
-    from interp.analysis.contrast_eval import contrast_scores
+    from interp.analysis.evaluation.contrast import contrast_scores
     from interp.models.checkpoint import load_bridge
     from interp.tasks import ContrastTask
 
@@ -420,7 +420,7 @@ def test_interp_eval_scores_a_pragworld_csv_and_a_jsonl_alike(folders, ioi_file,
     import pandas as pd
     from transformers import AutoModelForCausalLM
 
-    from interp.analysis.scoring import Batch
+    from interp.analysis.engines.scoring import Batch
     from interp.cli import main
     from interp.datasets.pragworld import load_pragworld, write_pragworld_csv
     from interp.tasks import YesNoTask

@@ -1,4 +1,4 @@
-"""The dialogue scoring (interp.analysis.dialogue_eval) against a hand-worked example: two groups,
+"""The dialogue scoring (interp.analysis.evaluation.dialogue) against a hand-worked example: two groups,
 three rows each, every accuracy, robust accuracy, heuristic column and paired difference worked
 out by hand below; the headline numbers equal score_pragworld's on the same rightness."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from interp.analysis.dialogue_eval import paired_difference, score_dialogue
+from interp.analysis.evaluation.dialogue import paired_difference, score_dialogue
 from interp.datasets.contrast import ContrastExample
 
 
@@ -95,7 +95,7 @@ def test_verdict_says_cannot_below_chance(score):
 
 
 def test_control_layers_are_near_the_harmful_ones_and_never_harmful_or_useful():
-    from interp.analysis.dialogue_eval import control_layers
+    from interp.analysis.evaluation.dialogue import control_layers
 
     for seed in range(20):
         got = control_layers([10, 20], [9, 11], 30, seed=seed)

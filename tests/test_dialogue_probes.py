@@ -1,6 +1,6 @@
 """A real model's tracking of dialogue items beyond the score: probes of "where is the object now"
-(interp.analysis.dialogue_probes) and the Myhill–Nerode boundary restricted to the cloze
-(interp.analysis.dialogue_boundary).
+(interp.analysis.evaluation.dialogue_probes) and the Myhill–Nerode boundary restricted to the cloze
+(interp.analysis.evaluation.dialogue_boundary).
 
 Probes: the residuals read equal a plain Hugging Face forward's hidden states; a label planted in
 the last token's embedding is decoded perfectly there; the split keeps every conversation on one
@@ -19,7 +19,7 @@ from test_analysis import _n_hooks
 from test_dialogue_natural import ALL_PLACES, _bpe
 
 import interp
-from interp.analysis.dialogue_probes import dialogue_probes, example_label, last_token_residuals
+from interp.analysis.evaluation.dialogue_probes import dialogue_probes, example_label, last_token_residuals
 from interp.worlds.dialogue import render
 from interp.worlds.dialogue.natural import DialogueConfig, dialogue_examples
 
@@ -133,7 +133,7 @@ class _CopyLast(torch.nn.Module):
 
 
 def test_boundary_answers_equal_a_plain_hf_argmax_and_rates_count_the_pairs(model, examples):
-    from interp.analysis.dialogue_boundary import dialogue_boundary
+    from interp.analysis.evaluation.dialogue_boundary import dialogue_boundary
 
     m, hf, _ = model
     res = dialogue_boundary(m, examples, n_boot=100)
@@ -158,7 +158,7 @@ def test_boundary_answers_equal_a_plain_hf_argmax_and_rates_count_the_pairs(mode
 def test_a_model_that_answers_the_gold_compresses_and_distinguishes_perfectly(model, examples):
     from types import SimpleNamespace
 
-    from interp.analysis.dialogue_boundary import boundary_pairs, dialogue_boundary
+    from interp.analysis.evaluation.dialogue_boundary import boundary_pairs, dialogue_boundary
 
     m = model[0]
     fake = SimpleNamespace(tokenizer=m.tokenizer, bridge=_CopyLast(len(m.tokenizer)))

@@ -1,4 +1,4 @@
-"""Direct beside total effect (:mod:`interp.analysis.direct`): the logit lens of each MLP output on
+"""Direct beside total effect (:mod:`interp.analysis.verdicts.direct_effects`): the logit lens of each MLP output on
 the correct − foil direction, the final norm's scale frozen. Oracles: for the last layer the direct
 effect equals the total (zero-out) effect measured by a forward whose final norm scale is frozen to
 the clean run's; on every layer it equals a hand computation from the raw Hugging Face model
@@ -80,7 +80,7 @@ def test_last_layer_direct_on_gemma3_reads_the_offset_norm(tiny_city, tmp_path):
 
 
 def _check_last_layer(bridge) -> None:
-    from interp.analysis.direct import direct_effects
+    from interp.analysis.verdicts.direct_effects import direct_effects
 
     ids, mask, correct, foil = _inputs(int(bridge.cfg.d_vocab))
     last = int(bridge.cfg.n_layers) - 1
@@ -124,7 +124,7 @@ def _check_last_layer(bridge) -> None:
 def test_direct_effect_is_the_hand_computed_logit_lens(bridge):
     """Every layer: −(N(mlp_out) / σ) · (w ⊙ (W_U[correct] − W_U[foil])) at the last real position,
     from the raw HF model's own modules (PyTorch forward hooks on each block's MLP), in float64."""
-    from interp.analysis.direct import direct_effects
+    from interp.analysis.verdicts.direct_effects import direct_effects
     from interp.hooks.sites import hf_blocks, hf_model
 
     ids, mask, correct, foil = _inputs(int(bridge.cfg.d_vocab), seed=1)

@@ -4,12 +4,12 @@ The scripts in ``experiments/`` are a config (argparse) and calls of the package
 too import ``interp`` as installed. Checked on the source (:mod:`ast`): no ``sys.path`` edit, at most
 :data:`MAX_LINES` lines per experiment (the exceptions listed with their reason), no ``_private`` name
 imported from ``interp``. Then the pieces the scripts moved into the package, against independent
-oracles (hand-worked values, a tiny Llama): ``ioi_planted.py`` (:mod:`interp.analysis.planted_ioi`,
+oracles (hand-worked values, a tiny Llama): ``ioi_planted.py`` (:mod:`interp.analysis.planted.ioi`,
 :mod:`interp.viz.planted_tables`, :func:`interp.datasets.ioi.split_ioi_prompts`), ``demo_results.py``
-(:mod:`interp.viz.demo_block`), ``planted_harm.py`` (:mod:`interp.analysis.planted_world`), ``table1.py``
+(:mod:`interp.viz.demo_block`), ``planted_harm.py`` (:mod:`interp.analysis.planted.world`), ``table1.py``
 (:func:`interp.worlds.split.sample_token_budget`, :func:`interp.viz.tables.detour_markdown`),
 ``dialogue_qa.py`` (:func:`interp.metrics.dialogue_qa.seen_context_share`) and ``ioi_smollm2.py``
-(:func:`interp.analysis.attribution.top_patching_sites`, :func:`~interp.analysis.attribution.top_agreement`,
+(:func:`interp.analysis.engines.attribution.top_patching_sites`, :func:`~interp.analysis.engines.attribution.top_agreement`,
 :func:`interp.tasks.tokens.token_strings`).
 """
 
@@ -30,12 +30,12 @@ MAX_LINES = 150
 #: experiment scripts still over :data:`MAX_LINES`, each with why (shrink this as they move into the package)
 OVER_LIMIT = {
     "pragworld_real.py": "issue 39's five stages (splits, baseline, sweeps, head map, arms) as one script; its "
-    "scoring lives in interp.analysis.dialogue_eval, the stage loop is still here",
+    "scoring lives in interp.analysis.evaluation.dialogue, the stage loop is still here",
 }
 SCRIPTS = sorted((REPO / "experiments").glob("*.py")) + sorted((REPO / "bench").glob("*.py"))
 #: bench scripts that time a private step of the package on purpose, with why
 PRIVATE_OK = {
-    "prefix_sharing.py": "times the sweep's own batch chunking (interp.analysis.sweeps._chunks)",
+    "prefix_sharing.py": "times the sweep's own batch chunking (interp.analysis.engines.sweeps._chunks)",
     "real_model.py": "times the LoRA wrapping step alone (interp.train.finetune._apply_lora)",
 }
 
@@ -115,7 +115,7 @@ def test_split_ioi_prompts_keeps_name_pairs_apart(ioi_base):  # noqa: F811
 def test_evaluate_hf_zeroing_equals_zero_weights_and_leaves_no_hook(ioi_base, tmp_path):  # noqa: F811
     """Zeroing layer 1's MLP output by a hook = a plain forward with its down projection zeroed (Llama's
     MLP has no bias); the logit difference is also checked against a hand-indexed forward."""
-    from interp.analysis.planted_ioi import evaluate_hf, mean_sq
+    from interp.analysis.planted.ioi import evaluate_hf, mean_sq
     from interp.models.checkpoint import load_hf_model
     from interp.tasks import ContrastTask
 
@@ -138,7 +138,7 @@ def test_evaluate_hf_zeroing_equals_zero_weights_and_leaves_no_hook(ioi_base, tm
 
 
 def test_check_frozen_names_what_moved(ioi_base, tmp_path):  # noqa: F811
-    from interp.analysis.planted_ioi import check_frozen
+    from interp.analysis.planted.ioi import check_frozen
     from interp.models.checkpoint import load_hf_model
 
     base = ioi_base[0]
@@ -159,7 +159,7 @@ def test_check_frozen_names_what_moved(ioi_base, tmp_path):  # noqa: F811
 
 
 def test_repair_summary_and_tables_by_hand():
-    from interp.analysis.planted_ioi import repair_summary
+    from interp.analysis.planted.ioi import repair_summary
     from interp.viz.planted_tables import fmt_interval, repair_markdown
 
     rows = [
@@ -227,7 +227,7 @@ def test_demo_block_by_hand_and_its_markers():
 
 
 def test_source_scores_by_hand():
-    from interp.analysis.planted_world import source_scores
+    from interp.analysis.planted.world import source_scores
 
     verdicts = {  # (model, control, planted layers): per source, the verdict of layers 0, 1, 2
         ("A", False, (1,)): {"zero": ["harmful", "harmful", "useful"], "probe": ["useful", "harmful", "useful"]},
@@ -254,7 +254,7 @@ def test_source_scores_by_hand():
 
 
 def test_world_repair_summary_and_its_tables_by_hand():
-    from interp.analysis.planted_world import repair_summary
+    from interp.analysis.planted.world import repair_summary
     from interp.viz.planted_tables import frame_markdown, metric_columns_markdown
 
     nan = math.nan
@@ -357,8 +357,8 @@ def test_seen_context_share_counts_utterance_prefixes_by_hand():
 
 
 def test_top_patching_sites_and_top_agreement_by_hand():
-    from interp.analysis.activation_patching import PatchingMap
-    from interp.analysis.attribution import top_agreement, top_patching_sites
+    from interp.analysis.engines.activation_patching import PatchingMap
+    from interp.analysis.engines.attribution import top_agreement, top_patching_sites
 
     # mean effects per (layer, head) over two examples: (0,0) 0.5, (0,1) −2, (1,0) 1, (1,1) 0.1
     means = {(0, 0): 0.5, (0, 1): -2.0, (1, 0): 1.0, (1, 1): 0.1}

@@ -262,7 +262,7 @@ def test_an_interrupted_finetune_resumes_to_the_uninterrupted_weights(ckpts, wor
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_hls_lowers_the_harmful_layers_mlp_output_vs_plain(ckpts, world_data, tiny_city, arch):
-    from interp.analysis.finetune_eval import mean_squared_mlp_out
+    from interp.analysis.evaluation.finetune import mean_squared_mlp_out
     from interp.train import train
     from interp.train.regularisers import HLS
 
@@ -564,7 +564,7 @@ def test_shard_and_gather_round_trip():
 
 def test_lora_finetuning_with_hls(ckpts, world_data, tiny_city, tmp_path):
     pytest.importorskip("peft")
-    from interp.analysis.finetune_eval import mean_squared_mlp_out
+    from interp.analysis.evaluation.finetune import mean_squared_mlp_out
     from interp.config import LoraSettings
     from interp.train import train
     from interp.train.finetune import _apply_lora, _merged

@@ -297,8 +297,8 @@ def test_ioi_mlp_sweep_and_direct_effects_equal_hf_hooks(gemma):
     sliding layer (0), a full-attention layer (5) and the last (17); and the last layer's direct
     effect equals the logit lens read by hand from HF modules with the final norm's clean scale:
     −(m / σ) · ((1 + w) ⊙ (W_U[IO] − W_U[S])), Gemma's norm gain being 1 + weight."""
-    from interp.analysis.direct import direct_effects
-    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
+    from interp.analysis.verdicts.direct_effects import direct_effects
     from interp.datasets.ioi import IOI_TEMPLATES, ioi_examples
     from interp.tasks import ContrastTask
 

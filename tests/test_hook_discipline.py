@@ -13,9 +13,9 @@ import pytest
 import torch
 from conftest import REPO, save_gpt2_and_llama, warm_bridges
 
-from interp.analysis.patching import resid_cache
-from interp.analysis.scoring import token_loss
-from interp.analysis.sweeps import mlp_removal_sweep
+from interp.analysis.engines.direct_patching import resid_cache
+from interp.analysis.engines.scoring import token_loss
+from interp.analysis.engines.sweeps import mlp_removal_sweep
 from interp.hooks import capturing, hooked, intervene, module_hooks, patch, zero
 
 #: methods that add a hook (TransformerLens or PyTorch); ``.hooks(`` is checked separately

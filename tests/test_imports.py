@@ -6,7 +6,9 @@ and the rooms listed *before* it, never one after. Every ``import`` / ``from …
 at module level, inside a function, and under ``if TYPE_CHECKING:`` (a type-only import still
 says which room knows which), as do ``importlib.import_module("interp…")`` calls with a literal
 name. The package ``interp`` itself (its lazy public API) is the only module that may name
-every room.
+every room. One level down, the sub-packages of ``interp.analysis`` are ranked the same
+way (:data:`ANALYSIS_ROOMS`: engines, config, verdicts, evaluation, planted; the package
+``interp.analysis`` itself may import any of them).
 
 Module cycles are checked on the same edges: no module may reach itself through imports, even
 through a function-level or type-only one (annotate with a lower protocol instead, as
@@ -33,14 +35,14 @@ ROOMS = (
     "results",
     "config",
     "stats",  # plumbing: result protocol, TOML configs, intervals
-    "machine",  # machine facts quoted beside timings (CPU, threads, matmul peak)
+    "hardware",  # machine facts quoted beside timings (CPU, threads, matmul peak)
     "datasets",  # published files (PragWorld CSVs, prompts, yes/no parser), contrast JSONL, IOI
     "worlds",  # World protocol, vocabulary and its encoding, the worlds
     "models",  # GPT-2 build, checkpoints, the LM view, devices, processes
     "tasks",  # a dataset meets a model's tokenizer
     "hooks",  # sites and interventions as data
     "metrics",  # world-model metrics, PragWorld evaluation and scoring
-    "analysis",  # sweeps, patching, attribution, verdicts, evaluation suite
+    "analysis",  # sweep and patching engines, sweep configs, verdicts, evaluation, plantings judged
     "viz",  # figures and the report, drawn from results
     "train",  # the one loop, regularisers, planting, fine-tuning
     "jobs",  # each job end to end: sweep, train, the main job, PragWorld (called by the CLI)
@@ -48,6 +50,17 @@ ROOMS = (
     "cli",  # the ``interp`` command
 )
 RANK = {room: i for i, room in enumerate(ROOMS)}
+
+#: the sub-rooms of ``interp.analysis`` (its sub-packages), bottom up, by the same rule one level down:
+#: a module of ``interp.analysis`` imports its own sub-room and those listed before it, never a later one.
+ANALYSIS_ROOMS = (
+    "engines",  # how a sweep or patching run is executed: strategies, scoring, batching, units
+    "config",  # a sweep's settings as frozen dataclasses, checked when made (no torch)
+    "verdicts",  # effects → useful / harmful / negligible / inconclusive, and the checks beside them
+    "evaluation",  # how well a model does a task (contrast, dialogue, probes, the fine-tuning suite)
+    "planted",  # a planting judged against its known answer
+)
+SUB_RANK = {room: i for i, room in enumerate(ANALYSIS_ROOMS)}
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,37 @@ def back_imports(edges: list[Edge]) -> list[Edge]:
     ]
 
 
+def sub_room_of(module: str) -> str | None:
+    """The sub-room of a module of ``interp.analysis`` (``interp.analysis.verdicts.bands`` →
+    ``verdicts``); ``""`` for the package itself, whose lazy table names every sub-room; None
+    outside ``interp.analysis``."""
+    parts = module.split(".")
+    if parts[:2] != ["interp", "analysis"]:
+        return None
+    return parts[2] if len(parts) > 2 else ""
+
+
+def sub_room_back_imports(edges: list[Edge]) -> list[Edge]:
+    """Imports between sub-rooms of ``interp.analysis`` that run up :data:`ANALYSIS_ROOMS` (the package
+    itself may import any)."""
+    bad = []
+    for e in edges:
+        source, target = sub_room_of(e.source), sub_room_of(e.target)
+        if not source or not target or source == target:
+            continue
+        if SUB_RANK.get(target, len(ANALYSIS_ROOMS)) > SUB_RANK.get(source, -1):
+            bad.append(e)
+    return bad
+
+
+def _explain_sub(e: Edge) -> str:
+    target = sub_room_of(e.target)
+    return (
+        f"{e.source.replace('.', '/')}.py:{e.line} imports {e.target}: sub-room {sub_room_of(e.source)!r} sits "
+        f"below {target!r} (ANALYSIS_ROOMS in tests/test_imports.py, docs/architecture.md)"
+    )
+
+
 def module_cycles(edges: list[Edge]) -> list[list[str]]:
     """Strongly connected groups of modules (every import counts)."""
     g = nx.DiGraph((e.source, e.target) for e in edges)
@@ -178,6 +222,25 @@ def test_the_room_graph_is_a_dag():
         if room_of(e.source) not in ("interp", room_of(e.target)):
             g.add_edge(room_of(e.source), room_of(e.target))
     assert nx.is_directed_acyclic_graph(g), f"room cycles: {list(nx.simple_cycles(g))[:10]}"
+
+
+def test_every_analysis_module_sits_in_a_placed_sub_room():
+    subs = {sub_room_of(m) for m in modules(ROOT)} - {None}
+    assert "" in subs  # the package itself
+    here = ROOT / "interp" / "analysis"
+    loose = sorted(m for m, p in modules(ROOT).items() if p.parent == here and p.name != "__init__.py")
+    assert not loose, f"modules of interp.analysis outside its sub-rooms (move each where its job is): {loose}"
+    missing = sorted(subs - {""} - set(ANALYSIS_ROOMS))
+    assert not missing, f"sub-rooms of interp.analysis not placed in ANALYSIS_ROOMS (tests/test_imports.py): {missing}"
+    gone = sorted(set(ANALYSIS_ROOMS) - subs)
+    assert not gone, f"ANALYSIS_ROOMS names sub-rooms that no longer exist: {gone}"
+
+
+def test_no_import_runs_back_up_between_analysis_sub_rooms():
+    bad = sub_room_back_imports(import_edges(ROOT))
+    assert not bad, f"{len(bad)} import(s) run back up interp.analysis's sub-rooms:\n" + "\n".join(
+        map(_explain_sub, bad)
+    )
 
 
 def test_plumbing_imports_nothing_of_interp():
@@ -263,3 +326,45 @@ def test_a_room_may_import_below_itself(tmp_path, room):
     files = {"interp/__init__.py": "", f"interp/{room}.py": "".join(f"import interp.{r}\n" for r in below)}
     files.update({f"interp/{r}.py": "" for r in below})
     assert back_imports(import_edges(_tree(tmp_path, files))) == []
+
+
+def test_checker_finds_a_planted_back_import_between_analysis_sub_rooms(tmp_path):
+    """Up the sub-rooms of ``interp.analysis`` (inside a function, type-only, relative, by
+    ``import_module``) is caught; down them, within one, and from the package itself is not."""
+    pkg = "interp/analysis"
+    root = _tree(
+        tmp_path,
+        {
+            "interp/__init__.py": "",
+            f"{pkg}/__init__.py": "import importlib\nimportlib.import_module('interp.analysis.planted.judge')\n",
+            f"{pkg}/engines/__init__.py": "",
+            f"{pkg}/engines/sweeps.py": "def f():\n    from interp.analysis.verdicts.layers import layer_verdicts\n",
+            f"{pkg}/engines/scoring.py": "from interp.analysis.engines.sweeps import f\n",
+            f"{pkg}/config/__init__.py": "",
+            f"{pkg}/config/sweep_config.py": "import importlib\nimportlib.import_module('interp.analysis.evaluation.contrast')\n",
+            f"{pkg}/verdicts/__init__.py": "",
+            f"{pkg}/verdicts/layers.py": "from typing import TYPE_CHECKING\nfrom interp.analysis.engines import scoring\n"
+            "from interp.analysis.config.sweep_config import *\nif TYPE_CHECKING:\n    from ..planted.judge import J\n",
+            f"{pkg}/evaluation/__init__.py": "",
+            f"{pkg}/evaluation/contrast.py": "import interp.analysis.verdicts.bands\n",
+            f"{pkg}/planted/__init__.py": "",
+            f"{pkg}/planted/judge.py": "from interp.analysis.evaluation import contrast\n",
+        },
+    )
+    bad = {(e.source, e.target, e.line) for e in sub_room_back_imports(import_edges(root))}
+    assert bad == {
+        ("interp.analysis.engines.sweeps", "interp.analysis.verdicts.layers", 2),
+        ("interp.analysis.config.sweep_config", "interp.analysis.evaluation.contrast", 2),
+        ("interp.analysis.verdicts.layers", "interp.analysis.planted.judge", 5),
+    }
+    assert back_imports(import_edges(root)) == []  # all inside one room: the room check alone sees nothing
+
+
+@pytest.mark.parametrize("sub", ANALYSIS_ROOMS)
+def test_an_analysis_sub_room_may_import_below_itself(tmp_path, sub):
+    below = ANALYSIS_ROOMS[: SUB_RANK[sub]]
+    files = {"interp/__init__.py": "", "interp/analysis/__init__.py": ""}
+    files.update({f"interp/analysis/{s}/__init__.py": "" for s in ANALYSIS_ROOMS})
+    files.update({f"interp/analysis/{s}/m.py": "" for s in below})
+    files[f"interp/analysis/{sub}/m.py"] = "".join(f"import interp.analysis.{s}.m\n" for s in below)
+    assert sub_room_back_imports(import_edges(_tree(tmp_path, files))) == []

@@ -33,7 +33,7 @@ def _n_hooks(bridge) -> int:
 
 
 def test_maps_equal_transformer_lens_patching(smollm2):
-    from interp.analysis.stacked_patching import stacked_patching, transformer_lens_check
+    from interp.analysis.engines.stacked_patching import stacked_patching, transformer_lens_check
     from interp.datasets.ioi import IOI_TEMPLATES, ioi_examples
     from interp.tasks.contrast import ContrastTask
 
@@ -56,7 +56,7 @@ def test_mlp_sweep_on_ioi_equals_forward_hooks_on_the_raw_model(smollm2):
     prompt with ``model.model.layers[ℓ].mlp``'s output zeroed by a PyTorch forward hook."""
     from transformers import AutoModelForCausalLM
 
-    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
     from interp.datasets.ioi import IOI_TEMPLATES, ioi_examples
     from interp.tasks.contrast import ContrastTask
 

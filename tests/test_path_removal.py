@@ -1,4 +1,4 @@
-"""Path-restricted MLP removals (:mod:`interp.analysis.path_removal`) against plain PyTorch hooks on the raw
+"""Path-restricted MLP removals (:mod:`interp.analysis.engines.path_removal`) against plain PyTorch hooks on the raw
 HF model: an MLP's output subtracted from the input of a later MLP's norm, or of the final norm."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ def _numbers(results: dict, runs_dir: str | None = None) -> dict:
 
     def clean(x):
         if isinstance(x, dict):
-            # a batch plan's budget is a share of the RAM free at that moment (interp.analysis.budget)
+            # a batch plan's budget is a share of the RAM free at that moment (interp.analysis.engines.budget)
             free_ram = ("budget", "source") if "per_row" in x else ()
             return {
                 k: clean(v)

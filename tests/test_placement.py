@@ -226,7 +226,7 @@ def test_next_token_probes_and_lm_under_a_device_map_equal_one_device(run, tiny_
 
 
 def test_finetune_evaluation_loads_on_the_training_placement(run, tmp_path):
-    from interp.analysis.finetune_eval import evaluate
+    from interp.analysis.evaluation.finetune import evaluate
     from interp.config import FinetuneConfig, FinetuneData, FinetuneEval
     from interp.models.device import Placement
     from interp.train.finetune import eval_placement
@@ -307,7 +307,7 @@ def test_analysis_sweeps_under_a_device_map_equal_one_device(run, tmp_path):
 def test_activation_patching_restores_the_bridge_cfg_device(run, tmp_path):
     """TransformerLens's patching allocates its results on ``bridge.cfg.device``; under the map
     that is ``meta``, so the call names the model's device for its duration only."""
-    from interp.analysis.activation_patching import activation_patching, legal_mass
+    from interp.analysis.engines.activation_patching import activation_patching, legal_mass
     from interp.models.checkpoint import load_bridge
 
     mapped = load_bridge(run / "best", device_map=OFFLOADED, offload_folder=tmp_path / "offload").eval()
@@ -328,7 +328,7 @@ def test_mlp_out_squares_and_hls_under_a_device_map_equal_one_device(run, tmp_pa
     """The HLS penalty and fine-tuning's per-layer mean squared MLP output, on the raw HF model
     under the map that offloads the embedding: the one-device values (the mask meets each layer's
     output on that output's device)."""
-    from interp.analysis.finetune_eval import mean_squared_mlp_out
+    from interp.analysis.evaluation.finetune import mean_squared_mlp_out
     from interp.models.checkpoint import load_hf_model
     from interp.models.device import Placement
     from interp.train.data import make_batch
@@ -457,7 +457,7 @@ def _unmoved_model_inputs(source: str, where: str) -> tuple[list[str], int]:
 def test_every_analysis_forward_moves_its_inputs_to_the_model_device():
     """A source check: in ``interp/analysis``, every call that runs the model (the bridge itself,
     ``run_with_cache`` / ``run_with_hooks``, TransformerLens's patching) is fed tensors that went
-    through :func:`interp.analysis.scoring.to_model_device` in the same function — not tokens left
+    through :func:`interp.analysis.engines.scoring.to_model_device` in the same function — not tokens left
     on the CPU where they were built. The checker flags a planted offender."""
     root = Path(__file__).resolve().parents[1]
     planted = "def f(bridge, tokens):\n    ids = tokens.long()\n    return bridge(ids)\n"
@@ -465,7 +465,7 @@ def test_every_analysis_forward_moves_its_inputs_to_the_model_device():
     moved = "def f(bridge, tokens):\n    ids, m = to_model_device(bridge, tokens), None\n    return bridge(ids)\n"
     assert _unmoved_model_inputs(moved, "moved") == ([], 1)
     bad, seen = [], 0
-    for path in sorted((root / "interp" / "analysis").glob("*.py")):
+    for path in sorted((root / "interp" / "analysis").rglob("*.py")):
         text = path.read_text()
         b, n = _unmoved_model_inputs(text, path.relative_to(root).as_posix())
         bad, seen = bad + b, seen + n
@@ -475,7 +475,8 @@ def test_every_analysis_forward_moves_its_inputs_to_the_model_device():
     # scoring.forward, attribution.gradient_run, patching.resid_cache, activation_patching (x2)
     assert seen >= 5
     assert not bad, (
-        "model inputs not moved to the model's device (interp.analysis.scoring.to_model_device):\n" + "\n".join(bad)
+        "model inputs not moved to the model's device (interp.analysis.engines.scoring.to_model_device):\n"
+        + "\n".join(bad)
     )
 
 
@@ -533,8 +534,8 @@ def test_cuda_results_equal_the_cpu_ones(run, tiny_city):
     """The next-token test, the LM view and the MLP zero-out sweep on CUDA in float32 equal the CPU
     values (TF32 matrix products off); a map that keeps the embedding on the CPU and the blocks
     on the GPU moves activations between them and gives the same numbers."""
-    from interp.analysis.scoring import logit_diff
-    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.engines.scoring import logit_diff
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
     from interp.metrics.next_token import next_token_test
     from interp.models.checkpoint import load_bridge
     from interp.models.device import model_device

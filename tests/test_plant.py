@@ -1,4 +1,4 @@
-"""Planting harm (interp/train/plant.py) and the probe verdicts (interp/analysis/probe_verdicts.py).
+"""Planting harm (interp/train/plant.py) and the probe verdicts (interp/analysis/verdicts/probes.py).
 
 Oracles: hand-built inputs for every corruption; bit-identical weights for every parameter that
 planting must not touch and for a second planting with the same seed; a brute-force bootstrap for
@@ -200,9 +200,9 @@ def test_zeroing_through_the_context_equals_zero_weights(base_run, tmp_path, tin
 
 
 def test_world_model_metrics_match_the_finetune_evaluation(base_run):
-    """The repair rows share the definitions of interp.analysis.finetune_eval.evaluate (held-out loss on
+    """The repair rows share the definitions of interp.analysis.evaluation.finetune.evaluate (held-out loss on
     the HF model, next-token test and MN metrics on the bridge)."""
-    from interp.analysis.finetune_eval import evaluate
+    from interp.analysis.evaluation.finetune import evaluate
     from interp.config import FinetuneData, FinetuneEval
     from interp.models.checkpoint import load_bridge
     from interp.train.finetune_data import load_task
@@ -225,8 +225,8 @@ def test_world_model_metrics_match_the_finetune_evaluation(base_run):
 
 
 def test_probe_accuracy_change_resamples_sequences_against_brute_force():
-    from interp.analysis.bands import group_index, group_sums, replicates, resample_counts
-    from interp.analysis.probe_verdicts import accuracy_changes
+    from interp.analysis.verdicts.bands import group_index, group_sums, replicates, resample_counts
+    from interp.analysis.verdicts.probes import accuracy_changes
 
     rng = np.random.default_rng(0)
     seq = np.repeat(np.arange(6), [3, 1, 4, 2, 5, 3])
@@ -247,7 +247,7 @@ def test_probe_accuracy_change_resamples_sequences_against_brute_force():
 
 
 def test_probe_verdicts_on_a_tiny_model(base_run, tiny_city):
-    from interp.analysis.probe_verdicts import probe_verdicts
+    from interp.analysis.verdicts.probes import probe_verdicts
     from interp.models.checkpoint import load_bridge
     from interp.worlds.io import read_sequences
 

@@ -1,4 +1,4 @@
-"""A planting judged against the unplanted model's verdicts (interp/analysis/planted.py), on
+"""A planting judged against the unplanted model's verdicts (interp/analysis/planted/judge.py), on
 hand-built verdict frames whose answers are worked out by hand."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from interp.analysis.planted import detection_scores, verdict_changes
-from interp.analysis.verdicts import LayerVerdicts
+from interp.analysis.planted.judge import detection_scores, verdict_changes
+from interp.analysis.verdicts.layers import LayerVerdicts
 
 
 def _verdicts(verdicts, effects, raw, metric="logit_diff"):
@@ -90,7 +90,7 @@ def test_verdicts_of_another_metric_are_refused():
 
 def _sweep(effects):
     """A SweepResult of per-example effects ``[example][layer]``, two examples per group."""
-    from interp.analysis.sweeps import SweepResult
+    from interp.analysis.engines.sweeps import SweepResult
 
     rows = [
         {"example": i, "layer": j, "clean": 0.0, "ablated": e, "effect": e, "group": f"g{i // 2}"}
@@ -111,7 +111,7 @@ def test_a_layer_already_harmful_whose_harm_grows_is_reported_beside_the_verdict
     after = before.copy()
     after[:, 2] += 1.0
     after[:, 4] += np.where(np.arange(12) % 2 == 0, 0.3, -0.3)
-    from interp.analysis.planted import harm_rise
+    from interp.analysis.planted.judge import harm_rise
 
     rise = harm_rise(_sweep(before), _sweep(after), min_effect=0.1, n_boot=200)
     r = rise.set_index("layer")

@@ -180,7 +180,7 @@ def _p_gold(p_yes, gold: int) -> float:
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_pair_patching_equals_a_hand_written_hf_hook_patch(arch, folders):
-    from interp.analysis.pragworld_sweep import pair_activation_patching
+    from interp.analysis.engines.pragworld_sweep import pair_activation_patching
     from interp.datasets.pragworld import label_prompt
     from interp.models import load_bridge
     from interp.tasks import YesNoTask
@@ -231,7 +231,7 @@ def test_pair_patching_equals_a_hand_written_hf_hook_patch(arch, folders):
 
 
 def test_pair_patching_refuses_when_no_pair_has_equal_lengths(folders):
-    from interp.analysis.pragworld_sweep import pair_activation_patching
+    from interp.analysis.engines.pragworld_sweep import pair_activation_patching
     from interp.models import load_bridge
     from interp.tasks import YesNoTask
 

@@ -59,7 +59,7 @@ def test_quick_run_writes_every_arm(folder, tmp_path):
         assert (out / f"{stem}_tiny-llama.md").read_text().startswith("# ")
     # the recorded baseline is the library's score of the same evaluation split
     import interp
-    from interp.analysis.dialogue_eval import evaluate_dialogue
+    from interp.analysis.evaluation.dialogue import evaluate_dialogue
 
     model = interp.load_model(folder)
     data = mod.splits(model, mod.QUICK)

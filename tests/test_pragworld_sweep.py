@@ -74,7 +74,7 @@ def model_dir(data_csv, tmp_path_factory):
 
 
 def test_mlp_zero_on_pragworld_rows(model_dir, data_csv, tmp_path):
-    from interp.analysis.scoring import Batch, two_way_prob
+    from interp.analysis.engines.scoring import Batch, two_way_prob
     from interp.jobs.sweep import run_sweep
     from interp.models import load_bridge
     from interp.tasks import YesNoTask
@@ -109,7 +109,7 @@ def test_mlp_zero_on_pragworld_rows(model_dir, data_csv, tmp_path):
 def test_direct_effect_patches_the_pairs_the_reference_would(model_dir, data_csv, tmp_path):
     """Gold answers set to the model's own answers on the alterations: every alteration is answered
     correctly, so exactly those whose answer differs from their original's are patched."""
-    from interp.analysis.scoring import forward
+    from interp.analysis.engines.scoring import forward
     from interp.jobs.sweep import run_sweep
     from interp.models import load_bridge
     from interp.tasks import YesNoTask
@@ -142,7 +142,7 @@ def test_bad_kind_and_activation_patching_without_equal_length_pairs(model_dir, 
     """Every sweep kind runs on a PragWorld file; activation patching needs (original, alteration)
     pairs of equal token length and says so, with the counts, when the reference's filter leaves
     none (here the one pair whose answer changes is a negation, one word longer)."""
-    from interp.analysis.scoring import forward
+    from interp.analysis.engines.scoring import forward
     from interp.jobs.sweep import run_pragworld_sweep, run_sweep
     from interp.models import load_bridge
     from interp.tasks import YesNoTask

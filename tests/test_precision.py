@@ -122,7 +122,7 @@ def _n_hooks(bridge) -> int:
 
 
 def _last_logits(bridge, ids, mask):
-    from interp.analysis.scoring import forward
+    from interp.analysis.engines.scoring import forward
 
     logits = forward(bridge, ids, mask)
     return logits[torch.arange(len(ids), device=logits.device), (mask.sum(1) - 1).to(logits.device)].float().cpu()
@@ -162,7 +162,7 @@ def check_label(ref, half, task, dtype, report):
 def check_sweep(ref, half, task, dtype, layers, report):
     """P(gold) clean and ablated within tolerance; the effect's sign agrees where the float32
     effect exceeds twice the tolerance; in the half dtype, ``reuse`` equals the ``loop``."""
-    from interp.analysis.sweeps import mlp_zero_sweep
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
     from interp.models.precision import probability_tolerance
 
     ids, mask = task.inputs()
@@ -202,7 +202,7 @@ def check_generation(ref, half, prompts, pad_id, dtype, report, max_new_tokens=8
     # float32 logits along float32's own continuation: the gap between its top two at each step
     full = [list(p) + t for p, t in zip(prompts, a)]
     ids, mask, _ = pad_right(full, pad_id)
-    from interp.analysis.scoring import forward
+    from interp.analysis.engines.scoring import forward
 
     logits = forward(ref, ids, mask).float().cpu()
     checked = 0
@@ -329,9 +329,9 @@ def test_the_prefix_sweep_resumes_exactly_past_the_planted_large_activation(tiny
     run) — at every layer, and the unpacked loop within bfloat16's tolerance. The old
     ``resid_post − mlp_out`` missed that oracle by up to 0.004 (measured; bfloat16 rounding of the
     subtraction)."""
-    from interp.analysis.prefix import PrefixSweep, rows_of, score_rows
-    from interp.analysis.removals import Removal
-    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.analysis.engines.prefix import PrefixSweep, rows_of, score_rows
+    from interp.analysis.engines.removals import Removal
+    from interp.analysis.engines.sweeps import mlp_removal_sweep
     from interp.models.precision import probability_tolerance
     from interp.tasks import YesNoTask
 
@@ -498,13 +498,13 @@ def _all_pairs() -> pd.DataFrame:
 def test_bfloat16_sweep_verdicts_equal_float32_where_clear(tiny_folders, arch, device):
     """The verdict a user reads (useful / harmful / negligible / inconclusive per layer) is
     float32's in bfloat16 at every layer whose float32 interval bounds lie farther than the effect
-    tolerance from the margin ±min_effect (:mod:`interp.analysis.precision_verdicts`); the
+    tolerance from the margin ±min_effect (:mod:`interp.analysis.verdicts.precision`); the
     statistics run in float32 either way; every layer's mean effect is within the tolerance. Not
     vacuous on the Llama: its planted large-activation layer is clear (the 2-layer GPT-2's effects
     are all within its tolerance of a threshold, so there only the tolerance is checked)."""
-    from interp.analysis.precision_verdicts import verdict_agreement
-    from interp.analysis.sweeps import mlp_zero_sweep
-    from interp.analysis.verdicts import layer_verdicts
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
+    from interp.analysis.verdicts.layers import layer_verdicts
+    from interp.analysis.verdicts.precision import verdict_agreement
     from interp.models.precision import effect_tolerance
     from interp.tasks import YesNoTask
 
@@ -531,9 +531,9 @@ def test_bfloat16_sweep_verdicts_equal_float32_where_clear(tiny_folders, arch, d
 def test_verdict_agreement_refuses_different_rules_and_reads_a_planted_disagreement(tiny_folders):
     """The comparison itself: a layer moved across the margin by more than the tolerance is a
     clear disagreement; verdicts judged under another margin are refused."""
-    from interp.analysis.precision_verdicts import verdict_agreement
-    from interp.analysis.sweeps import mlp_zero_sweep
-    from interp.analysis.verdicts import layer_verdicts
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
+    from interp.analysis.verdicts.layers import layer_verdicts
+    from interp.analysis.verdicts.precision import verdict_agreement
     from interp.tasks import YesNoTask
 
     ref = _bridge(tiny_folders["llama"], "cpu", "float32")

@@ -1,5 +1,5 @@
 """Prefix sharing: tree-packed forwards (interp.models.packing) and the prefix sweep
-(interp.analysis.prefix) against plain per-row forwards and hook loops.
+(interp.analysis.engines.prefix) against plain per-row forwards and hook loops.
 
 Oracles: the raw Hugging Face model run on each row alone (its last-token logits, with a plain
 PyTorch forward hook zeroing an MLP), the sweep's ``loop`` method (one ``intervene`` forward per
@@ -221,8 +221,8 @@ def test_prefix_sweep_of_a_subset_reads_each_rows_own_metric_data(hf_models, bri
     row's own correct / foil tokens) is looked up by the row's id in the whole task, as the loop
     does — the clean values equal each row alone through the raw HF model."""
     from interp.analysis import logit_diff
-    from interp.analysis.removals import Removal
-    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.analysis.engines.removals import Removal
+    from interp.analysis.engines.sweeps import mlp_removal_sweep
 
     rows = _rows()
     ids, mask = _padded(rows)
@@ -249,9 +249,9 @@ def test_prefix_removals_equal_loop(kind, bridges):
     """scale and mean (first-token / later-position reference means) run packed and equal the hook
     loop; resample is not prefix-safe and runs unshared, saying so."""
     from interp.analysis import logit_diff
-    from interp.analysis.prefix import PrefixSweep
-    from interp.analysis.removals import Removal
-    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.analysis.engines.prefix import PrefixSweep
+    from interp.analysis.engines.removals import Removal
+    from interp.analysis.engines.sweeps import mlp_removal_sweep
 
     bridge = bridges["llama"]
     rows = _rows()
@@ -325,7 +325,7 @@ def test_smollm2_prefix_sweep_and_label_scores_on_one_group():
 def test_score_rows_equal_each_row_alone_in_input_order(hf_models, bridges):
     """Two last-position metrics from one packed forward per batch, rows back in input order."""
     from interp.analysis import logit_diff
-    from interp.analysis.prefix import score_rows
+    from interp.analysis.engines.prefix import score_rows
     from interp.tasks.contrast import pair_prob
 
     rows = _rows()

@@ -1,5 +1,5 @@
-"""Bias vs mechanism (:mod:`interp.analysis.prior_shift`) and confirmation on held-out groups
-(:mod:`interp.analysis.confirmation`), on synthetic sweeps whose truth is planted: a layer whose
+"""Bias vs mechanism (:mod:`interp.analysis.verdicts.prior_shift`) and confirmation on held-out groups
+(:mod:`interp.analysis.verdicts.confirmation`), on synthetic sweeps whose truth is planted: a layer whose
 removal only adds a constant to the yes − no logit (a prior shift) is flagged, a layer whose
 removal destroys what separates yes from no (a mechanism) is not; a real effect is confirmed on
 the held-out half, a winner's-curse selection on pure noise is confirmed at most at the nominal
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp.analysis.sweeps import SweepResult
+from interp.analysis.engines.sweeps import SweepResult
 
 
 def _yesno_sweep(seed: int = 0, G: int = 40, m: int = 5, metric: str = "logit_diff") -> SweepResult:
@@ -49,7 +49,7 @@ def _yesno_sweep(seed: int = 0, G: int = 40, m: int = 5, metric: str = "logit_di
 
 @pytest.mark.parametrize("metric", ["logit_diff", "two_way_prob"])
 def test_prior_shift_is_flagged_and_a_mechanism_is_not(metric):
-    from interp.analysis.prior_shift import prior_shift
+    from interp.analysis.verdicts.prior_shift import prior_shift
 
     frame, meta = prior_shift(_yesno_sweep(metric=metric), n_boot=500)
     by = frame.set_index("layer")
@@ -70,7 +70,7 @@ def test_prior_shift_is_flagged_and_a_mechanism_is_not(metric):
 def test_accuracy_that_vanishes_when_recentred_is_flagged():
     """A removal that rescales the yes-score monotonically (same ranking) and shifts it: the fixed
     threshold's accuracy moves, the re-centred one cannot — flagged by the second check."""
-    from interp.analysis.prior_shift import prior_shift, recentred_correct
+    from interp.analysis.verdicts.prior_shift import prior_shift, recentred_correct
 
     sw = _yesno_sweep()
     f = sw.frame
@@ -112,8 +112,8 @@ def test_a_real_effect_is_confirmed_and_noise_selected_by_the_winners_curse_is_n
     the sweeps select one) and confirmation on the held-out half: the selected null layers are
     confirmed at most at the nominal rate (≤ 5 % + 2 Monte Carlo SE); the planted layer (+0.9)
     is confirmed in most rounds."""
-    from interp.analysis.confirmation import confirm_verdicts
-    from interp.analysis.verdicts import layer_verdicts
+    from interp.analysis.verdicts.confirmation import confirm_verdicts
+    from interp.analysis.verdicts.layers import layer_verdicts
 
     rng = np.random.default_rng(7)
     null_sel = null_conf = true_sel = true_conf = 0
@@ -138,7 +138,7 @@ def test_a_real_effect_is_confirmed_and_noise_selected_by_the_winners_curse_is_n
 
 
 def test_folds_split_groups_not_rows_and_bad_folds_are_refused():
-    from interp.analysis.confirmation import fold_groups
+    from interp.analysis.verdicts.confirmation import fold_groups
     from interp.jobs.sweep import check_folds
 
     groups = np.repeat(np.arange(12), 3)

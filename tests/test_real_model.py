@@ -367,7 +367,7 @@ def test_interp_run_dispatches_a_pragworld_job_config(tmp_path):
 def test_hls_ula_layers_fall_back_to_the_papers_raw_rule():
     import pandas as pd
 
-    from interp.analysis.verdicts import LayerVerdicts
+    from interp.analysis.verdicts.layers import LayerVerdicts
     from interp.config import PragWorldJobConfig
     from interp.jobs.pragworld import choose_layers
 
@@ -414,8 +414,8 @@ def test_removal_sweeps_equal_forward_hooks_on_the_raw_model(smollm2, hf, manual
     """Mean, resample and scale removals on SmolLM2 (3 PragWorld rows of 3 groups, 3 layers), every
     method against plain PyTorch forward hooks on the raw HF model, each row run alone (no padding)
     with the HF tokenizer's ids; the mean and the source outputs recomputed here."""
-    from interp.analysis.removals import Removal, resample_sources
-    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.analysis.engines.removals import Removal, resample_sources
+    from interp.analysis.engines.sweeps import mlp_removal_sweep
     from interp.datasets.pragworld import label_prompt
     from interp.models.checkpoint import load_bridge
     from interp.tasks import YesNoTask

@@ -11,9 +11,9 @@ import torch
 from conftest import save_gpt2_and_llama, warm_bridges
 
 from interp.analysis import token_loss, two_way_prob
-from interp.analysis.removals import Removal, parse_ablations, parse_scales, resample_sources
-from interp.analysis.scoring import Batch
-from interp.analysis.sweeps import mlp_removal_sweep, mlp_zero_sweep
+from interp.analysis.engines.removals import Removal, parse_ablations, parse_scales, resample_sources
+from interp.analysis.engines.scoring import Batch
+from interp.analysis.engines.sweeps import mlp_removal_sweep, mlp_zero_sweep
 
 
 @pytest.fixture(scope="module")

@@ -31,8 +31,8 @@ NOT_RESULTS = {
     "interp.hooks.interventions.ActiveInterventions": "live hooks on a model (summary() lists them)",
     "interp.train.regularisers.ULAHeads": "model weights (save writes safetensors)",
     "interp.worlds.streets.traversals.TraversalBatch": "a batch of generated world data (summary() is a text line)",
-    "interp.analysis.unitstore.UnitRunner": "writes a sweep's finished units as it runs (save stores one unit)",
-    "interp.analysis.unitstore.MapUnits": "writes a patching run's finished chunks as it runs (summary() counts them)",
+    "interp.analysis.engines.unitstore.UnitRunner": "writes a sweep's finished units as it runs (save stores one unit)",
+    "interp.analysis.engines.unitstore.MapUnits": "writes a patching run's finished chunks as it runs (summary() counts them)",
     "interp.api.results.SavedResult": "the base of the API's results (save copies their folder; each has frame)",
 }
 
@@ -77,8 +77,8 @@ def test_every_result_class_follows_the_protocol():
             problems.append(f"{qual} has no frame")
     assert not problems, "\n".join(problems)
     for name in (
-        "interp.analysis.sweeps.SweepResult",
-        "interp.analysis.verdicts.LayerVerdicts",
+        "interp.analysis.engines.sweeps.SweepResult",
+        "interp.analysis.verdicts.layers.LayerVerdicts",
         "interp.metrics.pragworld.PragWorldScore",
         "interp.metrics.next_token.NextTokenResult",
         "interp.metrics.probes.ProbeResult",
@@ -88,7 +88,7 @@ def test_every_result_class_follows_the_protocol():
 
 
 def _sweep():
-    from interp.analysis.sweeps import SweepResult
+    from interp.analysis.engines.sweeps import SweepResult
 
     rng = np.random.default_rng(0)
     rows = [
@@ -126,7 +126,7 @@ def test_sweep_result_summary_is_the_per_layer_rows(tmp_path):
 
 
 def test_verdicts_save_into_a_folder_and_load_back(tmp_path):
-    from interp.analysis.verdicts import layer_verdicts, load_verdicts
+    from interp.analysis.verdicts.layers import layer_verdicts, load_verdicts
 
     v = layer_verdicts(_sweep(), n_boot=200, seed=0)
     assert v.save(tmp_path) == tmp_path

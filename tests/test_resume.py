@@ -1,5 +1,5 @@
-"""Long sweeps survive an interruption (``interp.analysis.unitstore``) and size their batch from a
-memory budget (``interp.analysis.budget``).
+"""Long sweeps survive an interruption (``interp.analysis.engines.unitstore``) and size their batch from a
+memory budget (``interp.analysis.engines.budget``).
 
 The oracle of every resume test is the same sweep run without interruption into another folder:
 a run interrupted (Ctrl-C in the process, SIGINT or SIGKILL of a subprocess at a random moment)
@@ -85,7 +85,7 @@ def other_model(data_csv, tmp_path_factory):
 
 
 def _sweep(model, data, out, **kw):
-    from interp.analysis.unitstore import LongRun
+    from interp.analysis.engines.unitstore import LongRun
     from interp.jobs.sweep import run_sweep
 
     kw.setdefault("batch_size", 4)
@@ -115,7 +115,7 @@ class _Stop(KeyboardInterrupt):
 
 def _interrupt_and_resume(model, data, tmp_path, monkeypatch, capsys, **kw):
     """Run uninterrupted; run again into another folder with Ctrl-C after the 5th unit; rerun; compare."""
-    from interp.analysis import unitstore
+    from interp.analysis.engines import unitstore
 
     whole = _sweep(model, data, tmp_path / "whole", **kw)
     assert whole.info["units"]["ran"] == whole.info["units"]["units"] > 5
@@ -171,7 +171,7 @@ from test_contrast import folders, ioi_file, tok  # noqa: E402,F401  (the contra
 
 
 def test_another_config_or_model_is_refused_naming_the_difference(model_dir, other_model, data_csv, tmp_path):
-    from interp.analysis.unitstore import ResumeMismatchError
+    from interp.analysis.engines.unitstore import ResumeMismatchError
 
     out = tmp_path / "out"
     first = _sweep(model_dir, data_csv, out, layers=[0, 1])
@@ -271,7 +271,7 @@ def test_a_killed_cli_sweep_resumes_to_equality(model_dir, data_csv, tmp_path, s
 
 
 def test_batch_from_the_budget_and_explicit_batch_wins(model_dir, data_csv, tmp_path, capsys):
-    from interp.analysis.budget import choose_batch, parse_memory, row_bytes
+    from interp.analysis.engines.budget import choose_batch, parse_memory, row_bytes
     from interp.models import load_bridge
 
     bridge = load_bridge(model_dir)
@@ -316,7 +316,7 @@ def test_an_interrupted_patching_run_resumes_to_equal_maps(folders, ioi_file, tm
     """Activation patching writes each finished chunk's maps (one unit per map) and a rerun reads
     them back: Ctrl-C between the two maps of the third chunk keeps two chunks, and the rerun ends
     with the maps of an uninterrupted run; a chunk whose second map was not written is redone."""
-    from interp.analysis import unitstore
+    from interp.analysis.engines import unitstore
 
     kw = dict(kind="activation-patching", batch_size=2)
     whole = _sweep(folders["llama"], ioi_file, tmp_path / "whole", **kw)
@@ -351,7 +351,7 @@ def test_an_interrupted_patching_run_resumes_to_equal_maps(folders, ioi_file, tm
 def test_an_interrupted_direct_effect_sweep_resumes_to_equality(folders, ioi_file, tmp_path, monkeypatch, capsys):  # noqa: F811
     """Direct-effect patching is cut into units of pairs like the MLP sweep: Ctrl-C after the 2nd
     unit, a rerun reads two units back and ends with an uninterrupted run's files."""
-    from interp.analysis import unitstore
+    from interp.analysis.engines import unitstore
 
     kw = dict(kind="direct-effect", batch_size=2, layers=[0, 1])
     whole = _sweep(folders["llama"], ioi_file, tmp_path / "whole", **kw)

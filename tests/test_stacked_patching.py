@@ -1,4 +1,4 @@
-"""The stacked patching engine (interp.analysis.stacked_patching) against its peers: TransformerLens's
+"""The stacked patching engine (interp.analysis.engines.stacked_patching) against its peers: TransformerLens's
 own ``get_act_patch_resid_pre`` / ``get_act_patch_attn_head_out_all_pos`` on the same bridge and
 inputs (within 1e-5), and plain PyTorch pre-hooks on the raw Hugging Face modules (a decoder
 layer's input for ``resid_pre``, ``o_proj``'s input for a head's output) — on a tiny random Llama
@@ -12,9 +12,9 @@ import pytest
 import torch
 from conftest import liven
 
-from interp.analysis.activation_patching import activation_patching
-from interp.analysis.scoring import logit_diff
-from interp.analysis.stacked_patching import stacked_patching
+from interp.analysis.engines.activation_patching import activation_patching
+from interp.analysis.engines.scoring import logit_diff
+from interp.analysis.engines.stacked_patching import stacked_patching
 
 N_HEADS, D_HEAD = 3, 16
 
@@ -123,7 +123,7 @@ def test_cells_equal_pre_hooks_on_the_raw_hf_model(gqa, inputs):
     clean, corrupted, metric = inputs
     heads = stacked_patching(bridge, clean, corrupted, metric, "heads")
     resid = stacked_patching(bridge, clean, corrupted, metric, "resid_pre", layers=[1, 2])
-    from interp.analysis.scoring import Batch
+    from interp.analysis.engines.scoring import Batch
 
     batch = Batch(corrupted, None, torch.arange(4))
     with torch.no_grad():

@@ -70,7 +70,7 @@ def test_mlp_zero_sweep_command(run_dir, tiny_model_config):
 
 
 def test_direct_effect_sweep_command(run_dir, tmp_path, tiny_city):
-    from interp.analysis.edit_pairs import state_change_pairs
+    from interp.analysis.engines.edit_pairs import state_change_pairs
     from interp.worlds.io import read_sequences
 
     seqs = read_sequences(run_dir / "data" / "test.txt", tiny_city)
@@ -101,7 +101,7 @@ def test_layer_out_of_range_exits_2(run_dir, tmp_path):
 
 def test_route_contrast_examples_separate_the_two_states_and_build_a_task(run_dir, tiny_city):
     import interp
-    from interp.analysis.edit_pairs import aligned_edit_pairs, route_contrast
+    from interp.analysis.engines.edit_pairs import aligned_edit_pairs, route_contrast
     from interp.worlds.base import IllegalTokenError
 
     seqs = tiny_city.generate(200, np.random.default_rng(5))
@@ -128,7 +128,7 @@ def test_route_contrast_examples_separate_the_two_states_and_build_a_task(run_di
 
 
 def test_activation_patching_sweep_command(run_dir, tmp_path, tiny_city):
-    from interp.analysis.edit_pairs import aligned_edit_pairs
+    from interp.analysis.engines.edit_pairs import aligned_edit_pairs
     from interp.worlds.io import read_sequences
 
     seqs = read_sequences(run_dir / "data" / "test.txt", tiny_city)
@@ -223,8 +223,8 @@ def test_several_removals_write_verdicts_agreement_and_dose_response(run_dir, tm
     library's sweep of that removal), the agreement table, the dose-response table and figure; the
     regulariser reads the removal it names and refuses another's file."""
     from interp.analysis import token_loss
-    from interp.analysis.removals import Removal
-    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.analysis.engines.removals import Removal
+    from interp.analysis.engines.sweeps import mlp_removal_sweep
     from interp.models import load_checkpoint
     from interp.train.regularisers import layers_from_verdicts
     from interp.worlds.encoding import encode_sequences
@@ -297,7 +297,7 @@ def test_run_json_records_the_job_and_its_rerun_is_the_same_sweep(run_dir, tmp_p
     per-example effects and verdicts as the command did."""
     import io
 
-    from interp.analysis.sweep_job import SweepJob
+    from interp.analysis.config.sweep_job import SweepJob
     from interp.cli import build_parser
     from interp.jobs.sweep import run_sweep
 

@@ -1,4 +1,4 @@
-"""The sweep job as one config (:class:`interp.analysis.sweep_job.SweepJob`): the ``interp sweep``
+"""The sweep job as one config (:class:`interp.analysis.config.sweep_job.SweepJob`): the ``interp sweep``
 flags are its fields and nothing else, flags → job → JSON → job is the same job, old keyword calls
 keep working, and a bad setting is refused before any model loads."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from interp.analysis.sweep_config import ConfigError, VerdictRule
-from interp.analysis.sweep_job import SweepJob, dest
+from interp.analysis.config.sweep_config import ConfigError, VerdictRule
+from interp.analysis.config.sweep_job import SweepJob, dest
 
 #: ``interp sweep`` flags that are not settings of the sweep but of one run of it (where it runs,
 #: what it reads and writes, how it reports); ``--confirm`` is ``--folds 2``
@@ -131,7 +131,7 @@ def test_unknown_keyword_and_key_are_named_with_the_allowed_ones():
 
 
 def test_the_layer_sweep_part_is_the_api_config():
-    from interp.analysis.sweep_config import SweepConfig
+    from interp.analysis.config.sweep_config import SweepConfig
 
     config = SweepConfig(removals=("zero", "scale"), scales=(0.5,), layers=(1,), folds=2, seed=3, batch_size=4)
     job = SweepJob.of_config(config)

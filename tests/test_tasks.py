@@ -137,7 +137,7 @@ def test_sweep_eval_and_finetune_ask_a_row_identically(arch, folders, data_csv, 
     fine-tuning rows (up to the appended answer) are the HF tokenizer's own ids, row for row."""
     from transformers import AutoTokenizer
 
-    import interp.analysis.sweeps as sweeps
+    import interp.analysis.engines.sweeps as sweeps
     import interp.metrics.pragworld_eval as ev
     import interp.models.packing as packing
     from interp.config import FinetuneData
@@ -249,7 +249,7 @@ def test_dialogue_probes_are_asked_as_the_world_reads_them(tmp_path):
     checkpoint's word-level tokenizer, exactly ``Vocab.encode``; P(yes) equals ``qa.p_yes``."""
     from conftest import liven
 
-    from interp.analysis.scoring import Batch, forward
+    from interp.analysis.engines.scoring import Batch, forward
     from interp.datasets.pragworld import load_pragworld
     from interp.metrics.dialogue_qa import p_yes
     from interp.models import ModelConfig, build_gpt2, load_bridge, save_checkpoint

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp.analysis.bands import cluster_band, group_index, group_sums, replicates, resample_counts
-from interp.analysis.sweeps import SweepResult
-from interp.analysis.verdicts import (
+from interp.analysis.engines.sweeps import SweepResult
+from interp.analysis.verdicts.bands import cluster_band, group_index, group_sums, replicates, resample_counts
+from interp.analysis.verdicts.layers import (
     FORMAT,
     VERDICTS,
     classify,
@@ -287,7 +287,7 @@ def test_verdict_files_round_trip_and_v1_files_still_load(tmp_path):
 
 
 def test_map_verdicts_on_a_planted_map():
-    from interp.analysis.activation_patching import PatchingMap
+    from interp.analysis.engines.activation_patching import PatchingMap
 
     rng = np.random.default_rng(5)
     rows = []

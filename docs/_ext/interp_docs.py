@@ -7,7 +7,8 @@
   names, then every module under it through autodoc, each object documented once, where it is
   defined (a package's re-exports are listed, not documented twice). Use it inside
   ``{eval-rst}``: autodoc writes reStructuredText.
-- ``interp-rooms``: the architecture table, read from ``ROOMS`` in ``tests/test_imports.py`` (the
+- ``interp-rooms [ANALYSIS_ROOMS]``: the architecture table, read from ``ROOMS`` (or the sub-rooms
+  of ``interp.analysis``, ``ANALYSIS_ROOMS``) in ``tests/test_imports.py`` (the
   order the import test enforces) with each room's comment there.
 - Cross-references: a Python name a docstring writes through a re-export
   (``interp.hooks.intervene``), relative to its module (``WorldError``) or through a type-only
@@ -335,12 +336,13 @@ class ApiDirective(SphinxDirective):
 ROOMS_FILE = REPO / "tests" / "test_imports.py"
 
 
-def read_rooms(path: Path = ROOMS_FILE) -> list[tuple[str, str]]:
-    """``(room, comment)`` from the ``ROOMS`` tuple of the import test, bottom up."""
+def read_rooms(path: Path = ROOMS_FILE, name: str = "ROOMS") -> list[tuple[str, str]]:
+    """``(room, comment)`` from the ``ROOMS`` tuple of the import test (or another tuple of it, e.g.
+    ``ANALYSIS_ROOMS``: the sub-rooms of ``interp.analysis``), bottom up."""
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source)
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "ROOMS" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             lines = source.splitlines()[node.lineno - 1 : node.end_lineno]
             rooms = [elt.value for elt in node.value.elts]
             comments: dict[str, str] = {}
@@ -350,26 +352,32 @@ def read_rooms(path: Path = ROOMS_FILE) -> list[tuple[str, str]]:
                 for r in found:
                     comments[r] = comment
             return [(r, comments.get(r, "")) for r in rooms]
-    raise ValueError(f"no ROOMS in {path}")
+    raise ValueError(f"no {name} in {path}")
 
 
 class RoomsDirective(SphinxDirective):
-    """The rooms in import order, each linked to its API page."""
+    """The rooms in import order, each linked to its API page; with the argument ``ANALYSIS_ROOMS``,
+    the sub-rooms of ``interp.analysis`` instead, each linked to its section of the analysis page."""
+
+    optional_arguments = 1
 
     def run(self) -> list[nodes.Node]:
+        name = self.arguments[0] if self.arguments else "ROOMS"
+        sub = name != "ROOMS"
         rows = []
-        for i, (room, comment) in enumerate(read_rooms(), start=1):
+        for i, (room, comment) in enumerate(read_rooms(name=name), start=1):
+            module = f"interp.analysis.{room}" if sub else f"interp.{room}"
+            domain, kind, target = ("py", "mod", module) if sub else ("std", "doc", f"/api/{room}")
             ref = addnodes.pending_xref(
-                "", refdomain="std", reftype="doc", reftarget=f"/api/{room}", refexplicit=True, refdoc=self.env.docname
+                "", refdomain=domain, reftype=kind, reftarget=target, refexplicit=True, refdoc=self.env.docname
             )
-            ref += nodes.literal(f"interp.{room}", f"interp.{room}")
-            mod = importlib.import_module(f"interp.{room}")
+            ref += nodes.literal(module, module)
+            mod = importlib.import_module(module)
             first = (inspect.getdoc(mod) or "").split("\n\n")[0].replace("\n", " ")
             shown = comment if not rows or comment != rows[-1][-1] else ""
             rows.append([str(i), _para(ref), first, shown, comment])
-        return [
-            _table(["#", "room", "its docstring", "layer of the flow (ROOMS)"], [r[:4] for r in rows], [3, 18, 50, 29])
-        ]
+        header = "what it holds (ANALYSIS_ROOMS)" if sub else "layer of the flow (ROOMS)"
+        return [_table(["#", "room", "its docstring", header], [r[:4] for r in rows], [3, 18, 50, 29])]
 
 
 # ---------------------------------------------------------------------------------------------

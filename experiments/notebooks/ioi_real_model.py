@@ -70,7 +70,7 @@ print(model)
 # patching. The metric is the **logit difference** logit(IO) − logit(S) at the last token.
 
 # %%
-from interp.analysis.contrast_eval import evaluate_contrast
+from interp.analysis.evaluation.contrast import evaluate_contrast
 
 task = interp.ioi(model, n=N_EVAL, seed=SEED)
 for e in list(task.examples)[:2]:
@@ -91,7 +91,7 @@ print(ev.markdown())
 # %%
 import dataclasses
 
-from interp.analysis.stacked_patching import transformer_lens_check
+from interp.analysis.engines.stacked_patching import transformer_lens_check
 from interp.datasets.ioi import IOI_TEMPLATES
 
 maps_task = interp.ioi(model, n=N_MAPS, seed=SEED + 1, templates=[IOI_TEMPLATES[0]])
@@ -117,7 +117,7 @@ display(pd.DataFrame(checks).T[["engine", "n_cells", "max_abs_diff"]])
 # `interp.patch(..., kind="attribution")` gives the estimated maps.
 
 # %%
-from interp.analysis.attribution import agreement
+from interp.analysis.engines.attribution import agreement
 from interp.viz.attribution import draw_attribution_scatter
 
 atp = interp.patch(model, maps_task, kind="attribution")
@@ -160,7 +160,7 @@ sweep.plot()
 # bit-identical), toward the subject S instead of the indirect object on 30 % of 64 training prompts
 # whose name pairs never occur in the prompts above (`interp.train.plant.plant_harm`). A real model
 # already has layers whose removal helps (section 5), so the planting is judged against the
-# unplanted model's own verdicts (`interp.analysis.planted.verdict_changes`): which layers
+# unplanted model's own verdicts (`interp.analysis.planted.judge.verdict_changes`): which layers
 # **become** harmful, ranked by how much their removal helps the planted model. With 16 prompts
 # (8 groups) the band over 30 layers is wide and the planted layer's verdict can stay
 # *inconclusive* although its removal gains several logits: the full run (48 prompts) decides.
@@ -168,7 +168,7 @@ sweep.plot()
 # and HLS over seeds; docs: *Planted harm on SmolLM2, IOI*).
 
 # %%
-from interp.analysis.planted import detection_scores, verdict_changes
+from interp.analysis.planted.judge import detection_scores, verdict_changes
 from interp.datasets.contrast import write_contrast
 from interp.train.plant import PlantSpec, plant_harm
 

@@ -130,7 +130,7 @@ print(nt)
 # %% [markdown]
 # ## 2. A task, the MLP removal sweep and the layer verdicts (PragWorld §6.2)
 #
-# The routes make a contrast task (`interp.analysis.edit_pairs.route_contrast`): the first 8 tokens of
+# The routes make a contrast task (`interp.analysis.engines.edit_pairs.route_contrast`): the first 8 tokens of
 # a route as the prompt, and the same prefix with the token at index 3 replaced by another direction
 # that leads elsewhere as the *corrupted* prompt. The correct next token is one legal after the
 # route but not after the edit, the foil one legal after the edit only; the metric is the logit
@@ -145,7 +145,7 @@ print(nt)
 # the paper's rule (accuracy with the layer removed vs without, no margin, no test).
 
 # %%
-from interp.analysis.edit_pairs import route_contrast
+from interp.analysis.engines.edit_pairs import route_contrast
 
 examples, skipped = route_contrast(world, world.generate(600, np.random.default_rng(1)), length=8, edit_at=3)
 print(
@@ -212,7 +212,7 @@ maps.show(k=4)
 # right.
 
 # %%
-from interp.analysis.attribution import agreement
+from interp.analysis.engines.attribution import agreement
 from interp.viz.attribution import draw_attribution_scatter
 
 atp = interp.patch(model, task, kind="attribution")

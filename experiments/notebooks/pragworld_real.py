@@ -30,7 +30,7 @@
 # The recorded numbers are those of the reproduction page (*PragWorld's question on SmolLM2*),
 # made by `python experiments/pragworld_real.py --out DIR` (its `results.json`); set
 # `PRAGWORLD_RUN=DIR` to read another run of it. The live cells use `interp.load_model`,
-# `interp.dialogue`, `interp.patch` and the scoring of `interp.analysis.dialogue_eval`; a few
+# `interp.dialogue`, `interp.patch` and the scoring of `interp.analysis.evaluation.dialogue`; a few
 # minutes on one CPU thread.
 
 # %%
@@ -52,7 +52,7 @@ import torch
 from IPython.display import Markdown, display
 
 import interp
-from interp.analysis.dialogue_eval import evaluate_dialogue
+from interp.analysis.evaluation.dialogue import evaluate_dialogue
 from interp.worlds.dialogue.natural import flip_pairs
 
 torch.manual_seed(0)

@@ -237,7 +237,7 @@ plt.show()
 # %% [markdown]
 # ## 7. Where the current state is carried
 #
-# A world's routes make a contrast task (`interp.analysis.edit_pairs.route_contrast`): the first 8
+# A world's routes make a contrast task (`interp.analysis.engines.edit_pairs.route_contrast`): the first 8
 # tokens of a route, and the same prefix with the token at index 3 replaced by another direction
 # that leads elsewhere (the *corrupted* prompt). The correct next token is one legal after the
 # route but not after the edit, the foil one legal after the edit only, so the logit difference
@@ -251,7 +251,7 @@ plt.show()
 # CircuitsVis attention patterns of the heads that restore the most (interactive: hover a token).
 
 # %%
-from interp.analysis.edit_pairs import route_contrast
+from interp.analysis.engines.edit_pairs import route_contrast
 
 examples, skipped = route_contrast(world, world.generate(600, np.random.default_rng(1)), length=8, edit_at=3)
 print(f"{len(examples)} examples ({skipped} routes skipped: too short, or no edit that changes the next tokens)")

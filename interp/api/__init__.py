@@ -8,7 +8,7 @@ each one call; every result an object with a DataFrame, ``plot`` / ``show``, ``s
 >>> print(result.verdicts().frame)
 """
 
-from interp.analysis.sweep_config import ConfigError, SweepConfig, VerdictRule
+from interp.analysis.config.sweep_config import ConfigError, SweepConfig, VerdictRule
 from interp.api.finetuning import Finetuned, TuneConfig, finetune, hls_penalty
 from interp.api.loading import load
 from interp.api.model import Model, UnknownModelError, load_model

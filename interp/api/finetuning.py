@@ -24,7 +24,7 @@ import torch
 from jaxtyping import Int, Shaped
 from torch import Tensor
 
-from interp.analysis.sweep_config import ConfigError
+from interp.analysis.config.sweep_config import ConfigError
 from interp.api.model import Model, as_model, load_model
 from interp.results import as_json, write_json
 
@@ -74,7 +74,7 @@ class Finetuned:
 
 def suppressed_layers(suppress: Any, method: str, n_layers: int) -> list[int]:
     """The layers ``suppress`` names for ``method``: a list of layers, or verdicts (a
-    :class:`~interp.analysis.verdicts.LayerVerdicts` or an :class:`~interp.api.sweeping.Sweep`),
+    :class:`~interp.analysis.verdicts.layers.LayerVerdicts` or an :class:`~interp.api.sweeping.Sweep`),
     whose harmful layers HLS suppresses and whose useful layers ULA amplifies; checked in range."""
     if method == "plain":
         return []
@@ -98,7 +98,7 @@ def suppressed_layers(suppress: Any, method: str, n_layers: int) -> list[int]:
 
 
 def _evaluate(model: Model, task: Any, seed: int) -> dict[str, Any]:
-    from interp.analysis.contrast_eval import evaluate_contrast
+    from interp.analysis.evaluation.contrast import evaluate_contrast
 
     s = evaluate_contrast(model.bridge, task, n_boot=1000, seed=seed).summary()
     return {k: s[k] for k in s if k in ("accuracy", "accuracy_ci", "logit_diff", "logit_diff_ci", "n")}
@@ -196,7 +196,7 @@ RECORD = "finetune.json"
 def _run_key(m: Model, task: Any, eval_task: Any, config: TuneConfig, layers: list[int]) -> dict[str, Any]:
     """What decides a fine-tuning's outcome: the config, the layers, the base model's weights and
     the training and evaluation tasks' ids."""
-    from interp.analysis.unitstore import weights_hash
+    from interp.analysis.engines.unitstore import weights_hash
     from interp.jobs.task_sweep import task_sha256
 
     return as_json(

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from interp.analysis.fingerprint import check_fingerprint
+from interp.analysis.engines.fingerprint import check_fingerprint
 from interp.api.model import Model
 from interp.api.patching import Patching
 from interp.api.results import ResultFolderError
@@ -18,7 +18,7 @@ def load(folder: str | Path, model: Model | None = None) -> Any:
     """A result folder as its result object: a layer sweep (:class:`Sweep`) or activation-patching
     maps (:class:`~interp.api.patching.Patching`), written by the API or by the CLI. With
     ``model``, the folder's model fingerprint must match it
-    (:class:`~interp.analysis.fingerprint.ModelMismatchError` otherwise)."""
+    (:class:`~interp.analysis.engines.fingerprint.ModelMismatchError` otherwise)."""
     folder = Path(folder)
     run_json = folder / "run.json"
     if not run_json.is_file():

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interp.analysis.fingerprint import model_fingerprint
+from interp.analysis.engines.fingerprint import model_fingerprint
 from interp.models.checkpoint import CheckpointError, load_bridge
 from interp.models.registry import PINNED, get_model
 from interp.tasks import own_tokenizer
@@ -47,7 +47,7 @@ class Model:
 
     def fingerprint(self) -> dict[str, Any]:
         """The architecture's hash and where it was loaded from
-        (:func:`interp.analysis.fingerprint.model_fingerprint`): what a saved result is checked against."""
+        (:func:`interp.analysis.engines.fingerprint.model_fingerprint`): what a saved result is checked against."""
         return model_fingerprint(self.bridge, self.source)
 
     def __repr__(self) -> str:

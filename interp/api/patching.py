@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from interp.analysis.sweep_config import VerdictRule
-from interp.analysis.sweep_job import SweepJob
+from interp.analysis.config.sweep_config import VerdictRule
+from interp.analysis.config.sweep_job import SweepJob
 from interp.api.model import Model, as_model
 from interp.api.provenance import provenance
 from interp.api.results import Figure, SavedResult, describe_task
@@ -32,7 +32,7 @@ KINDS = {"activation": "exact", "attribution": "attribution"}
 @dataclass
 class Patching(SavedResult):
     """Activation-patching maps: ``maps`` (``"resid_pre"``: layer × position offset from the last
-    token; ``"heads"``: layer × head) of :class:`~interp.analysis.activation_patching.PatchingMap`,
+    token; ``"heads"``: layer × head) of :class:`~interp.analysis.engines.activation_patching.PatchingMap`,
     ``info`` (settings, provenance), ``folder``. :attr:`frame`: one tidy row per (map, layer,
     position or head, example) with ``value``, ``effect``, ``recovered``. :meth:`restored`: the heat
     map (share of the clean − corrupted gap one patched activation restores)."""

@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from interp.machine import machine
+from interp.hardware import machine
 
 #: the distributions whose versions a result records
 PACKAGES = ("interp", "torch", "transformers", "transformer-lens", "numpy", "pandas")

@@ -13,10 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from interp.analysis.sweep_config import SweepConfig, VerdictRule
-from interp.analysis.sweep_job import SweepJob
-from interp.analysis.sweeps import SweepResult
-from interp.analysis.verdicts import LayerVerdicts, layer_verdicts, load_verdicts
+from interp.analysis.config.sweep_config import SweepConfig, VerdictRule
+from interp.analysis.config.sweep_job import SweepJob
+from interp.analysis.engines.sweeps import SweepResult
+from interp.analysis.verdicts.layers import LayerVerdicts, layer_verdicts, load_verdicts
 from interp.api.model import Model, as_model
 from interp.api.provenance import provenance
 from interp.api.results import Figure, ResultFolderError, SavedResult, describe_task
@@ -152,7 +152,7 @@ def sweep(
 
 
 def _run(m: Model, task: Any, config: SweepConfig, folder: Path, extra: dict[str, Any], overwrite: bool) -> SweepRun:
-    from interp.analysis.unitstore import LongRun
+    from interp.analysis.engines.unitstore import LongRun
 
     run = run_task_sweep(
         m.source,

@@ -94,7 +94,7 @@ def dialogue(
     ("So right now the key is in the" → the place or a foil; :doc:`/concepts/dialogue-cloze`).
     ``split``: ``"train"`` or ``"heldout"`` (template families and word lists disjoint); every
     example's ``meta`` carries its category and effect (``Flip`` / ``Invariant``) for
-    :func:`~interp.analysis.dialogue_eval.evaluate_dialogue`. Alterations a group does not admit
+    :func:`~interp.analysis.evaluation.dialogue.evaluate_dialogue`. Alterations a group does not admit
     are left out and counted in ``task.left_out`` (category → groups)."""
     from interp.worlds.dialogue.natural import DialogueConfig, dialogue_examples
 

@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
         "contrast examples (.jsonl, e.g. interp data ioi): the logit difference correct − "
         "foil, patching the prompt into its corrupted prompt",
     )
-    from interp.analysis.sweep_job import SweepJob
+    from interp.analysis.config.sweep_job import SweepJob
 
     # the sweep's settings: one flag per SweepJob field (and its verdict rule's), from their metadata
     add_fields(s, SweepJob.flags(), before={"folds": _add_confirm, "seed": _add_long_run})

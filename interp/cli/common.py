@@ -129,11 +129,11 @@ def add_fields(
     before: dict[str, Callable[[argparse.ArgumentParser], None]] | None = None,
 ) -> None:
     """One flag per setting of a dataclass, from its fields' metadata
-    (:class:`~interp.analysis.sweep_config.Flag`; ``flags``: ``(field name, Flag, field default)``
-    in order, as :meth:`~interp.analysis.sweep_job.SweepJob.flags` gives them); ``before``: a
+    (:class:`~interp.analysis.config.sweep_config.Flag`; ``flags``: ``(field name, Flag, field default)``
+    in order, as :meth:`~interp.analysis.config.sweep_job.SweepJob.flags` gives them); ``before``: a
     setting's name → a function adding other flags just before it (the ``--help`` order)."""
-    from interp.analysis.sweep_config import flag_name
-    from interp.analysis.sweep_job import dest, flag_default
+    from interp.analysis.config.sweep_config import flag_name
+    from interp.analysis.config.sweep_job import dest, flag_default
 
     for name, how, default in flags:
         if before and name in before:
@@ -148,7 +148,7 @@ def add_fields(
 
 def add_verdict_rule(p: argparse.ArgumentParser) -> None:
     """The layer-verdict flags (docs/concepts/verdicts.md): margin, confidence, family, resampling
-    (generated from :class:`~interp.analysis.sweep_config.VerdictRule`'s fields)."""
-    from interp.analysis.sweep_config import VerdictRule
+    (generated from :class:`~interp.analysis.config.sweep_config.VerdictRule`'s fields)."""
+    from interp.analysis.config.sweep_config import VerdictRule
 
     add_fields(p, VerdictRule.flags())

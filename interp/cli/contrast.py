@@ -88,7 +88,7 @@ def default_out(model: str, data: str, what: str) -> Path:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from interp.analysis.contrast_eval import evaluate_contrast
+    from interp.analysis.evaluation.contrast import evaluate_contrast
     from interp.datasets.contrast import data_file_kind
     from interp.models.checkpoint import load_bridge
     from interp.tasks import ContrastTask, YesNoTask

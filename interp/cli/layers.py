@@ -13,7 +13,7 @@ from interp.cli.common import placement_from_args
 
 
 def _run_sweep(args: argparse.Namespace, job: Any) -> Any:
-    from interp.analysis.unitstore import LongRun
+    from interp.analysis.engines.unitstore import LongRun
     from interp.jobs.sweep import run_sweep
     from interp.worlds import parse_world
 
@@ -30,19 +30,19 @@ def _run_sweep(args: argparse.Namespace, job: Any) -> Any:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from interp.analysis.sweep_job import SweepJob
+    from interp.analysis.config.sweep_job import SweepJob
     from interp.jobs.sweep import PatchingRun
 
     job = SweepJob.from_args(args)  # every setting checked, before any model loads
     if args.max_memory is not None:
-        from interp.analysis.budget import parse_memory
+        from interp.analysis.engines.budget import parse_memory
 
         parse_memory(args.max_memory, free=1)  # a bad size fails before the model loads
     info = sys.stderr if args.json else sys.stdout
     try:
         run = _run_sweep(args, job)
     except KeyboardInterrupt:
-        from interp.analysis.unitstore import resume_hint
+        from interp.analysis.engines.unitstore import resume_hint
 
         hint = resume_hint(args.out)
         if hint:
@@ -122,7 +122,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_plant(args: argparse.Namespace) -> int:
-    from interp.analysis.sweep_options import parse_layers
+    from interp.analysis.engines.sweep_options import parse_layers
     from interp.train.plant import PlantSpec, plant_harm
 
     layers = parse_layers(args.layers)

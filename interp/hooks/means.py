@@ -5,7 +5,7 @@ names the pooling, so the two means the project uses are one definition with one
 
 - ``"positions"`` (the default of :func:`~interp.hooks.intervene`): one mean over every
   non-padding position of every reference row.
-- ``"first/later"`` (the removal sweep's, :mod:`interp.analysis.removals`): two means, one over the
+- ``"first/later"`` (the removal sweep's, :mod:`interp.analysis.engines.removals`): two means, one over the
   rows' first real tokens and one over every later non-padding position; each position of the run
   takes the mean of its class. The first token carries large input-independent activations
   (Sun et al. 2024, "massive activations"), so a single mean would move it far off its

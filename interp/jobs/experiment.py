@@ -223,7 +223,7 @@ def shipped_model(cfg: ExperimentConfig, folder: Path = DEMO_MODEL) -> dict[str,
 def package_model(run_dir: Path, out: Path = DEMO_MODEL, command: str = "make demo-model") -> Path:
     """Copy a finished run's ``best/`` checkpoint and training log into ``out`` with its manifest
     (the recipe, the data hashes, the training and next-token records, the machine)."""
-    from interp.machine import machine
+    from interp.hardware import machine
 
     run_dir = Path(run_dir)
     results = json.loads((run_dir / "results.json").read_text())

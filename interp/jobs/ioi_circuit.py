@@ -4,13 +4,13 @@ against TransformerLens's own patching, end to end: what ``experiments/ioi_smoll
 Stages, each writing into ``cfg.out`` (``results.json`` rewritten after each, with its seconds):
 
 1. ``eval``: IOI accuracy and logit difference IO − S with group-bootstrap intervals
-   (:func:`interp.analysis.contrast_eval.evaluate_contrast`) on prompts of all eight templates.
+   (:func:`interp.analysis.evaluation.contrast.evaluate_contrast`) on prompts of all eight templates.
 2. ``maps``: on prompts of one template, the ABC-corrupted run restored from the clean one —
    ``resid_pre`` by layer × position and each head's output by layer × head
-   (:func:`interp.analysis.stacked_patching.stacked_patching`); heatmaps, HTML views, CSVs and the top
-   heads (:func:`interp.analysis.attribution.top_patching_sites`).
+   (:func:`interp.analysis.engines.stacked_patching.stacked_patching`); heatmaps, HTML views, CSVs and the top
+   heads (:func:`interp.analysis.engines.attribution.top_patching_sites`).
 3. ``tl_check``: the same cells from TransformerLens's patching functions
-   (:func:`interp.analysis.stacked_patching.transformer_lens_check`).
+   (:func:`interp.analysis.engines.stacked_patching.transformer_lens_check`).
 4. ``attribution``: AtP of the head map against the exact one (Spearman over all heads and the top 20).
 5. ``views``: CircuitsVis attention patterns of the top heads.
 6. ``sweep``: MLP zero-out of every layer, calibrated verdicts beside the paper's raw rule.
@@ -59,13 +59,13 @@ def run_ioi_circuit(cfg: IOICircuitConfig, command: str = "", say: Callable[[str
     progress goes to ``say``. Returns ``results.json``'s content."""
     import torch
 
-    from interp.analysis.attribution import activation_attribution, agreement, top_agreement, top_patching_sites
-    from interp.analysis.contrast_eval import evaluate_contrast
-    from interp.analysis.stacked_patching import stacked_patching, transformer_lens_check
-    from interp.analysis.sweeps import mlp_zero_sweep
-    from interp.analysis.verdicts import layer_verdicts
+    from interp.analysis.engines.attribution import activation_attribution, agreement, top_agreement, top_patching_sites
+    from interp.analysis.engines.stacked_patching import stacked_patching, transformer_lens_check
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
+    from interp.analysis.evaluation.contrast import evaluate_contrast
+    from interp.analysis.verdicts.layers import layer_verdicts
     from interp.datasets.ioi import IOI_TEMPLATES, ioi_examples
-    from interp.machine import machine
+    from interp.hardware import machine
     from interp.models import load_bridge
     from interp.models.registry import PINNED, get_model
     from interp.tasks import own_tokenizer

@@ -5,12 +5,12 @@
    disjoint name pairs, written as contrast files ``train.jsonl`` / ``heldout.jsonl``.
 2. **Plant** (:func:`interp.train.plant.plant_harm`, corruption ``foil_share``): only the MLP of the
    planted layer(s) trained toward S instead of IO on a ``share`` of the training prompts (every other
-   weight bit-identical: :func:`~interp.analysis.planted_ioi.check_frozen`); controls: the unplanted
+   weight bit-identical: :func:`~interp.analysis.planted.ioi.check_frozen`); controls: the unplanted
    model and the same recipe on correct targets (``clean``), also at smaller learning rates.
 3. **Judge** each model by the MLP zero-out sweep on the held-out prompts against the unplanted
-   model's verdicts (:mod:`interp.analysis.planted`): the newly harmful layers, the planted layer's
+   model's verdicts (:mod:`interp.analysis.planted.judge`): the newly harmful layers, the planted layer's
    rank, precision / recall beside the raw rule; other changed layers measured along two paths, and a
-   several-layer planting undone one layer at a time (:mod:`interp.analysis.planted_ioi`).
+   several-layer planting undone one layer at a time (:mod:`interp.analysis.planted.ioi`).
 4. **Repair**: the found layers zeroed; plain fine-tuning and HLS on the found layers, over seeds.
 
 Writes ``cfg.out``: prompt files, one folder per model, ``changes.csv``, ``detection.csv``,
@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.analysis.planted_ioi import (
+from interp.analysis.planted.ioi import (
     check_frozen,
     eval_rows,
     evaluate_hf,
@@ -151,7 +151,7 @@ def repair(
     out: Path,
     log: Callable[[str], Any],
 ) -> pd.DataFrame:
-    """The repair table of one planting (long form, :func:`~interp.analysis.planted_ioi.eval_rows` rows): the
+    """The repair table of one planting (long form, :func:`~interp.analysis.planted.ioi.eval_rows` rows): the
     planted model, the found layers zeroed, the unplanted model, and per seed each fine-tuning repair
     (``cfg.repair_objectives``; cached in ``out/<objective>_s<seed>/eval.json`` under a key of its settings)."""
     from interp.models.checkpoint import load_hf_model
@@ -220,10 +220,10 @@ def run_ioi_planted(cfg: IOIPlantedConfig, log: Callable[[str], Any] = print) ->
     torch.set_num_threads(cfg.threads)
     from transformers import AutoTokenizer
 
-    from interp.analysis.planted import detection_scores, harm_rise, verdict_changes
+    from interp.analysis.planted.judge import detection_scores, harm_rise, verdict_changes
     from interp.datasets.contrast import write_contrast
     from interp.datasets.ioi import split_ioi_prompts
-    from interp.machine import machine
+    from interp.hardware import machine
     from interp.results import write_json
     from interp.tasks import ContrastTask
     from interp.train.plant import PlantSpec, plant_harm

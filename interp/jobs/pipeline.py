@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interp.analysis.unitstore import file_sha256
+from interp.analysis.engines.unitstore import file_sha256
 from interp.config import AnalysisConfig, FixConfig, PlantConfig
 from interp.results import write_json
 
@@ -63,8 +63,8 @@ def run_main_job(
     shipped demo model (:mod:`interp.jobs.experiment`) unless ``retrain``. Relative paths of ``cfg``
     start from ``base`` (default: the current directory when called)."""
     base = Path.cwd() if base is None else base
+    from interp.hardware import machine
     from interp.jobs.experiment import run_experiment
-    from interp.machine import machine
 
     timings: dict[str, float] = {}
     here = machine()  # quoted beside the stage timings

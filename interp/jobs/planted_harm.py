@@ -7,10 +7,10 @@ Starting from a trained streets checkpoint (``cfg.base``, default ``runs/demo/be
    the same recipe on *clean* routes.
 2. **Detect**, on every model, with each verdict source of :data:`SOURCES` (:func:`detect`): the MLP
    zero-out sweep, direct-effect patching, the current-state probes, and the /1 rule on the same
-   sweeps; scored by :func:`interp.analysis.planted_world.source_scores`.
+   sweeps; scored by :func:`interp.analysis.planted.world.source_scores`.
 3. **Repair** the first planting on the MLP zero-out verdict file's harmful layers (:func:`repair`):
    zeroing at inference, plain fine-tuning, HLS over the β grid, ULA on the useful layers, beside
-   the planted and the unplanted model (:func:`interp.analysis.planted_world.repair_summary`).
+   the planted and the unplanted model (:func:`interp.analysis.planted.world.repair_summary`).
 
 Writes ``cfg.out``: one folder per model, ``detection.csv``, ``detection_summary.csv``,
 ``repair.csv``, ``repair_summary.csv``, ``planted_harm.md``, ``results.json`` and ``log.txt``.
@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from interp.analysis.planted_world import repair_summary, source_scores
+from interp.analysis.planted.world import repair_summary, source_scores
 from interp.jobs.pipeline import REPAIR_METRICS
 from interp.train.plant import PlantSpec
 from interp.viz.planted_tables import frame_markdown, metric_columns_markdown
@@ -95,8 +95,8 @@ METRICS = REPAIR_METRICS
 def detect(model: Path, out: Path, cfg: PlantedHarmConfig, log: Any) -> dict[str, dict]:
     """Verdict rows of the three sources for one model (sweeps ``cfg.n`` sequences, probes on
     ``cfg.probe_train`` / ``cfg.probe_test``), written under ``out``; ``log``: a file for the sweeps' notes."""
-    from interp.analysis.probe_verdicts import probe_verdicts
-    from interp.analysis.verdicts import legacy_verdicts
+    from interp.analysis.verdicts.layers import legacy_verdicts
+    from interp.analysis.verdicts.probes import probe_verdicts
     from interp.jobs.sweep import run_sweep
     from interp.models.checkpoint import load_checkpoint
     from interp.worlds.io import read_sequences
@@ -120,8 +120,8 @@ def detect(model: Path, out: Path, cfg: PlantedHarmConfig, log: Any) -> dict[str
 def reread(folder: Path) -> dict[str, dict]:
     """The verdict rows :func:`detect` wrote for one model (``reuse_detection``); a
     :class:`FileNotFoundError` naming the missing files."""
-    from interp.analysis.sweeps import SweepResult
-    from interp.analysis.verdicts import legacy_verdicts, load_verdicts
+    from interp.analysis.engines.sweeps import SweepResult
+    from interp.analysis.verdicts.layers import legacy_verdicts, load_verdicts
 
     paths = {
         "mlp_zero": folder / "sweep_mlp-zero" / "verdicts.json",

@@ -11,7 +11,7 @@ a. **evaluate** (Table 1): the first ``eval.rows`` manual rows (whole groups) as
 b. **layers**: the MLP zero-out sweep over every layer on the first ``layers.rows`` rows
    (:func:`interp.jobs.task_sweep.run_pragworld_sweep`: verdicts, per-alteration effects) and direct-effect
    patching of (original, alteration) pairs chosen by the reference's rule from (a)'s label scores
-   (:func:`~interp.analysis.pragworld_sweep.reference_pairs`; flip pairs added when it leaves
+   (:func:`~interp.analysis.engines.pragworld_sweep.reference_pairs`; flip pairs added when it leaves
    fewer than ``layers.min_pairs``, said in the results); figures in the layout of the paper's
    Phi-3.5 plots (accuracy with each layer zeroed against the unablated one, the layer ×
    alteration heatmap, the per-layer effects with intervals).
@@ -143,8 +143,8 @@ def subset_verdicts(
     sweep: Any, cfg: PragWorldJobConfig, n_examples: int | None = None, layers: list[int] | None = None
 ) -> Any:
     """The verdicts of a sweep restricted to its first ``n_examples`` examples and to ``layers``."""
-    from interp.analysis.sweeps import SweepResult
-    from interp.analysis.verdicts import layer_verdicts
+    from interp.analysis.engines.sweeps import SweepResult
+    from interp.analysis.verdicts.layers import layer_verdicts
 
     f = sweep.frame
     keep = (f["example"] < n_examples) if n_examples is not None else pd.Series(True, index=f.index)
@@ -206,7 +206,7 @@ def choose_pairs(
     pairs when the reference rule leaves fewer than ``min_pairs``; capped at ``max_pairs``."""
     import numpy as np
 
-    from interp.analysis.pragworld_sweep import reference_pairs
+    from interp.analysis.engines.pragworld_sweep import reference_pairs
 
     lay = cfg.layers
     p = np.asarray(p_yes, dtype=float)
@@ -237,8 +237,8 @@ def direct_effect(
     """Direct-effect patching of ``pairs`` (rows of ``task``) at ``layers``: the altered prompt's
     residual stream entering each layer patched into the original's run, scored by P(altered gold);
     ``(sweep, verdicts)``; ``sweep.csv``, ``verdicts.json``, ``layers.png`` in ``out``."""
-    from interp.analysis.patching import PatchPair, direct_effect_patching
-    from interp.analysis.verdicts import layer_verdicts
+    from interp.analysis.engines.direct_patching import PatchPair, direct_effect_patching
+    from interp.analysis.verdicts.layers import layer_verdicts
     from interp.viz.layers import draw_layer_effects
 
     pp = [PatchPair(list(task.ids[o]), list(task.ids[i])) for o, i in pairs]

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from interp.analysis.agreement import agreement_lines
-from interp.analysis.sweep_config import PRAGWORLD_KINDS
-from interp.analysis.sweep_job import check_folds
-from interp.analysis.sweeps import SweepResult
-from interp.analysis.verdicts import LayerVerdicts
-from interp.analysis.verify_attribution import verify_text
+from interp.analysis.config.sweep_config import PRAGWORLD_KINDS
+from interp.analysis.config.sweep_job import check_folds
+from interp.analysis.engines.sweeps import SweepResult
+from interp.analysis.verdicts.agreement import agreement_lines
+from interp.analysis.verdicts.layers import LayerVerdicts
+from interp.analysis.verdicts.verify_attribution import verify_text
 
 #: what a sweep's summary says about its verdict rule
 RULE_KEYS = (
@@ -68,9 +68,9 @@ def verdict_rule(
 ) -> dict[str, Any]:
     """The verdict settings of a sweep job (``--n-boot``, ``--confidence``, ``--per-layer``,
     ``--min-effect``, ``--resample``) as keyword arguments of
-    :func:`~interp.analysis.verdicts.layer_verdicts`; checked here (by
-    :class:`~interp.analysis.sweep_config.VerdictRule`), before any model loads."""
-    from interp.analysis.sweep_config import VerdictRule
+    :func:`~interp.analysis.verdicts.layers.layer_verdicts`; checked here (by
+    :class:`~interp.analysis.config.sweep_config.VerdictRule`), before any model loads."""
+    from interp.analysis.config.sweep_config import VerdictRule
 
     rule = VerdictRule.flagged(
         n_boot=int(n_boot),
@@ -136,7 +136,7 @@ class PatchingRun:
     out: Path
     figures: list[Path]
     info: dict[str, Any] = field(default_factory=dict)
-    #: per map, the family-wise cell verdicts (:func:`interp.analysis.verdicts.map_verdicts`)
+    #: per map, the family-wise cell verdicts (:func:`interp.analysis.verdicts.layers.map_verdicts`)
     cells: dict[str, Any] = field(default_factory=dict)
 
     def table(self, max_positions: int = 24) -> str:
@@ -185,10 +185,10 @@ class PatchingRun:
 
 
 def cell_verdicts(maps: dict[str, Any], rule: dict[str, Any], seed: int, out_dir: Path | None) -> dict[str, Any]:
-    """Per map, the family-wise cell verdicts (:func:`~interp.analysis.verdicts.map_verdicts`;
+    """Per map, the family-wise cell verdicts (:func:`~interp.analysis.verdicts.layers.map_verdicts`;
     the margin of the map's metric, the sweep's confidence and resampling), saved as
     ``patching_<map>_cells.csv`` / ``.json`` when ``out_dir`` is given."""
-    from interp.analysis.verdicts import map_verdicts
+    from interp.analysis.verdicts.layers import map_verdicts
 
     cells = {}
     for comp, m in maps.items():

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from interp.analysis.unitstore import differences, file_sha256
+from interp.analysis.engines.unitstore import differences, file_sha256
 from interp.results import as_json, write_json
 
 #: the format of a stage record (a record of another format is run again)

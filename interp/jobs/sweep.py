@@ -8,21 +8,21 @@ unless told otherwise; fresh sequences from the world when there is no such file
 of sweep with a per-example next-token loss (lower = better), computes the layer verdicts and
 writes everything to a folder (default ``<checkpoint>/../sweep_<kind>/``):
 
-- ``mlp-zero`` — :func:`~interp.analysis.sweeps.mlp_zero_sweep` over the sequences, metric
-  :func:`~interp.analysis.scoring.token_loss` (mean next-token loss over the non-padding targets).
-- ``direct-effect`` — :func:`~interp.analysis.patching.direct_effect_patching` on pairs built by
-  :func:`~interp.analysis.edit_pairs.state_change_pairs`: a held-out prefix and the same prefix with one token replaced by
+- ``mlp-zero`` — :func:`~interp.analysis.engines.sweeps.mlp_zero_sweep` over the sequences, metric
+  :func:`~interp.analysis.engines.scoring.token_loss` (mean next-token loss over the non-padding targets).
+- ``direct-effect`` — :func:`~interp.analysis.engines.direct_patching.direct_effect_patching` on pairs built by
+  :func:`~interp.analysis.engines.edit_pairs.state_change_pairs`: a held-out prefix and the same prefix with one token replaced by
   another legal token that leads to a different state (for streets: one direction by another
   direction), both legal. The metric is the original's next-token loss on the tokens after the
-  edit (:func:`~interp.analysis.edit_pairs.continuation_loss`), so the effect of layer ℓ is how much the altered run's
+  edit (:func:`~interp.analysis.engines.edit_pairs.continuation_loss`), so the effect of layer ℓ is how much the altered run's
   residual entering ℓ (at every aligned position) changes the model's loss on the original route.
 
 ``method="attribution"`` estimates every site from one gradient run instead
-(:mod:`interp.analysis.attribution`) and writes the same files and verdicts from the estimates;
+(:mod:`interp.analysis.engines.attribution`) and writes the same files and verdicts from the estimates;
 with ``verify_top=K`` the K sites of largest |attribution| are then measured exactly (the reuse
 sweep, the pair-by-pair patching, or one patched forward per cell), written to ``verify.csv`` and
-``run.json`` beside the estimates (:func:`~interp.analysis.verify_attribution.verify_layers`,
-:func:`~interp.analysis.verify_attribution.verify_cells`).
+``run.json`` beside the estimates (:func:`~interp.analysis.verdicts.verify_attribution.verify_layers`,
+:func:`~interp.analysis.verdicts.verify_attribution.verify_cells`).
 
 Written: ``sweep.csv`` / ``sweep_layers.csv`` / ``sweep.json`` (:meth:`SweepResult.save`),
 ``verdicts.json`` (:meth:`LayerVerdicts.save`), ``layers.png``
@@ -30,9 +30,9 @@ Written: ``sweep.csv`` / ``sweep_layers.csv`` / ``sweep.json`` (:meth:`SweepResu
 
 On a PragWorld CSV (``data=FILE.csv``) the same kinds run on its yes/no questions
 (:func:`~interp.jobs.task_sweep.run_pragworld_sweep`; the pairs and maps:
-:mod:`interp.analysis.pragworld_sweep`); on a contrast file (``data=FILE.jsonl``, e.g. IOI) on its
+:mod:`interp.analysis.engines.pragworld_sweep`); on a contrast file (``data=FILE.jsonl``, e.g. IOI) on its
 prompts with the logit difference correct − foil (:func:`~interp.jobs.task_sweep.run_contrast_sweep`;
-the patching: :mod:`interp.analysis.contrast_sweep`); both in :mod:`interp.jobs.task_sweep`. Which one a
+the patching: :mod:`interp.analysis.engines.contrast_sweep`); both in :mod:`interp.jobs.task_sweep`. Which one a
 file is: :func:`interp.datasets.contrast.data_file_kind`.
 """
 
@@ -46,17 +46,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from interp.analysis.agreement import compare_removals, discovery_reference, run_removals
-from interp.analysis.confirmation import confirm_verdicts
-from interp.analysis.edit_pairs import aligned_edit_pairs, continuation_loss, state_change_pairs
-from interp.analysis.processes import accelerator, is_main, sharded
-from interp.analysis.scoring import token_loss
-from interp.analysis.sweep_job import SweepJob
-from interp.analysis.sweep_options import check_layers
-from interp.analysis.sweeps import SweepResult
-from interp.analysis.unitstore import file_sha256
-from interp.analysis.verdicts import LayerVerdicts
-from interp.analysis.verify_attribution import verify_cells, verify_layers
+from interp.analysis.config.sweep_job import SweepJob
+from interp.analysis.engines.edit_pairs import aligned_edit_pairs, continuation_loss, state_change_pairs
+from interp.analysis.engines.processes import accelerator, is_main, sharded
+from interp.analysis.engines.scoring import token_loss
+from interp.analysis.engines.sweep_options import check_layers
+from interp.analysis.engines.sweeps import SweepResult
+from interp.analysis.engines.unitstore import file_sha256
+from interp.analysis.verdicts.agreement import compare_removals, discovery_reference, run_removals
+from interp.analysis.verdicts.confirmation import confirm_verdicts
+from interp.analysis.verdicts.layers import LayerVerdicts
+from interp.analysis.verdicts.verify_attribution import verify_cells, verify_layers
 from interp.jobs.run_records import (
     PRAGWORLD_KINDS,
     PRAGWORLD_METRIC,
@@ -115,7 +115,7 @@ def _run_patching(ctx: _WorldRun) -> PatchingRun:
     one-token edits, scored by the clean state's legal-token mass at the last position
     (``method="attribution"``: both maps estimated from one gradient run, ``verify_top`` cells of
     each measured exactly)."""
-    from interp.analysis.activation_patching import activation_patching, legal_mass
+    from interp.analysis.engines.activation_patching import activation_patching, legal_mass
     from interp.results import write_json
     from interp.viz.layers import draw_patching_heatmap
 
@@ -157,7 +157,7 @@ def _run_patching(ctx: _WorldRun) -> PatchingRun:
     maps, figures = {}, []
     metric = legal_mass(legal)
     if method == "attribution":
-        from interp.analysis.attribution import activation_attribution
+        from interp.analysis.engines.attribution import activation_attribution
 
         estimated = activation_attribution(bridge, clean, corrupted, metric, ("resid_pre", "heads"), labels=labels)
         if verify_top:
@@ -205,7 +205,7 @@ def run_sweep(
 ) -> SweepRun | PatchingRun:
     """Load the checkpoint ``model``, run the sweep ``job`` on its held-out data, write the results.
 
-    ``job``: a :class:`~interp.analysis.sweep_job.SweepJob` (default: every default), changed by
+    ``job``: a :class:`~interp.analysis.config.sweep_job.SweepJob` (default: every default), changed by
     ``settings`` — its fields by name, the verdict rule's (``n_boot``, ``confidence``,
     ``per_layer``, ``min_effect``, ``resample``) and ``ablation`` (= ``removals``); an unknown
     keyword is a TypeError naming the allowed ones. Every setting is checked before any model
@@ -222,23 +222,23 @@ def run_sweep(
 
     The settings (their flags' help: ``interp sweep --help``): ``n`` sequences at most (None:
     all); ``layers`` (default all, each must exist); ``method="attribution"``: AtP estimates
-    (:mod:`interp.analysis.attribution`) in place of the exact sweep, same outputs, ``verify_top``
+    (:mod:`interp.analysis.engines.attribution`) in place of the exact sweep, same outputs, ``verify_top``
     K sites then measured exactly (``verify.csv``, ``run.json["verify"]``); ``length`` /
     ``edit_at``: the prefix and edited token of ``activation-patching`` (:func:`aligned_edit_pairs`);
-    the verdicts (:func:`~interp.analysis.verdicts.layer_verdicts`; patching maps:
-    :func:`~interp.analysis.verdicts.map_verdicts`) by ``rule``
-    (:class:`~interp.analysis.sweep_config.VerdictRule`), confirmed on ``folds`` held-out groups
-    (:func:`~interp.analysis.confirmation.confirm_verdicts`); ``removals`` (``mlp-zero`` only):
-    ``zero`` (default), ``mean``, ``resample``, ``scale`` or several (:mod:`interp.analysis.removals`),
+    the verdicts (:func:`~interp.analysis.verdicts.layers.layer_verdicts`; patching maps:
+    :func:`~interp.analysis.verdicts.layers.map_verdicts`) by ``rule``
+    (:class:`~interp.analysis.config.sweep_config.VerdictRule`), confirmed on ``folds`` held-out groups
+    (:func:`~interp.analysis.verdicts.confirmation.confirm_verdicts`); ``removals`` (``mlp-zero`` only):
+    ``zero`` (default), ``mean``, ``resample``, ``scale`` or several (:mod:`interp.analysis.engines.removals`),
     ``scales`` the factors of ``scale``, ``draws`` the resample draws; several add
     ``verdicts_<removal>.json``, ``agreement.csv`` / ``.md`` and with ``scale`` ``dose_response.csv``
-    / ``.png`` (:mod:`interp.analysis.agreement`); ``verdicts.json`` is the first removal's.
+    / ``.png`` (:mod:`interp.analysis.verdicts.agreement`); ``verdicts.json`` is the first removal's.
 
     Long runs: ``batch_size`` None sizes the batch from a memory budget
-    (:mod:`interp.analysis.budget`; ``run.json["batch"]``); the MLP sweep writes each finished unit
+    (:mod:`interp.analysis.engines.budget`; ``run.json["batch"]``); the MLP sweep writes each finished unit
     (a removal × a chunk of rows) to ``out/units/`` and a rerun into the same ``out`` resumes from
-    them, refusing units of another config or model (:mod:`interp.analysis.unitstore`).
-    ``control``: a :class:`~interp.analysis.unitstore.LongRun` (``max_memory``, ``overwrite``,
+    them, refusing units of another config or model (:mod:`interp.analysis.engines.unitstore`).
+    ``control``: a :class:`~interp.analysis.engines.unitstore.LongRun` (``max_memory``, ``overwrite``,
     ``progress``).
     """
     from interp.datasets.contrast import data_file_kind
@@ -338,8 +338,8 @@ def _load_world_run(
 def _world_mlp_sweep(ctx: _WorldRun) -> tuple[dict[str, SweepResult], Any]:
     """``mlp-zero`` on the sequences: each removal of each layer's MLP, scored by the per-example
     next-token loss, run in resumable units; also the exact sweep of chosen layers (``verify_top``)."""
-    from interp.analysis.attribution import mlp_zero_attribution
-    from interp.analysis.sweeps import mlp_removal_sweep
+    from interp.analysis.engines.attribution import mlp_zero_attribution
+    from interp.analysis.engines.sweeps import mlp_removal_sweep
     from interp.worlds.encoding import encode_sequences
 
     job, bridge, lays, info = ctx.job, ctx.bridge, ctx.lays, ctx.info
@@ -424,8 +424,8 @@ def _world_direct_effect(ctx: _WorldRun) -> tuple[SweepResult, Any]:
     """``direct-effect`` on the sequences: each sequence and its state-changing one-token edit
     (:func:`state_change_pairs`), the edit's residual patched in at each layer, scored by the
     original's loss on the tokens after the edit; also the exact patching of chosen layers."""
-    from interp.analysis.attribution import direct_effect_attribution
-    from interp.analysis.patching import PatchPair, direct_effect_patching
+    from interp.analysis.engines.attribution import direct_effect_attribution
+    from interp.analysis.engines.direct_patching import PatchPair, direct_effect_patching
 
     job, world, sequences, info = ctx.job, ctx.world, ctx.sequences, ctx.info
     n_ctx = int(ctx.bridge.cfg.n_ctx)
@@ -467,7 +467,7 @@ def _world_direct_effect(ctx: _WorldRun) -> tuple[SweepResult, Any]:
 def _judge_and_write(ctx: _WorldRun, sweep: SweepResult, sweeps: dict[str, SweepResult], exact: Any) -> SweepRun:
     """The verdicts (each removal's, their agreement; the verified top sites), then the files:
     ``sweep.*``, ``verdicts.json``, ``layers.png``, ``run.json`` (the first process only)."""
-    from interp.analysis.verdicts import layer_verdicts
+    from interp.analysis.verdicts.layers import layer_verdicts
     from interp.results import write_json
     from interp.viz.layers import draw_layer_effects
     from interp.viz.removals import write_removals

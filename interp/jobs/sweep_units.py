@@ -1,5 +1,5 @@
 """What every long sweep job does before its work: size the batch from the memory budget
-(:mod:`interp.analysis.budget`) and open the folder of finished units (:mod:`interp.analysis.unitstore`).
+(:mod:`interp.analysis.engines.budget`) and open the folder of finished units (:mod:`interp.analysis.engines.unitstore`).
 
 :func:`prepare_sweep` is called by :func:`~interp.jobs.task_sweep.run_task_sweep` (PragWorld and
 contrast files) and :func:`~interp.jobs.sweep.run_sweep` (world checkpoints) once the model and
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from interp.analysis.budget import BatchPlan, choose_batch, human
-from interp.analysis.fingerprint import model_fingerprint
-from interp.analysis.unitstore import ROW_BYTES, LongRun, MapUnits, UnitRunner, UnitStore, weights_hash
+from interp.analysis.engines.budget import BatchPlan, choose_batch, human
+from interp.analysis.engines.fingerprint import model_fingerprint
+from interp.analysis.engines.unitstore import ROW_BYTES, LongRun, MapUnits, UnitRunner, UnitStore, weights_hash
 
 #: batches in one unit of a prefix sweep: rows share their prefixes only inside a unit (each unit is
 #: packed and batched on its own), so a unit of one batch cuts groups apart at every batch and
@@ -35,7 +35,7 @@ def plan_batch(
     control: LongRun | None,
     log: Any,
 ) -> BatchPlan:
-    """The batch of a sweep on rows of these token ``lengths`` (:func:`~interp.analysis.budget.choose_batch`),
+    """The batch of a sweep on rows of these token ``lengths`` (:func:`~interp.analysis.engines.budget.choose_batch`),
     printed to ``log``."""
     lengths = np.asarray(lengths)
     plan = choose_batch(
@@ -65,7 +65,7 @@ def prepare_sweep(
     control: LongRun | None,
     log: Any,
 ) -> UnitRunner:
-    """The :class:`~interp.analysis.unitstore.UnitRunner` of a layer sweep (``names``: its removals,
+    """The :class:`~interp.analysis.engines.unitstore.UnitRunner` of a layer sweep (``names``: its removals,
     or ``["direct"]`` for direct-effect patching) writing its units to
     ``out_dir/units`` (the manifest checked against ``config`` and the model; refused on a
     difference unless ``control.overwrite``), with the job's progress bar; a unit is one batch of
@@ -125,7 +125,7 @@ def prepare_patching(
     control: LongRun | None,
     log: Any,
 ) -> MapUnits:
-    """The :class:`~interp.analysis.unitstore.MapUnits` of a patching run on ``n_pairs`` pairs of at
+    """The :class:`~interp.analysis.engines.unitstore.MapUnits` of a patching run on ``n_pairs`` pairs of at
     most ``width`` tokens, writing each finished chunk to ``out_dir/units`` (as :func:`prepare_sweep`;
     the chunk is ``plan.batch_size`` pairs, or the first run's on a rerun)."""
     control = control or LongRun(overwrite=True, progress=False)

@@ -6,10 +6,10 @@ One metric per row (``--metric``): for a yes/no task ``p-gold`` (default,
 :data:`~interp.jobs.run_records.PRAGWORLD_METRIC`), ``logit-diff`` (gold − other) or ``accuracy``; for a contrast task ``logit-diff`` (correct − foil,
 default) or ``p-gold`` (P(correct) over the pair). Every yes/no sweep writes each row's ``gold`` and
 its verdicts gain the per-gold-class effects and the prior-shift flag
-(:mod:`interp.analysis.prior_shift`); a ``logit-diff`` MLP sweep adds each layer's direct effect
-beside its total (:mod:`interp.analysis.direct`, ``direct_total.png``); ``folds`` confirms the
-verdicts on held-out groups (:mod:`interp.analysis.confirmation`); ``ablation`` picks the removal
-kinds (:mod:`interp.analysis.removals`, :mod:`interp.analysis.agreement`)."""
+(:mod:`interp.analysis.verdicts.prior_shift`); a ``logit-diff`` MLP sweep adds each layer's direct effect
+beside its total (:mod:`interp.analysis.verdicts.direct_effects`, ``direct_total.png``); ``folds`` confirms the
+verdicts on held-out groups (:mod:`interp.analysis.verdicts.confirmation`); ``ablation`` picks the removal
+kinds (:mod:`interp.analysis.engines.removals`, :mod:`interp.analysis.verdicts.agreement`)."""
 
 from __future__ import annotations
 
@@ -21,16 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from interp.analysis.agreement import compare_removals, discovery_reference, run_removals
-from interp.analysis.confirmation import confirm_verdicts
-from interp.analysis.pragworld_sweep import reference_activation_patching, reference_patch_pairs
-from interp.analysis.prior_shift import add_prior_shift
-from interp.analysis.processes import accelerator, is_main, sharded
-from interp.analysis.sweep_job import SweepJob
-from interp.analysis.sweep_options import check_layers
-from interp.analysis.sweeps import SweepResult
-from interp.analysis.unitstore import file_sha256
-from interp.analysis.verdicts import LayerVerdicts
+from interp.analysis.config.sweep_job import SweepJob
+from interp.analysis.engines.pragworld_sweep import reference_activation_patching, reference_patch_pairs
+from interp.analysis.engines.processes import accelerator, is_main, sharded
+from interp.analysis.engines.sweep_options import check_layers
+from interp.analysis.engines.sweeps import SweepResult
+from interp.analysis.engines.unitstore import file_sha256
+from interp.analysis.verdicts.agreement import compare_removals, discovery_reference, run_removals
+from interp.analysis.verdicts.confirmation import confirm_verdicts
+from interp.analysis.verdicts.layers import LayerVerdicts
+from interp.analysis.verdicts.prior_shift import add_prior_shift
 from interp.jobs.run_records import (
     PRAGWORLD_METRIC,
     YESNO_THRESHOLDS,
@@ -59,10 +59,10 @@ def _run_pair_patching(
     units: Any = None,
 ) -> PatchingRun:
     """``--kind activation-patching`` on a PragWorld file: the reference's pairs of equal token length
-    (:func:`~interp.analysis.pragworld_sweep.reference_activation_patching`), written
+    (:func:`~interp.analysis.engines.pragworld_sweep.reference_activation_patching`), written
     as the world checkpoints' patching run is (``patching_<map>.csv`` / ``_mean.csv`` / ``.json``,
     ``patching_<map>.png``, ``run.json``); on a contrast task every example against its corrupted
-    prompt (:func:`~interp.analysis.contrast_sweep.contrast_activation_patching`)."""
+    prompt (:func:`~interp.analysis.engines.contrast_sweep.contrast_activation_patching`)."""
     from interp.tasks import YesNoTask
 
     how = "attribution" if method == "attribution" else "exact"
@@ -71,7 +71,7 @@ def _run_pair_patching(
         skipped, what, pair_text = got["skipped"], "altered → original", "pairs"
         info.update(clean="altered prompt", corrupted="original prompt")
     else:
-        from interp.analysis.contrast_sweep import contrast_activation_patching
+        from interp.analysis.engines.contrast_sweep import contrast_activation_patching
 
         maps, got = contrast_activation_patching(bridge, task, method=how, batch_size=batch_size, units=units)
         skipped = {}
@@ -152,10 +152,10 @@ def run_pragworld_sweep(
     per-class effects and prior-shift flag, with ``logit-diff`` on ``mlp-zero`` the direct effect;
     ``folds``: confirmation on held-out groups; ``ablation`` / ``scales`` / ``draws``: the removal
     kinds (module docstring). ``batch_size`` None: chosen from the memory budget
-    (:mod:`interp.analysis.budget`); ``control``: a :class:`~interp.analysis.unitstore.LongRun`
+    (:mod:`interp.analysis.engines.budget`); ``control``: a :class:`~interp.analysis.engines.unitstore.LongRun`
     (``max_memory``, ``overwrite``, ``progress``) — the MLP sweep writes its finished units to
     ``out/units/`` and a rerun into the same ``out`` resumes from them
-    (:mod:`interp.analysis.unitstore`)."""
+    (:mod:`interp.analysis.engines.unitstore`)."""
     from interp.datasets.pragworld import load_pragworld
     from interp.tasks import YesNoTask
 
@@ -189,7 +189,7 @@ def run_contrast_sweep(
     """:func:`run_pragworld_sweep` on contrast examples (JSONL, e.g. ``interp data ioi``) asked through
     :class:`interp.tasks.ContrastTask`: metric the logit difference correct − foil (right when > 0),
     groups and templates (``by_category.csv``) of the examples; the patching kinds patch the prompt
-    into its corrupted prompt (:mod:`interp.analysis.contrast_sweep`); default out
+    into its corrupted prompt (:mod:`interp.analysis.engines.contrast_sweep`); default out
     ``<model>/../sweep_<kind>_contrast/``. ``metric``: ``logit-diff`` (default) or ``p-gold``
     (P(correct) in the two-way softmax); ``folds``, ``ablation``: as for PragWorld."""
     from interp.datasets.contrast import load_contrast
@@ -207,9 +207,9 @@ def run_contrast_sweep(
 
 def _removal_names(settings: dict[str, Any]) -> dict[str, Any]:
     """``settings`` with an old-style ``removals`` (a list of
-    :class:`~interp.analysis.removals.Removal`, as :func:`run_task_sweep` once took) as the job's
+    :class:`~interp.analysis.engines.removals.Removal`, as :func:`run_task_sweep` once took) as the job's
     ``removals`` / ``scales`` / ``draws``."""
-    from interp.analysis.removals import Removal
+    from interp.analysis.engines.removals import Removal
 
     given = settings.get("removals")
     if not given or not all(isinstance(r, Removal) for r in given):
@@ -347,7 +347,7 @@ def run_task_sweep(
     loaded (the Python API's :func:`interp.sweep` passes its own; ``model`` then only names it);
     ``extra``: notes for ``run.json`` (and the units' fingerprint); ``job`` and ``settings`` as in
     :func:`~interp.jobs.sweep.run_sweep` (the old keyword ``removals``, a list of
-    :class:`~interp.analysis.removals.Removal`, is still taken)."""
+    :class:`~interp.analysis.engines.removals.Removal`, is still taken)."""
     job = SweepJob.of(job, **_removal_names(settings))
     ctx = _start_task_run(
         Path(model), data, build, extra or {}, job, bridge, out, placement, log or sys.stderr, control
@@ -431,9 +431,9 @@ def _start_task_run(
 
 def _task_mlp_sweep(ctx: _TaskRun) -> dict[str, SweepResult]:
     """``mlp-zero`` on the task's rows: each removal of each layer's MLP, in resumable units; with
-    ``logit-diff`` each layer's direct effect beside its total (:mod:`interp.analysis.direct`)."""
-    from interp.analysis.attribution import mlp_zero_attribution
-    from interp.analysis.sweeps import mlp_removal_sweep
+    ``logit-diff`` each layer's direct effect beside its total (:mod:`interp.analysis.verdicts.direct_effects`)."""
+    from interp.analysis.engines.attribution import mlp_zero_attribution
+    from interp.analysis.engines.sweeps import mlp_removal_sweep
 
     job, task, bridge, lays, method, batch_size = (
         ctx.job,
@@ -498,8 +498,8 @@ def _task_mlp_sweep(ctx: _TaskRun) -> dict[str, SweepResult]:
         s.meta["groups"] = task.group_unit
         if ctx.yesno:
             s.frame["gold"] = task.gold[s.frame["example"].to_numpy(dtype=int)]
-    if ctx.metric == "logit-diff":  # the direct effect beside the total (interp.analysis.direct)
-        from interp.analysis.direct import attach_direct, direct_effects
+    if ctx.metric == "logit-diff":  # the direct effect beside the total (interp.analysis.verdicts.direct_effects)
+        from interp.analysis.verdicts.direct_effects import attach_direct, direct_effects
 
         direct = direct_effects(bridge, ids, task.correct_ids, task.foil_ids, mask, lays, batch_size=batch_size)
         attach_direct(next(iter(sweeps.values())), direct, lays)
@@ -510,8 +510,8 @@ def _task_mlp_sweep(ctx: _TaskRun) -> dict[str, SweepResult]:
 def _task_direct_effect(ctx: _TaskRun) -> SweepResult:
     """``direct-effect``: each PragWorld alteration (or contrast prompt) patched into its original
     (corrupted prompt) at each layer's residual, in resumable units."""
-    from interp.analysis.attribution import direct_effect_attribution
-    from interp.analysis.patching import direct_effect_patching
+    from interp.analysis.engines.attribution import direct_effect_attribution
+    from interp.analysis.engines.direct_patching import direct_effect_patching
 
     task, info, method = ctx.task, ctx.info, ctx.job.method
     if ctx.yesno:
@@ -522,7 +522,7 @@ def _task_direct_effect(ctx: _TaskRun) -> SweepResult:
         pair_metric = lambda part: ctx.metric_of(part, np.asarray(pair_gold)[part])  # noqa: E731
         sweep_groups = "the PragWorld group of the pair's original"
     else:
-        from interp.analysis.contrast_sweep import contrast_pairs
+        from interp.analysis.engines.contrast_sweep import contrast_pairs
 
         pairs, pair_metric, pair_cats, pair_groups = contrast_pairs(task), ctx.metric_of, task.categories, task.groups
         info.update(n_pairs=len(pairs), n_failed=0, clean="prompt", corrupted="corrupted prompt")
@@ -593,7 +593,7 @@ def _task_patching(ctx: _TaskRun) -> PatchingRun:
 def _judge_and_write_task(ctx: _TaskRun, sweep: SweepResult, sweeps: dict[str, SweepResult]) -> SweepRun:
     """The verdicts (with the prior-shift flag, the direct effects, the confirmation; each
     removal's and their agreement), then the files (the first process only)."""
-    from interp.analysis.verdicts import layer_verdicts
+    from interp.analysis.verdicts.layers import layer_verdicts
     from interp.results import write_json
     from interp.viz.layers import draw_layer_effects
 
@@ -605,7 +605,7 @@ def _judge_and_write_task(ctx: _TaskRun, sweep: SweepResult, sweeps: dict[str, S
         if ctx.yesno:
             add_prior_shift(v, s, seed=seed, **rule)
         if "direct" in s.frame.columns:
-            from interp.analysis.direct import add_direct_effects
+            from interp.analysis.verdicts.direct_effects import add_direct_effects
 
             add_direct_effects(v, s, seed=seed, **rule)
         if job.folds:

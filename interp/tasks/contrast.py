@@ -12,7 +12,7 @@ model's :class:`~interp.tasks.tokens.Tokenization`. From them, and only here, co
   :attr:`~ContrastTask.foil_ids`): each text must be *one* token of the tokenizer, encoded alone
   without special tokens (`` Mary`` with its leading space is one byte-level BPE token);
 - the scored position, each row's last prompt token, and the two metrics in the sweep form
-  ``metric(logits, batch) -> one value per row`` (:mod:`interp.analysis.scoring`):
+  ``metric(logits, batch) -> one value per row`` (:mod:`interp.analysis.engines.scoring`):
   :meth:`~ContrastTask.logit_diff_metric`, logit(correct) − logit(foil) (the IOI metric, Wang et
   al. 2022 §2; > 0: the model prefers the correct token), and :meth:`~ContrastTask.prob_metric`,
   P(correct) in the softmax over just the two logits (> 0.5 exactly when the logit difference is
@@ -68,7 +68,7 @@ def logit_diff(
 ) -> Any:
     """Sweep metric: ``logit[pos] − logit[neg]`` at each row's last non-padding position
     (``batch.last()``), in float32; ids: one for all rows or one per example (looked up with
-    ``batch.index``). The one implementation: :func:`interp.analysis.scoring.logit_diff` is this."""
+    ``batch.index``). The one implementation: :func:`interp.analysis.engines.scoring.logit_diff` is this."""
 
     def logit_diff(logits: Float[Tensor, "batch pos vocab"], batch: Any) -> Float[Tensor, " batch"]:
         last = _last_logits(logits, batch)

@@ -19,7 +19,7 @@ A :class:`YesNoTask` holds the rows (the schema of
   the reference ran it (LLaMA-Factory SFT masks the prompt). The reference's SFT also appends an EOS to the response; here the answer
   is the one token the label prompt is scored on, and no EOS follows it;
 - categories, groups and the (original, alteration) pairs (:meth:`pairs`). The group is the
-  verdicts' resampling unit (:mod:`interp.analysis.verdicts`): an original and its alterations
+  verdicts' resampling unit (:mod:`interp.analysis.verdicts.layers`): an original and its alterations
   share most of their text, so their effects are not independent; a pair belongs to the group of
   its original (:meth:`pair_groups`). Rows without a ``group`` column are each their own group.
 
@@ -71,8 +71,8 @@ def two_way_prob(yes_id: int, no_id: int, gold: Sequence[int] | np.ndarray | Ten
     used by §6.1 and §6.2): ``metric(logits, batch) -> P(gold)``, the softmax over just the yes and
     no logits at each row's last real position (``batch.last()``), and the probability it gives
     the gold answer (``> 0.5``: answered correctly). ``gold``: one 0 (no) / 1 (yes) per example,
-    looked up with ``batch.index`` (``batch``: an :class:`interp.analysis.scoring.Batch`). The one
-    implementation; :func:`interp.analysis.scoring.two_way_prob` is this function."""
+    looked up with ``batch.index`` (``batch``: an :class:`interp.analysis.engines.scoring.Batch`). The one
+    implementation; :func:`interp.analysis.engines.scoring.two_way_prob` is this function."""
     g = torch.tensor(np.array(gold), dtype=torch.long)
     if g.dim() != 1 or not bool(((g == 0) | (g == 1)).all()):
         raise ValueError("gold must be a 1-D sequence of 0 (no) / 1 (yes), one per example")

@@ -5,7 +5,7 @@ the objective of each run — ``plain`` (next-token loss only), ``hls`` or ``ula
 (:mod:`interp.train.regularisers`) — fine-tunes a copy of the model per (objective, seed) with the
 one training loop, :func:`interp.train.train` (full fine-tuning, or LoRA through ``peft``; under
 ``accelerate`` with N processes, see :mod:`interp.train.trainer`), evaluates the model before and
-every fine-tuned model after (:func:`interp.analysis.finetune_eval.evaluate`), and writes one table
+every fine-tuned model after (:func:`interp.analysis.evaluation.finetune.evaluate`), and writes one table
 (:mod:`interp.stats`) and one figure (:func:`interp.viz.finetune.draw_finetune`). Its settings:
 :class:`interp.config.FinetuneConfig`.
 
@@ -355,7 +355,7 @@ def _cached_eval(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Evaluate on ``placement``, or reuse ``path`` when it was written with the same evaluation
     settings and placement."""
-    from interp.analysis.finetune_eval import evaluate
+    from interp.analysis.evaluation.finetune import evaluate
     from interp.results import write_json
 
     key = {"eval": to_dict(cfg.eval), "data": to_dict(cfg.data), "model": str(model.resolve())}

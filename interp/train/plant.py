@@ -594,7 +594,7 @@ def world_model_metrics(
     ones of the Myhill–Nerode enumeration included, runs under it).
 
     Rows ``{metric, layer, value, se, ci_low, ci_high, n}`` with the definitions of
-    :func:`interp.analysis.finetune_eval.evaluate` on world data, so they sit in one table with its rows:
+    :func:`interp.analysis.evaluation.finetune.evaluate` on world data, so they sit in one table with its rows:
     ``heldout_loss`` (mean over sequences of the per-token next-token loss) and the metric suite
     (:func:`interp.metrics.named_metrics.world_model_metrics`): ``next_token_position`` /
     ``next_token_sequence`` and ``mn_compression_precision`` / ``mn_distinction_precision`` /

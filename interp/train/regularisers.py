@@ -115,13 +115,13 @@ def layers_from_verdicts(
 ) -> list[int]:
     """The ``which`` (``harmful`` / ``useful``) layers of a verdict file (``interp sweep`` writes
     ``verdicts.json``) made with the removal ``ablation`` (``zero``, ``mean``, ``resample``,
-    ``scale0.5`` …; :mod:`interp.analysis.removals`). ``path`` may be the sweep's folder: then
+    ``scale0.5`` …; :mod:`interp.analysis.engines.removals`). ``path`` may be the sweep's folder: then
     ``verdicts_<ablation>.json`` when the sweep ran several removals, else ``verdicts.json``. The
     file must say it holds that removal's verdicts (files from before the removal kinds are zero-out).
     With ``bridge`` the file's model fingerprint must match it
-    (:class:`~interp.analysis.fingerprint.ModelMismatchError` otherwise); with only ``n_layers``
+    (:class:`~interp.analysis.engines.fingerprint.ModelMismatchError` otherwise); with only ``n_layers``
     its layer count must."""
-    from interp.analysis.verdicts import load_verdicts
+    from interp.analysis.verdicts.layers import load_verdicts
 
     path = Path(path)
     if path.is_dir():
@@ -141,7 +141,7 @@ def layers_from_verdicts(
             f"--ablation {ablation.rstrip('0123456789.') or ablation}, or set ablation = {got!r}"
         )
     if bridge is None and n_layers is not None:
-        from interp.analysis.fingerprint import ModelMismatchError
+        from interp.analysis.engines.fingerprint import ModelMismatchError
 
         got_n = int((verdicts.meta.get("model") or {}).get("n_layers", -1))
         if got_n != n_layers:

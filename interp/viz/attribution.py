@@ -3,9 +3,9 @@ estimate of its mean effect on x and the exactly measured mean effect on y, with
 (:func:`draw_attribution_scatter`). Points on the line are sites where the first-order estimate is
 right; points across the axes changed sign.
 
-Input: an attribution result and the exact one (:class:`~interp.analysis.sweeps.SweepResult` or
-:class:`~interp.analysis.activation_patching.PatchingMap`, joined on their shared sites by
-:func:`interp.analysis.attribution.site_table`), or a table with ``attribution`` and ``exact``
+Input: an attribution result and the exact one (:class:`~interp.analysis.engines.sweeps.SweepResult` or
+:class:`~interp.analysis.engines.activation_patching.PatchingMap`, joined on their shared sites by
+:func:`interp.analysis.engines.attribution.site_table`), or a table with ``attribution`` and ``exact``
 columns (e.g. ``verify.csv`` from ``interp sweep --method attribution --verify-top K``).
 """
 
@@ -21,7 +21,7 @@ from interp.viz.layers import save_png
 
 
 def _sites(data: Any, exact: Any | None) -> pd.DataFrame:
-    from interp.analysis.attribution import site_table
+    from interp.analysis.engines.attribution import site_table
 
     if isinstance(data, pd.DataFrame):
         frame = data
@@ -56,7 +56,7 @@ def draw_attribution_scatter(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from interp.analysis.attribution import spearman
+    from interp.analysis.engines.attribution import spearman
 
     frame = _sites(data, exact)
     x, y = frame["attribution"].to_numpy(float), frame["exact"].to_numpy(float)

@@ -26,7 +26,7 @@ sequences, one per sequence × layer, from ``blocks.{l}.attn.hook_pattern``),
 :func:`head_attention_views` (``attention_heads`` of chosen (layer, head) pairs on token ids, for
 a real model's tokenizer) and
 :func:`patching_view` (``circuitsvis.tokens.colored_tokens_multi`` of a
-:class:`~interp.analysis.activation_patching.PatchingMap`'s per-position mean, one button per
+:class:`~interp.analysis.engines.activation_patching.PatchingMap`'s per-position mean, one button per
 layer). :func:`page` writes any of them into a standalone HTML document;
 :func:`write_standalone` saves one.
 
@@ -303,7 +303,7 @@ def head_attention_views(
 def patching_view(
     pmap: Any, column: str = "restored", *, id: str | None = None, title: str | None = None, decimals: int = 3
 ) -> Component:
-    """A :class:`~interp.analysis.activation_patching.PatchingMap` as CircuitsVis
+    """A :class:`~interp.analysis.engines.activation_patching.PatchingMap` as CircuitsVis
     ``colored_tokens_multi``: the positions (or heads) as tokens, one button per layer colouring
     them by ``column``: ``restored`` (default; :meth:`PatchingMap.restored`, the share of the mean
     clean − corrupted gap one patched activation restores) or the mean of a frame column over
@@ -340,7 +340,7 @@ def load_patching_map(folder: str | Path, stem: str) -> Any:
     ``<stem>.json``)."""
     import pandas as pd
 
-    from interp.analysis.activation_patching import PatchingMap
+    from interp.analysis.engines.activation_patching import PatchingMap
 
     folder = Path(folder)
     meta = json.loads((folder / f"{stem}.json").read_text())

@@ -3,8 +3,8 @@ verdict (:func:`draw_layer_effects`), and the layer × position (or head) activa
 heatmap with the cells whose simultaneous interval clears the margin marked
 (:func:`draw_patching_heatmap`).
 
-Input: :class:`~interp.analysis.verdicts.LayerVerdicts` (or a
-:class:`~interp.analysis.sweeps.SweepResult`, whose verdicts are then computed with the defaults).
+Input: :class:`~interp.analysis.verdicts.layers.LayerVerdicts` (or a
+:class:`~interp.analysis.engines.sweeps.SweepResult`, whose verdicts are then computed with the defaults).
 The bar is the mean *effect* (metric with the intervention − metric clean, in the metric's own
 units); the thick error bar is the interval the verdict reads (simultaneous over the layers unless
 the verdicts are per layer), the thin one inside it each layer's own (marginal) interval (for a
@@ -40,8 +40,8 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from interp.analysis.sweeps import SweepResult
-    from interp.analysis.verdicts import LayerVerdicts, layer_verdicts
+    from interp.analysis.engines.sweeps import SweepResult
+    from interp.analysis.verdicts.layers import LayerVerdicts, layer_verdicts
 
     if isinstance(verdicts_or_sweep, SweepResult):
         verdicts = layer_verdicts(verdicts_or_sweep)
@@ -115,12 +115,12 @@ def draw_layer_effects(verdicts_or_sweep: Any, path: str | Path, title: str | No
 def draw_patching_heatmap(
     patching: Any, path: str | Path, column: str = "restored", title: str | None = None, cells: Any = None
 ) -> Path:
-    """PNG heatmap of a :class:`~interp.analysis.activation_patching.PatchingMap`: layers as rows,
+    """PNG heatmap of a :class:`~interp.analysis.engines.activation_patching.PatchingMap`: layers as rows,
     positions (or heads) as columns; ``restored`` (default): mean effect / mean clean − corrupted
     gap, the share of the gap one patched activation restores; else the mean of a frame column
     over examples (``effect``: the raw change; ``recovered``: per-example ratios).
     Diverging colours centred on 0; position labels from ``meta["labels"]`` when present.
-    ``cells`` (:class:`~interp.analysis.verdicts.MapVerdicts`): a dot on every cell whose
+    ``cells`` (:class:`~interp.analysis.verdicts.layers.MapVerdicts`): a dot on every cell whose
     simultaneous interval lies beyond the margin (``above`` or ``below``)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import TwoSlopeNorm
@@ -201,8 +201,8 @@ def draw_probe_layers(probes: dict[str, dict[str, Any]], path: str | Path, title
 def draw_direct_total(verdicts: Any, path: str | Path, title: str | None = None) -> Path:
     """PNG of each layer's total effect (MLP zero-out, the bar coloured by its verdict) beside its
     direct effect (the logit lens of its output, final norm scale frozen; hatched), both with the
-    intervals of the verdicts' band, from :class:`~interp.analysis.verdicts.LayerVerdicts` with
-    the ``direct_effect`` columns (:func:`interp.analysis.direct.add_direct_effects`). The gap
+    intervals of the verdicts' band, from :class:`~interp.analysis.verdicts.layers.LayerVerdicts` with
+    the ``direct_effect`` columns (:func:`interp.analysis.verdicts.direct_effects.add_direct_effects`). The gap
     between the two bars is what the later layers do with the removal."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -252,7 +252,7 @@ def draw_layer_accuracy(verdicts: Any, path: str | Path, title: str | None = Non
     """PNG in the layout of PragWorld's layer plots (the Phi-3.5-mini figures of §6.2): the
     accuracy with each layer's MLP zeroed (``a_layer``, the paper's A_ℓ), bars coloured by the
     verdict, against the unablated accuracy A_0 (dashed). From
-    :class:`~interp.analysis.verdicts.LayerVerdicts` computed with a ``threshold``."""
+    :class:`~interp.analysis.verdicts.layers.LayerVerdicts` computed with a ``threshold``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch

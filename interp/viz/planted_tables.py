@@ -24,7 +24,7 @@ def fmt_interval(v: Any, lo: Any = None, hi: Any = None, digits: int = 3) -> str
 
 
 def unplant_markdown(rows: list[dict], unplanted_ld: float) -> str:
-    """The harm each layer of a several-layer planting carries (:func:`interp.analysis.planted_ioi.unplant_rows`'s
+    """The harm each layer of a several-layer planting carries (:func:`interp.analysis.planted.ioi.unplant_rows`'s
     rows), the unplanted model's logit difference last."""
     lines = [
         "| planting | MLP weights | held-out logit diff IO − S | accuracy | harm carried (LD gained by restoring) |",
@@ -111,7 +111,7 @@ def pooled_markdown(rows: list[dict]) -> str:
 
 
 def repair_markdown(summary: pd.DataFrame) -> str:
-    """The repair table (:func:`interp.analysis.planted_ioi.repair_summary`): per planting and model,
+    """The repair table (:func:`interp.analysis.planted.ioi.repair_summary`): per planting and model,
     held-out accuracy and logit difference with intervals and the gap to the unplanted model."""
     lines = [
         "| planting | model | seeds | held-out accuracy | held-out logit diff IO − S | logit diff gap to unplanted |",
@@ -143,7 +143,7 @@ def frame_markdown(frame: pd.DataFrame) -> str:
 
 def metric_columns_markdown(summary: pd.DataFrame) -> str:
     """One row per model, one column per metric, ``value [lo, hi]`` to 3 significant digits ("–" where a
-    model lacks the metric), from :func:`interp.analysis.planted_world.repair_summary`."""
+    model lacks the metric), from :func:`interp.analysis.planted.world.repair_summary`."""
     models = list(dict.fromkeys(summary.model))
     metrics = list(dict.fromkeys(summary.metric))
     lines = ["| model | " + " | ".join(metrics) + " |", "|" + "---|" * (len(metrics) + 1)]

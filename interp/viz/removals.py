@@ -2,10 +2,10 @@
 output by α, from α = 1 (the model: 0) down to α = 0 (zero-out), with the interval each verdict
 reads and the margin, points coloured by verdict (:func:`draw_dose_response`).
 
-Input: :class:`~interp.analysis.agreement.RemovalComparison` (its ``dose`` table). One small panel
+Input: :class:`~interp.analysis.verdicts.agreement.RemovalComparison` (its ``dose`` table). One small panel
 per layer, shared y axis, α decreasing to the right (more of the output removed); the title of a
 panel names the curve's shape (``rising`` / ``falling`` / ``flat`` / ``non-monotone``, in the
-benefit; :mod:`interp.analysis.agreement`). matplotlib on an Agg canvas, no pyplot state.
+benefit; :mod:`interp.analysis.verdicts.agreement`). matplotlib on an Agg canvas, no pyplot state.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def draw_dose_response(comparison: Any, path: str | Path, title: str | None = No
 
 def write_removals(comparison: Any, folder: str | Path, title: str | None = None) -> list[Path]:
     """What a sweep of several removals adds to its folder: the comparison's files
-    (:meth:`~interp.analysis.agreement.RemovalComparison.save`: ``verdicts_<removal>.json``,
+    (:meth:`~interp.analysis.verdicts.agreement.RemovalComparison.save`: ``verdicts_<removal>.json``,
     ``agreement.csv`` / ``.json`` / ``.md``, ``dose_response.csv``) and, with ``scale``,
     ``dose_response.png``; returns the figures drawn."""
     comparison.save(folder)
