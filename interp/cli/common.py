@@ -118,15 +118,11 @@ def add_fields(
         if before and name in before:
             before[name](parser)
         kwargs: dict[str, Any] = {"default": flag_default(how, default), "help": how.help}
-        for key in ("type", "choices", "metavar", "action", "nargs"):
+        for key in ("type", "choices", "metavar", "action"):
             if getattr(how, key) is not None:
                 kwargs[key] = getattr(how, key)
-        if how.required:
-            kwargs["required"] = True
         names = how.names or (flag_name(name),)
-        if names[0].startswith("-"):  # a positional argument's name is its destination
-            kwargs["dest"] = dest(name, how)
-        parser.add_argument(*names, **kwargs)
+        parser.add_argument(*names, dest=dest(name, how), **kwargs)
 
 
 def add_verdict_rule(p: argparse.ArgumentParser) -> None:

@@ -28,12 +28,11 @@ def flag_name(setting: str) -> str:
 @dataclass(frozen=True)
 class Flag:
     """How a setting appears on the command line (a dataclass field's ``metadata["flag"]``): the
-    ``names`` (default the field's :func:`flag_name`; a name without ``-`` is a positional
-    argument), the ``help``, and what :meth:`argparse.ArgumentParser.add_argument` takes —
-    ``type``, ``choices``, ``metavar``, ``action``, ``nargs``, ``required``; ``default``: the
-    flag's own when it differs from the field's (:data:`FIELD_DEFAULT`: the same; None on a flag
-    that overrides a config file's setting: unset, the file's); ``parse``: turns the flag's value
-    into the field's (e.g. ``"on"`` → True)."""
+    ``names`` (default the field's :func:`flag_name`), the ``help``, and what
+    :meth:`argparse.ArgumentParser.add_argument` takes — ``type``, ``choices``, ``metavar``,
+    ``action``; ``default``: the flag's own when it differs from the field's
+    (:data:`FIELD_DEFAULT`: the same; None on a flag that overrides a config file's setting:
+    unset, the file's); ``parse``: turns the flag's value into the field's (e.g. ``"on"`` → True)."""
 
     help: str
     names: tuple[str, ...] = ()
@@ -43,8 +42,6 @@ class Flag:
     action: str | None = None
     default: Any = FIELD_DEFAULT
     parse: Any = None
-    nargs: str | None = None
-    required: bool = False
 
 
 def flag(help: str, **how: Any) -> dict[str, Flag]:
