@@ -24,7 +24,7 @@ import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, TypeVar
 
 from interp.config.flags import FlagFields, flag, recorded_config
 
@@ -443,7 +443,7 @@ class FinetuneConfig(FlagFields):
         return Path(self.out) if self.out else Path("runs") / "finetune" / self.name
 
     @classmethod
-    def from_args(cls, args: Any) -> Self:
+    def from_args(cls, args: Any) -> FinetuneConfig:
         """The config file ``--config`` names (:func:`load_finetune_config`), with the placement
         flags given in place of its settings."""
         cfg = load_toml(cls, args.config)
@@ -451,7 +451,7 @@ class FinetuneConfig(FlagFields):
         return dataclasses.replace(cfg, **cls.given_flags(args))
 
     @classmethod
-    def from_run(cls, folder: str | Path) -> Self:
+    def from_run(cls, folder: str | Path) -> FinetuneConfig:
         """The config a fine-tuning folder recorded (``run.json``), its files checked as a config
         file's are: ``run_finetune(FinetuneConfig.from_run(folder))`` reruns it."""
         data, where = recorded_config(folder)

@@ -14,7 +14,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, TypeVar
+
+#: a config class with flags (the type its class methods give back)
+C = TypeVar("C", bound="FlagFields")
 
 #: :attr:`Flag.default` when the flag's default is the field's
 FIELD_DEFAULT = "<field default>"
@@ -97,7 +100,7 @@ class FlagFields:
         return {k: v for k, v in flag_values(cls.flags(), args).items() if v is not None}
 
     @classmethod
-    def from_args(cls, args: Any) -> Self:
+    def from_args(cls: type[C], args: Any) -> C:
         """The config of the parsed flags (every field is a flag, or has its default)."""
         return cls(**flag_values(cls.flags(), args))
 
@@ -106,7 +109,7 @@ class FlagFields:
         return json.loads(json.dumps(dataclasses.asdict(self)))  # type: ignore[call-overload]
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str = "config") -> Self:
+    def from_dict(cls: type[C], data: Mapping[str, Any], where: str = "config") -> C:
         """The config :meth:`to_dict` wrote (or a TOML file's tables): an unknown key or a wrong
         type is a :class:`~interp.config.ConfigError` naming it, as in a config file."""
         from interp.config import from_dict
@@ -114,7 +117,7 @@ class FlagFields:
         return from_dict(cls, dict(data), where)
 
     @classmethod
-    def from_run(cls, folder: str | Path) -> Self:
+    def from_run(cls: type[C], folder: str | Path) -> C:
         """The config recorded in the run folder ``folder`` (:func:`recorded_config`)."""
         data, where = recorded_config(folder)
         return cls.from_dict(data, where)
