@@ -3,7 +3,7 @@
 The config room: the loader (:func:`load_toml`, :func:`from_dict`) and the plain settings of
 training (:class:`TrainConfig`), fine-tuning (:class:`FinetuneConfig` and its tables) and the main
 job's later stages (:class:`AnalysisConfig`, :class:`PlantConfig`, :class:`FixConfig`). Pure
-data, no torch: every room can import it, it imports nothing of interp but :mod:`interp.results`.
+data, no torch: every room can import it, it imports none.
 
 A config's fields that are command-line flags carry them (:mod:`interp.config.flags`): the
 ``interp finetune`` placement flags are :class:`FinetuneConfig`'s fields, the run-control flags of

@@ -3,7 +3,7 @@
 generated from the dataclass (:func:`interp.cli.common.add_fields`) and the parsed flags are read
 back into it (:meth:`FlagFields.from_args`): a flag and a field cannot drift apart, and their help
 is one text. :class:`FlagFields` gives a config dataclass its flags, its JSON form and its record
-in a run folder (``run.json``'s ``config``: :func:`record_run`, :meth:`FlagFields.from_run`).
+in a run folder (``run.json``'s ``config``: :func:`run_record`, :meth:`FlagFields.from_run`).
 
 Pure data: nothing heavy is imported, so ``interp --help`` builds every flag without torch."""
 
@@ -124,18 +124,15 @@ class FlagFields:
 
 
 #: where a run folder records its config, in the order :func:`recorded_config` reads them:
-#: ``run.json``'s ``config`` (:func:`record_run`), then the files of folders written before it
+#: ``run.json``'s ``config`` (:func:`run_record`), then the files of folders written before it
 CONFIG_RECORDS = (("run.json", "config"), ("results.json", "config"), ("config.json", None))
 
 
-def record_run(folder: str | Path, cfg: Any, **extra: Any) -> Path:
-    """Write ``folder/run.json``: the config dataclass ``cfg`` under ``config`` (JSON types), and
-    the ``extra`` items beside it (what else a rerun needs). Returns the file."""
-    from interp.results import write_json
-
-    path = Path(folder) / "run.json"
-    write_json(path, {"config": json.loads(json.dumps(dataclasses.asdict(cfg))), **extra})
-    return path
+def run_record(cfg: Any, **extra: Any) -> dict[str, Any]:
+    """What a run folder's ``run.json`` holds (the jobs write it with
+    :func:`interp.results.write_json`): the config dataclass ``cfg`` under ``config``, in JSON
+    types, and the ``extra`` items beside it (what else a rerun needs)."""
+    return {"config": json.loads(json.dumps(dataclasses.asdict(cfg))), **extra}
 
 
 def recorded_config(folder: str | Path) -> tuple[dict[str, Any], str]:
@@ -166,6 +163,6 @@ __all__ = [
     "flag_default",
     "flag_name",
     "flag_values",
-    "record_run",
+    "run_record",
     "recorded_config",
 ]

@@ -9,7 +9,7 @@ progress bars, processes), not what it computes — that is the config file's
 :class:`~interp.jobs.experiment.ExperimentConfig`).
 
 A run folder records its config in ``run.json`` under ``config``
-(:func:`~interp.config.flags.record_run`), as a sweep folder does;
+(:func:`~interp.config.flags.run_record`), as a sweep folder does;
 :func:`~interp.config.flags.recorded_config` reads it back (``from_run`` of each config), so
 rerunning the recorded config from Python reproduces the run."""
 

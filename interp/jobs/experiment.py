@@ -46,7 +46,7 @@ from interp.config import (
     path_field,
     to_dict,
 )
-from interp.config.flags import FlagFields, record_run, recorded_config
+from interp.config.flags import FlagFields, recorded_config, run_record
 from interp.models.gpt2 import ModelConfig
 from interp.results import write_json
 from interp.worlds import World, parse_world
@@ -178,7 +178,7 @@ class RecordedRun(NamedTuple):
 
 
 def load_run(folder: str | Path) -> RecordedRun:
-    """The config, base folder and ``retrain`` a run folder recorded (:func:`record_run`), so that
+    """The config, base folder and ``retrain`` a run folder recorded (:func:`run_record`), so that
     ``run_main_job(*load_run(folder)[:2], retrain=...)`` — or ``run_experiment`` for ``interp
     train`` — reruns it (point ``runs_dir`` elsewhere to keep both). A folder written before
     ``run.json`` was: the config of its ``results.json`` / ``config.json``, the current folder as the
@@ -322,9 +322,7 @@ def run_experiment(
     from interp.worlds.encoding import encode_sequences
     from interp.worlds.io import write_sequences
 
-    run_dir = Path(cfg.runs_dir) / cfg.name
-    if not run_dir.is_absolute():
-        run_dir = Path.cwd() / run_dir
+    run_dir = Path.cwd() / cfg.runs_dir / cfg.name  # an absolute runs_dir stays as it is
     if fresh and run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -340,7 +338,7 @@ def run_experiment(
     write_sequences(run_dir / "data" / "train.txt", train_seqs)
     write_sequences(run_dir / "data" / "test.txt", test_seqs)
     write_json(run_dir / "config.json", to_dict(cfg))
-    record_run(run_dir, cfg, base=str(base), retrain=retrain)  # load_run reads it back
+    write_json(run_dir / "run.json", run_record(cfg, base=str(base), retrain=retrain))  # load_run reads it back
     write_json(run_dir / "world.json", world.spec())
     vocab = world.vocab
     manifest = None if retrain else shipped_model(cfg, shipped_folder)
