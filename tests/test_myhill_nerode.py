@@ -595,7 +595,9 @@ def test_options_object_equals_the_keywords(dfa_world, dfa_model):
     overridden = myhill_nerode(dfa_world, dfa_model, MyhillNerodeOptions(**{**kw, "seed": 9}), seed=2)
     assert by_object.per_pair.equals(by_keywords.per_pair) and overridden.per_pair.equals(by_keywords.per_pair)
     assert by_object.settings == by_keywords.settings
-    with pytest.raises(TypeError, match=r"\['depht'\].*MyhillNerodeOptions settings are: depth"):
+    with pytest.raises(
+        TypeError, match=r"myhill_nerode\(\): unknown MyhillNerodeOptions setting 'depht'; allowed: depth"
+    ):
         myhill_nerode(dfa_world, dfa_model, depht=2)
     with pytest.raises(ValueError, match="estimator must be 'exact' or 'sampled'"):
         MyhillNerodeOptions(estimator="exakt")

@@ -120,13 +120,13 @@ def test_a_bad_setting_is_one_sentence_before_any_model_loads(tmp_path, settings
 def test_unknown_keyword_and_key_are_named_with_the_allowed_ones():
     from interp.jobs.sweep import run_sweep
 
-    with pytest.raises(TypeError, match=r"unknown sweep setting\(s\) n_bot; allowed: .*n_boot"):
+    with pytest.raises(TypeError, match=r"unknown sweep setting 'n_bot'; allowed: .*n_boot"):
         run_sweep("unused", n_bot=10)
     with pytest.raises(TypeError, match="not both"):
         SweepJob.of(ablation="zero", removals=["zero"])
-    with pytest.raises(ConfigError, match=r"unknown sweep-job setting\(s\) \['layer'\]; known: .*layers"):
+    with pytest.raises(ConfigError, match=r"unknown sweep-job setting 'layer'; allowed: .*layers"):
         SweepJob.from_dict({"layer": [0]})
-    with pytest.raises(ConfigError, match=r"unknown verdict-rule setting\(s\) \['nboot'\]"):
+    with pytest.raises(ConfigError, match=r"unknown verdict-rule setting 'nboot'; allowed: .*n_boot"):
         SweepJob.from_dict({"rule": {"nboot": 5}})
 
 

@@ -15,6 +15,8 @@ from interp.cli.measure import cmd_metrics, cmd_navigate, cmd_next_token, cmd_pr
 from interp.cli.models import add_models
 from interp.cli.pragworld import add_pragworld
 from interp.cli.world import cmd_data, cmd_run, cmd_train, cmd_worlds
+from interp.config import FinetuneConfig
+from interp.config.runs import FinetuneRun, MainRun
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,14 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--config", required=True, help="TOML file (see experiments/configs/)")
         else:
             s.add_argument("config", nargs="?", default=None, help="TOML file (default: embedded demo)")
-        s.add_argument("--fresh", action="store_true", help="delete the run folder first instead of resuming")
-        s.add_argument("--no-progress", action="store_true", help="no progress bars")
-        s.add_argument(
-            "--retrain",
-            action="store_true",
-            help="train from scratch even when the config's recipe is the shipped demo model's "
-            "(default: start from the shipped checkpoint)",
-        )
+        add_fields(s, MainRun.flags())  # --fresh, --no-progress, --retrain
         s.set_defaults(fn=cmd_train if name == "train" else cmd_run)
 
     s = sub.add_parser("next-token", help="the next-token test of a checkpoint")
@@ -248,15 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("finetune", help="fine-tune a checkpoint (plain, HLS or ULA) and evaluate before/after")
     s.add_argument("--config", required=True, help="TOML file (see experiments/configs/finetune_*.toml)")
-    s.add_argument(
-        "--processes",
-        type=int,
-        default=1,
-        help="data-parallel local processes (gloo on CPU); or keep 1 and run under `accelerate launch` / `torchrun`",
-    )
-    s.add_argument("--fresh", action="store_true", help="retrain and re-evaluate finished runs")
-    s.add_argument("--no-progress", action="store_true", help="no progress bars")
-    add_placement(s, device_map=True, device=None)
+    add_fields(s, FinetuneRun.flags())  # --processes, --fresh, --no-progress
+    add_fields(s, FinetuneConfig.flags())  # --device, --dtype, --device-map, --n-devices: the file's, unless given
     s.set_defaults(fn=cmd_finetune)
 
     s = sub.add_parser("report", help="write RUN_DIR/report.html: tables, figures, CircuitsVis views; opens offline")

@@ -33,47 +33,26 @@ def intervened(model, interventions: list, name: str, out=None):
 
 
 def add_placement(
-    parser: argparse.ArgumentParser, device_map: bool = False, device: str | None = "auto", attention: str = "eager"
+    parser: argparse.ArgumentParser, device_map: bool = False, device: str = "auto", attention: str = "eager"
 ) -> None:
-    """``--device`` / ``--dtype`` (and ``--device-map`` / ``--n-devices``, ``--attention``): where and
-    in what precision the model runs; resolved by :meth:`interp.models.device.Placement.resolve`.
-    ``device=None``: no defaults (a config file's settings apply unless given); ``attention``: the
-    default of ``--attention`` (``auto`` on ``interp sweep``, whose kinds read no pattern)."""
-    default = f"default {device}" if device else "default: the config's"
+    """``--device`` / ``--dtype`` / ``--attention`` (and ``--device-map`` / ``--n-devices``): where
+    and in what precision the model runs; resolved by
+    :meth:`interp.models.device.Placement.resolve`. ``attention``: the default of ``--attention``
+    (``auto`` on ``interp sweep``, whose kinds read no pattern). ``interp finetune``'s placement
+    flags are its config's fields instead (:class:`~interp.config.FinetuneConfig`)."""
+    from interp.config import DEVICE_HELP, DTYPE_HELP
+
+    parser.add_argument("--device", default=device, help=f"{DEVICE_HELP} (default {device})")
+    parser.add_argument("--dtype", default="float32", help=f"{DTYPE_HELP} (default float32)")
     parser.add_argument(
-        "--device", default=device, help=f"auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps ({default})"
+        "--attention",
+        choices=("auto", "eager", "fused"),
+        default=attention,
+        help="the model's attention: fused (one scaled_dot_product_attention call; hook_attn_scores and "
+        "hook_pattern never fire, a hook on them is refused), eager (TransformerLens's own), or auto "
+        f"(fused unless a hook reads the pattern, then eager for that forward) (default {attention})",
     )
-    parser.add_argument(
-        "--dtype",
-        default="float32" if device else None,
-        help=f"float32, bfloat16, float16, or auto (bfloat16 on a CUDA device that supports it, else "
-        f"float16; on a CPU bfloat16 with native AVX-512 BF16 / AMX, else float32) "
-        f"({'default float32' if device else default})",
-    )
-    if device is not None:  # a command that loads the bridge (fine-tuning reads its config)
-        parser.add_argument(
-            "--attention",
-            choices=("auto", "eager", "fused"),
-            default=attention,
-            help="the model's attention: fused (one scaled_dot_product_attention call; hook_attn_scores and "
-            "hook_pattern never fire, a hook on them is refused), eager (TransformerLens's own), or auto "
-            f"(fused unless a hook reads the pattern, then eager for that forward) (default {attention})",
-        )
-    if device_map and device is None:  # fine-tuning: the config's settings unless given
-        parser.add_argument(
-            "--device-map",
-            metavar="MAP",
-            help="split the model over several devices (Hugging Face / accelerate placement, one "
-            "process): auto, balanced, sequential, or a JSON object {module name: device} "
-            "(default: the config's)",
-        )
-        parser.add_argument(
-            "--n-devices",
-            type=int,
-            metavar="N",
-            help="split the model evenly over this many CUDA GPUs, one process (default: the config's)",
-        )
-    elif device_map:
+    if device_map:
         parser.add_argument(
             "--device-map",
             metavar="MAP",
@@ -129,11 +108,11 @@ def add_fields(
     before: dict[str, Callable[[argparse.ArgumentParser], None]] | None = None,
 ) -> None:
     """One flag per setting of a dataclass, from its fields' metadata
-    (:class:`~interp.analysis.config.sweep_config.Flag`; ``flags``: ``(field name, Flag, field default)``
-    in order, as :meth:`~interp.analysis.config.sweep_job.SweepJob.flags` gives them); ``before``: a
-    setting's name → a function adding other flags just before it (the ``--help`` order)."""
-    from interp.analysis.config.sweep_config import flag_name
-    from interp.analysis.config.sweep_job import dest, flag_default
+    (:class:`~interp.config.flags.Flag`; ``flags``: ``(field name, Flag, field default)`` in order,
+    as :meth:`~interp.config.flags.FlagFields.flags` or
+    :meth:`~interp.analysis.config.sweep_job.SweepJob.flags` give them); ``before``: a setting's name → a
+    function adding other flags just before it (the ``--help`` order)."""
+    from interp.config.flags import dest, flag_default, flag_name
 
     for name, how, default in flags:
         if before and name in before:

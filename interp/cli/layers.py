@@ -76,43 +76,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from interp.config import load_finetune_config
+    from interp.config import FinetuneConfig
+    from interp.config.runs import FinetuneRun
     from interp.train.finetune import _worker, run_finetune
 
-    cfg = load_finetune_config(args.config)  # errors in the config surface before any process starts
-    given = {
-        k: v
-        for k, v in (
-            ("device", args.device),
-            ("dtype", args.dtype),
-            ("device_map", args.device_map),
-            ("n_devices", args.n_devices),
-        )
-        if v is not None
-    }
-    if given and args.processes > 1:
+    cfg = FinetuneConfig.from_args(args)  # the file and the flags given: errors before any process starts
+    run = FinetuneRun.from_args(args)  # --processes checked
+    given = FinetuneConfig.given_flags(args)  # the placement flags given, in place of the file's settings
+    if given and run.processes > 1:
         raise ValueError(
-            f"--processes {args.processes} reads the settings from the config file: set "
+            f"--processes {run.processes} reads the settings from the config file: set "
             f"{', '.join(given)} there instead of on the command line"
         )
-    if given:
-        from dataclasses import replace
-
+    if "device_map" in given:
         from interp.models.device import resolve_device_map
 
-        if "device_map" in given:
-            resolve_device_map(given["device_map"])  # a bad map fails here, before any model loads
-        cfg = replace(cfg, **given)
-    if args.processes < 1:
-        raise ValueError(f"--processes must be ≥ 1, got {args.processes}")
-    if args.processes > 1:
+        resolve_device_map(given["device_map"])  # a bad map fails here, before any model loads
+    if run.processes > 1:
         from interp.models.parallel import launch_local
 
-        launch_local(_worker, args.processes, str(args.config), args.fresh, not args.no_progress)
+        launch_local(_worker, run.processes, str(args.config), run.fresh, not run.no_progress)
         print((cfg.out_dir / "finetune_table.md").read_text(), end="")
         print(cfg.out_dir)
         return 0
-    report = run_finetune(cfg, fresh=args.fresh, progress=not args.no_progress)
+    report = run_finetune(cfg, fresh=run.fresh, progress=not run.no_progress)
     if report is not None:  # under `accelerate launch` / `torchrun` only the main process reports
         print(report.markdown())
         figure = f"{report.figure.name}, " if report.figure is not None else ""

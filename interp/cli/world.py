@@ -52,26 +52,30 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from interp.config.runs import MainRun
     from interp.jobs.experiment import load_experiment, run_experiment
 
+    run = MainRun.from_args(args)
     cfg, base = load_experiment(args.config)
-    results = run_experiment(cfg, base, fresh=args.fresh, progress=not args.no_progress, retrain=args.retrain)
+    results = run_experiment(cfg, base, fresh=run.fresh, progress=not run.no_progress, retrain=run.retrain)
     print(results["run_dir"])
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from interp.config import config_job
+    from interp.config.runs import MainRun
     from interp.jobs.experiment import load_experiment
     from interp.jobs.pipeline import run_main_job
 
+    run = MainRun.from_args(args)
     if args.config is not None and config_job(args.config) == "pragworld":  # a pretrained model on PragWorld
         from interp.jobs.pragworld import load_job_config, run_pragworld_job
 
-        results = run_pragworld_job(load_job_config(args.config), fresh=args.fresh, progress=not args.no_progress)
+        results = run_pragworld_job(load_job_config(args.config), fresh=run.fresh, progress=not run.no_progress)
         print(results["run_dir"])
         return 0
     cfg, base = load_experiment(args.config)
-    results = run_main_job(cfg, base, fresh=args.fresh, progress=not args.no_progress, retrain=args.retrain)
+    results = run_main_job(cfg, base, fresh=run.fresh, progress=not run.no_progress, retrain=run.retrain)
     print(results["run_dir"])
     return 0

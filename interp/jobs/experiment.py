@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from jaxtyping import Int
@@ -46,6 +46,7 @@ from interp.config import (
     path_field,
     to_dict,
 )
+from interp.config.flags import FlagFields, recorded_config, run_record
 from interp.models.gpt2 import ModelConfig
 from interp.results import write_json
 from interp.worlds import World, parse_world
@@ -103,7 +104,7 @@ class CurriculumConfig:
 
 
 @dataclass(frozen=True)
-class ExperimentConfig:
+class ExperimentConfig(FlagFields):
     """The embedded default is the demo: random walks on the default synthetic city.
 
     Train defaults, measured (``docs/reproductions/demo-training.md``; trials by
@@ -165,6 +166,29 @@ def load_experiment(path: str | Path | None) -> tuple[ExperimentConfig, Path]:
     base = Path(path).resolve().parent
     check_files(cfg, path, base)  # data.dir exists before any world or model is built
     return cfg, base
+
+
+class RecordedRun(NamedTuple):
+    """What a run folder of ``interp train`` / ``interp run`` recorded (``run.json``): its config,
+    the folder its relative paths start from, and whether it trained from scratch (``--retrain``)."""
+
+    config: ExperimentConfig
+    base: Path
+    retrain: bool
+
+
+def load_run(folder: str | Path) -> RecordedRun:
+    """The config, base folder and ``retrain`` a run folder recorded (:func:`run_record`), so that
+    ``run_main_job(*load_run(folder)[:2], retrain=...)`` — or ``run_experiment`` for ``interp
+    train`` — reruns it (point ``runs_dir`` elsewhere to keep both). A folder written before
+    ``run.json`` was: the config of its ``results.json`` / ``config.json``, the current folder as the
+    base."""
+    data, where = recorded_config(folder)
+    cfg = ExperimentConfig.from_dict(data, where)
+    info = json.loads((Path(folder) / "run.json").read_text()) if where.endswith("run.json") else {}
+    base = Path(info.get("base") or Path.cwd())
+    check_files(cfg, where, base)
+    return RecordedRun(cfg, base, bool(info.get("retrain", False)))
 
 
 def resolve_world_arg(arg: str, base: Path) -> str:
@@ -298,9 +322,7 @@ def run_experiment(
     from interp.worlds.encoding import encode_sequences
     from interp.worlds.io import write_sequences
 
-    run_dir = Path(cfg.runs_dir) / cfg.name
-    if not run_dir.is_absolute():
-        run_dir = Path.cwd() / run_dir
+    run_dir = Path.cwd() / cfg.runs_dir / cfg.name  # an absolute runs_dir stays as it is
     if fresh and run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -316,6 +338,7 @@ def run_experiment(
     write_sequences(run_dir / "data" / "train.txt", train_seqs)
     write_sequences(run_dir / "data" / "test.txt", test_seqs)
     write_json(run_dir / "config.json", to_dict(cfg))
+    write_json(run_dir / "run.json", run_record(cfg, base=str(base), retrain=retrain))  # load_run reads it back
     write_json(run_dir / "world.json", world.spec())
     vocab = world.vocab
     manifest = None if retrain else shipped_model(cfg, shipped_folder)

@@ -40,6 +40,7 @@ from typing import Any
 import pandas as pd
 
 from interp.config import PragWorldJobConfig, to_dict
+from interp.config.flags import run_record
 from interp.results import write_json
 
 #: PragWorld Table 1, manual split, base models (robust / yes / no / original / altered / flip /
@@ -401,6 +402,7 @@ def run_pragworld_job(
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(run_dir / "config.json", to_dict(cfg))
+    write_json(run_dir / "run.json", run_record(cfg))  # PragWorldJobConfig.from_run reads it back
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     model_dir = resolve_job_model(cfg.model, log)

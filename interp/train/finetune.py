@@ -44,6 +44,7 @@ from interp.config import (
     load_finetune_config,
     to_dict,
 )
+from interp.config.flags import run_record
 from interp.train.finetune_data import Task, load_task
 
 
@@ -222,6 +223,7 @@ def run_finetune(
 
     if main:
         out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "run.json", run_record(cfg))  # FinetuneConfig.from_run reads it back
     focus = {x: "H" for x in layers.get("hls", [])}
     for x in layers.get("ula", []):
         focus[x] = focus.get(x, "") + "U"

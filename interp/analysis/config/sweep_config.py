@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from interp.analysis.engines.sweep_options import RESAMPLE, RUN_METHODS
+from interp.config import refuse_unknown
+from interp.config.flags import FIELD_DEFAULT, Flag, flag, flag_name
 
 #: ``--kind`` of a sweep of PragWorld or contrast rows (``activation-patching``: :func:`interp.patch`)
 PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
@@ -39,46 +41,10 @@ class ConfigError(ValueError):
         return ConfigError(text, self.setting)
 
 
-def flag_name(setting: str) -> str:
-    """A setting's command-line flag: ``n_boot`` → ``--n-boot``."""
-    return "--" + setting.replace("_", "-")
-
-
-#: :attr:`Flag.default` when the flag's default is the field's
-FIELD_DEFAULT = "<field default>"
-
-
-@dataclass(frozen=True)
-class Flag:
-    """How a setting appears on the command line (a dataclass field's ``metadata["flag"]``; the
-    ``interp sweep`` parser is generated from these): the ``names`` (default the field's
-    :func:`flag_name`), the ``help``, and what :meth:`argparse.ArgumentParser.add_argument` takes —
-    ``type``, ``choices``, ``metavar``, ``action``; ``default``: the flag's own when it differs from
-    the field's (:data:`FIELD_DEFAULT`: the same); ``parse``: turns the flag's value into the
-    field's (e.g. ``"on"`` → True)."""
-
-    help: str
-    names: tuple[str, ...] = ()
-    type: Any = None
-    choices: tuple[str, ...] | None = None
-    metavar: str | None = None
-    action: str | None = None
-    default: Any = FIELD_DEFAULT
-    parse: Any = None
-
-
-def flag(help: str, **how: Any) -> dict[str, Flag]:
-    """The ``metadata`` of a dataclass field that is a command-line flag (:class:`Flag`)."""
-    return {"flag": Flag(help=help, **how)}
-
-
 def known_keys(cls: Any, data: Mapping[str, Any], what: str) -> dict[str, Any]:
     """``data`` as a dict, after refusing any key that is not a field of the dataclass ``cls``
-    (named, with the known ones)."""
-    known = {f.name for f in fields(cls)}
-    extra = sorted(set(data) - known)
-    if extra:
-        raise ConfigError(f"unknown {what}(s) {extra}; known: {', '.join(sorted(known))}")
+    (:func:`interp.config.refuse_unknown`: named, with the allowed ones)."""
+    refuse_unknown(data, (f.name for f in fields(cls)), what, error=ConfigError)
     return dict(data)
 
 

@@ -24,18 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp.analysis.config.sweep_config import (
-    FIELD_DEFAULT,
     ConfigError,
-    Flag,
     SweepConfig,
     VerdictRule,
-    flag,
-    flag_name,
     known_keys,
     layer_tuple,
     recorded,
 )
 from interp.analysis.engines.sweep_options import KINDS, RUN_METHODS, parse_layers
+from interp.config import refuse_unknown
+from interp.config.flags import Flag, dest, flag, flag_default, flag_values
 
 if TYPE_CHECKING:
     from interp.analysis.engines.removals import Removal
@@ -280,11 +278,7 @@ class SweepJob:
         job = job or cls()
         if not settings:
             return job
-        unknown = sorted(set(settings) - set(cls.settings()))
-        if unknown:
-            raise TypeError(
-                f"unknown sweep setting(s) {', '.join(unknown)}; allowed: {', '.join(sorted(cls.settings()))}"
-            )
+        refuse_unknown(settings, sorted(cls.settings()), "sweep setting", error=TypeError)
         for old, new in ALIASES.items():
             if old in settings:
                 if new in settings:
@@ -362,25 +356,12 @@ class SweepJob:
     def from_args(cls, args: Any) -> SweepJob:
         """The job of ``interp sweep``'s parsed flags (``--confirm`` is ``--folds 2``; no ``--n``:
         200 sequences, or every row of a PragWorld / contrast file)."""
-        given: dict[str, Any] = {}
-        for name, how, _ in cls.flags():
-            value = getattr(args, dest(name, how))
-            given[name] = how.parse(value) if how.parse is not None else value
+        given = flag_values(cls.flags(), args)
         if not given.get("folds") and getattr(args, "confirm", False):
             given["folds"] = 2
         if given["n"] is None and not _task_file(getattr(args, "data", None)):
             given["n"] = cls().n  # 200 world sequences
         return cls.of(**given)
-
-
-def dest(name: str, how: Flag) -> str:
-    """The :mod:`argparse` destination of a field's flag (its first name, as argparse spells it)."""
-    return (how.names[0] if how.names else flag_name(name)).lstrip("-").replace("-", "_")
-
-
-def flag_default(how: Flag, field_default: Any) -> Any:
-    """The default the flag shows: its own, or the field's."""
-    return field_default if how.default == FIELD_DEFAULT else how.default
 
 
 def _task_file(data: str | None) -> bool:

@@ -219,7 +219,7 @@ def collect(run_dir: Path, max_rows: int = 20) -> _Collected:
                 body += (
                     f"<details><summary>the run's configuration</summary>{json_html(config, collapse=10**9)}</details>"
                 )
-                skip.add("config.json")  # the same configuration, written beside it
+                skip.update(("config.json", "run.json"))  # the same configuration, written beside it
             coll.sections.append(Section("Summary", body))
         except json.JSONDecodeError as e:
             coll.sections.append(
@@ -250,9 +250,10 @@ def collect(run_dir: Path, max_rows: int = 20) -> _Collected:
     for d in sorted(subfolders, key=lambda p: _sort_key(p.relative_to(run_dir).as_posix(), FOLDER_ORDER)):
         if any(c in d.parents for c in checkpoints):
             continue
-        body = _folder_body(d, run_dir, max_rows, coll, set(), heading=3)
+        name = d.relative_to(run_dir).as_posix()  # a fine-tuning folder's run.json: the config its results.json holds
+        same = {f"{name}/run.json"} if (d / "results.json").is_file() and (d / "run.json").is_file() else set()
+        body = _folder_body(d, run_dir, max_rows, coll, same, heading=3)
         if body:
-            name = d.relative_to(run_dir).as_posix()
             title = f"Sweep: {name[len('sweep_') :]}" if name.startswith("sweep_") else _humanise(name)
             coll.sections.append(Section(f"{title} ({name}/)", body, _anchor(name)))
     if not any(d.name.startswith("sweep") for d in subfolders):

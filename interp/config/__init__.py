@@ -4,6 +4,12 @@ The config room: the loader (:func:`load_toml`, :func:`from_dict`) and the plain
 training (:class:`TrainConfig`), fine-tuning (:class:`FinetuneConfig` and its tables) and the main
 job's later stages (:class:`AnalysisConfig`, :class:`PlantConfig`, :class:`FixConfig`). Pure
 data, no torch: every room can import it, it imports none.
+
+A config's fields that are command-line flags carry them (:mod:`interp.config.flags`): the
+``interp finetune`` placement flags are :class:`FinetuneConfig`'s fields, the run-control flags of
+``interp run`` / ``train`` / ``finetune`` the fields of :mod:`interp.config.runs`. A run folder
+records its config in ``run.json`` under ``config`` (:func:`~interp.config.flags.recorded_config`;
+``from_run`` of each config reads it back, the same config again).
 """
 
 from __future__ import annotations
@@ -15,15 +21,34 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+
+from interp.config.flags import FlagFields, flag, recorded_config
 
 T = TypeVar("T")
 
 
 class ConfigError(ValueError):
     """A config file is missing, malformed, or has unknown keys or wrong types."""
+
+
+def refuse_unknown(
+    given: Iterable[str], allowed: Iterable[str], what: str, where: str = "", error: type[Exception] = ConfigError
+) -> None:
+    """Refuse the names of ``given`` that are not ``allowed``: one sentence naming them and the
+    allowed ones (``where: unknown key 'stepz'; allowed: steps, batch_size, …``), raised as
+    ``error`` (a :class:`ConfigError` for a file's keys, a ``TypeError`` for keyword arguments).
+    ``what``: what one name is (``key``, ``sweep setting`` …; an ``s`` is added for several)."""
+    allowed = list(dict.fromkeys(allowed))
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        names = ", ".join(repr(k) for k in unknown)
+        prefix = f"{where}: " if where else ""
+        plural = "s" if len(unknown) > 1 else ""
+        raise error(f"{prefix}unknown {what}{plural} {names}; allowed: {', '.join(allowed)}")
 
 
 def _is_dataclass_type(tp: Any) -> bool:
@@ -70,9 +95,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     """Build dataclass ``cls`` from a dict, recursively; unknown keys raise :class:`ConfigError`."""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(fields)})")
+    refuse_unknown(data, fields, "key", where)
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
     try:
         return cls(**kwargs)
@@ -88,12 +111,7 @@ def merge_options(cls: type[T], given: T | None, keywords: dict[str, Any], where
     ``cls`` is a ``TypeError`` naming it and the fields, as for any unknown keyword. The result is
     made by ``cls(...)`` / :func:`dataclasses.replace`, so it is checked like any other."""
     known = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    unknown = sorted(set(keywords) - set(known))
-    if unknown:
-        raise TypeError(
-            f"{where}() got unexpected keyword argument(s) {unknown}; "
-            f"its {cls.__name__} settings are: {', '.join(known)}"
-        )
+    refuse_unknown(keywords, known, f"{cls.__name__} setting", f"{where}()", TypeError)
     base = given if given is not None else cls()
     if not isinstance(base, cls):
         raise TypeError(f"{where}(): options must be a {cls.__name__}, got {type(base).__name__}")
@@ -346,10 +364,23 @@ class FinetuneEval:
     pragworld: bool = True
 
 
+#: ``--device``'s values (its help, before the default)
+DEVICE_HELP = "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps"
+#: ``--dtype``'s values (its help, before the default)
+DTYPE_HELP = (
+    "float32, bfloat16, float16, or auto (bfloat16 on a CUDA device that supports it, else "
+    "float16; on a CPU bfloat16 with native AVX-512 BF16 / AMX, else float32)"
+)
+#: a flag's default that is the config file's setting
+FILE_DEFAULT = "(default: the config's)"
+
+
 @dataclass(frozen=True)
-class FinetuneConfig:
+class FinetuneConfig(FlagFields):
     """Settings of ``interp finetune`` (one TOML file): the checkpoint, the objectives (plain, hls,
-    ula), seeds, placement, and the data, regulariser, LoRA, training and evaluation sections."""
+    ula), seeds, placement, and the data, regulariser, LoRA, training and evaluation sections.
+    The placement fields are also flags (``--device``, ``--dtype``, ``--device-map``,
+    ``--n-devices``: given, they replace the file's setting; :meth:`from_args`)."""
 
     name: str = "finetune"
     #: the checkpoint to fine-tune (relative paths: from the current directory)
@@ -362,17 +393,29 @@ class FinetuneConfig:
     #: MPS, then the CPU), ``cpu``, ``cuda``, ``cuda:N`` (that GPU; one process) or ``mps`` — the
     #: names :func:`interp.models.device.resolve_device` accepts, checked against the machine when
     #: the run starts
-    device: str = "auto"
+    device: str = field(default="auto", metadata=flag(f"{DEVICE_HELP} {FILE_DEFAULT}", default=None))
     #: parameter dtype of the model being trained: float32 | bfloat16 | float16 | auto (float32 on
     #: CPU, bfloat16 on CUDA when supported)
-    dtype: str = "float32"
+    dtype: str = field(default="float32", metadata=flag(f"{DTYPE_HELP} {FILE_DEFAULT}", default=None))
     #: a Hugging Face device map for a model larger than one GPU (auto, balanced, sequential, or a
     #: JSON {module: device}): accelerate keeps that placement (one process only); the evaluation
     #: before/after loads the model on the same placement
-    device_map: str | None = None
+    device_map: str | None = field(
+        default=None,
+        metadata=flag(
+            "split the model over several devices (Hugging Face / accelerate placement, one process): auto, "
+            f"balanced, sequential, or a JSON object {{module name: device}} {FILE_DEFAULT}",
+            metavar="MAP",
+        ),
+    )
     #: split the model evenly over this many CUDA GPUs (``balanced`` with a memory budget on each,
     #: as ``TransformerBridge.boot_transformers``); instead of, or beside, ``device_map``
-    n_devices: int | None = None
+    n_devices: int | None = field(
+        default=None,
+        metadata=flag(
+            f"split the model evenly over this many CUDA GPUs, one process {FILE_DEFAULT}", type=int, metavar="N"
+        ),
+    )
     data: FinetuneData = field(default_factory=FinetuneData)
     regulariser: RegulariserConfig = field(default_factory=RegulariserConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -396,7 +439,25 @@ class FinetuneConfig:
 
     @property
     def out_dir(self) -> Path:
+        """The output folder: ``out``, or ``runs/finetune/<name>``."""
         return Path(self.out) if self.out else Path("runs") / "finetune" / self.name
+
+    @classmethod
+    def from_args(cls, args: Any) -> FinetuneConfig:
+        """The config file ``--config`` names (:func:`load_finetune_config`), with the placement
+        flags given in place of its settings."""
+        cfg = load_toml(cls, args.config)
+        check_files(cfg, args.config)
+        return dataclasses.replace(cfg, **cls.given_flags(args))
+
+    @classmethod
+    def from_run(cls, folder: str | Path) -> FinetuneConfig:
+        """The config a fine-tuning folder recorded (``run.json``), its files checked as a config
+        file's are: ``run_finetune(FinetuneConfig.from_run(folder))`` reruns it."""
+        data, where = recorded_config(folder)
+        cfg = cls.from_dict(data, where)
+        check_files(cfg, where)
+        return cfg
 
 
 # ---- the stages of the main job (interp.jobs.pipeline) after training ------------------------------
@@ -573,7 +634,7 @@ class PragWorldFinetuneSettings:
 
 
 @dataclass(frozen=True)
-class PragWorldJobConfig:
+class PragWorldJobConfig(FlagFields):
     """The PragWorld pipeline on a pretrained model (:mod:`interp.jobs.pragworld`)."""
 
     #: marks the config for ``interp run`` (a world config has no ``job`` key)
