@@ -78,9 +78,6 @@ def pragworld(
     return _fits(task, m)
 
 
-__all__ = ["contrast", "ioi", "pragworld"]
-
-
 def dialogue(
     model: Model | str,
     groups: int = 40,
@@ -104,3 +101,6 @@ def dialogue(
     task.source = f"dialogue(groups={groups}, seed={seed}, split={split!r})"
     task.left_out = {c: k for c, k in made.missing.items() if k}
     return _fits(task, m)
+
+
+__all__ = ["contrast", "dialogue", "ioi", "pragworld"]

@@ -140,4 +140,4 @@ def prepare_patching(
     return units
 
 
-__all__ = ["plan_batch", "prepare_patching", "prepare_sweep"]
+__all__ = ["PREFIX_UNIT_BATCHES", "plan_batch", "prepare_patching", "prepare_sweep"]
