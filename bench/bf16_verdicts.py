@@ -106,6 +106,17 @@ def api_case(name: str, rows: int, dtype: torch.dtype) -> tuple[object, float, f
     return result.verdicts(), seconds, scale, model.n_layers
 
 
+def print_disagreements(a) -> None:
+    """One line per layer whose bfloat16 verdict is not float32's, with both intervals."""
+    for _, r in a.frame[~a.frame["agree"]].iterrows():
+        print(
+            f"    layer {int(r['layer'])}: float32 {r['verdict_float32']} [{r['ci_low_float32']:.3g}, "
+            f"{r['ci_high_float32']:.3g}], bfloat16 {r['verdict_half']} [{r['ci_low_half']:.3g}, "
+            f"{r['ci_high_half']:.3g}] (nearest threshold {r['distance']:.3g} away)",
+            flush=True,
+        )
+
+
 def compare_runs(fp32_dir: str, bf16_dir: str) -> None:
     """The verdict-equality row of two finished ``interp sweep`` runs of the manual split."""
     import interp
@@ -128,12 +139,7 @@ def compare_runs(fp32_dir: str, bf16_dir: str) -> None:
         f"{s['agree_clear']}/{s['clear']} | {s['agree_all']}/{s['layers']} | {s['max_abs_mean_effect_diff']:.3g} | "
         f"{tol:.3g} |"
     )
-    for _, r in a.frame[~a.frame["agree"]].iterrows():
-        print(
-            f"    layer {int(r['layer'])}: float32 {r['verdict_float32']} [{r['ci_low_float32']:.3g}, "
-            f"{r['ci_high_float32']:.3g}], bfloat16 {r['verdict_half']} [{r['ci_low_half']:.3g}, "
-            f"{r['ci_high_half']:.3g}] (nearest threshold {r['distance']:.3g} away)"
-        )
+    print_disagreements(a)
 
 
 def main() -> None:
@@ -185,13 +191,7 @@ def main() -> None:
             f"{t32:.1f} | {t16:.1f} | {t16 / t32:.2f} |",
             flush=True,
         )
-        for _, r in a.frame[~a.frame["agree"]].iterrows():
-            print(
-                f"    layer {int(r['layer'])}: float32 {r['verdict_float32']} [{r['ci_low_float32']:.3g}, "
-                f"{r['ci_high_float32']:.3g}], bfloat16 {r['verdict_half']} [{r['ci_low_half']:.3g}, "
-                f"{r['ci_high_half']:.3g}] (nearest threshold {r['distance']:.3g} away)",
-                flush=True,
-            )
+        print_disagreements(a)
 
 
 if __name__ == "__main__":
