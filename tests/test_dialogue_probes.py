@@ -201,3 +201,40 @@ def test_flip_pairs_patch_an_original_into_its_flipped_alterations_of_equal_leng
         assert p.prompt == orig[e.group].prompt and p.corrupted == e.prompt
         assert p.correct == " " + orig[e.group].meta["gold_place"] and p.foil == " " + e.meta["gold_place"]
         assert p.correct != p.foil  # a flip changes the world's answer
+
+
+def test_text_loss_equals_hf_mean_loss_and_bootstraps_texts(model):
+    """The held-out next-token loss (fine-tuning's cost elsewhere) equals HF's own loss over the
+    texts' tokens, read in padded batches of unequal texts; too-short text and empty input are named."""
+    from interp.analysis.evaluation.text_loss import text_loss
+
+    m, hf, _ = model
+    texts = ["Anna put the key in the kitchen.", "So right now the key is in the garden", "Bob took the box."]
+    before = _n_hooks(m.bridge)
+    got = text_loss(m, texts, batch_size=2, n_boot=200)
+    assert _n_hooks(m.bridge) == before
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for t in texts:  # one text at a time, no padding: HF's mean loss × its predicted tokens
+            ids = torch.tensor([m.tokenizer(t)["input_ids"]])
+            total += float(hf(ids, labels=ids).loss) * (ids.shape[1] - 1)
+            count += ids.shape[1] - 1
+    assert got["n_tokens"] == count and got["n_texts"] == 3 and got["truncated"] == 0
+    assert got["loss"] == pytest.approx(total / count, rel=1e-5)
+    assert got["ci_low"] <= got["loss"] <= got["ci_high"]
+    assert text_loss(m, texts, max_tokens=4)["truncated"] == 3
+    with pytest.raises(ValueError, match="no texts"):
+        text_loss(m, [])
+
+
+def test_pragworld_conversations_are_the_originals_contexts():
+    from pathlib import Path
+
+    from interp.analysis.evaluation.text_loss import pragworld_conversations
+
+    path = Path(__file__).resolve().parents[1] / "../shared/data/pragworld/Manual_Dataset_500_Final.csv"
+    if not path.is_file():
+        pytest.skip(f"the PragWorld manual split is not at {path}")
+    texts = pragworld_conversations(path, n=5)
+    assert len(texts) == 5 and len(set(texts)) == 5
+    assert texts[0].startswith("Person 1: where did Emma go")

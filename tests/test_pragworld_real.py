@@ -49,16 +49,23 @@ def test_quick_run_writes_every_arm(folder, tmp_path):
     out = tmp_path / "run"
     assert mod.main(["--quick", "--out", str(out), "--models", str(folder)]) == 0
     res = json.loads((out / "results.json").read_text())["models"][str(folder)]
-    assert set(res["finetune"]["scores"]) == {"none", "plain", "hls", "hls_random", "ula"}
+    assert set(res["finetune"]["scores"]) == {"none", "plain", "hls", "hls_paper", "hls_random", "ula"}
     assert all(len(v) == 1 for v in res["finetune"]["scores"].values())
-    assert set(res["finetune"]["boundary"]) == set(res["finetune"]["scores"])  # Myhill–Nerode before / after
-    assert all(0 <= b[0]["compression"]["value"] <= 1 for b in res["finetune"]["boundary"].values())
+    measured = res["finetune"]["measured"]
+    assert set(measured) == set(res["finetune"]["scores"])  # Myhill–Nerode, text loss, probe before / after
+    assert all(0 <= m[0]["boundary"]["compression"]["value"] <= 1 for m in measured.values())
+    assert all(m[0]["text_loss"]["loss"] > 0 and "probe" in m[0] for m in measured.values())
+    best = res["finetune"]["best_checkpoint"]
+    assert best["arm"] in res["finetune"]["scores"] and (Path(best["folder"]) / "config.json").is_file()
+    import interp
+
+    assert interp.load_model(best["folder"]).n_layers == interp.load_model(folder).n_layers  # a loadable HF folder
+    assert {"removal", "category", "layer", "mean_effect"} <= set(res["layers"]["alterations"][0])
     assert "hls - plain" in res["finetune"]["differences"] and "hls - hls_random" in res["finetune"]["differences"]
     assert res["layers"]["verdicts"] and ("top_heads" in res["layers"] or res["layers"]["patch_skipped"])
     for stem in ("baseline", "layers", "finetune"):
         assert (out / f"{stem}_tiny-llama.md").read_text().startswith("# ")
     # the recorded baseline is the library's score of the same evaluation split
-    import interp
     from interp.analysis.evaluation.dialogue import evaluate_dialogue
 
     model = interp.load_model(folder)
@@ -68,22 +75,40 @@ def test_quick_run_writes_every_arm(folder, tmp_path):
     assert res["baseline"]["bare"]["table"][0]["accuracy"] == pytest.approx(again.row("all")["accuracy"])
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_the_paper_rule_pools_flip_and_invariant_by_rows_and_keeps_positive_effects(tmp_path):
+def test_the_paper_rule_pools_flip_and_invariant_by_rows_and_keeps_positive_effects():
     import pandas as pd
 
-    rule = _script("pragworld_paper_rule")
-    for eff, rows in (("flip", [(0, 1.0, 10), (1, -2.0, 10), (2, 0.5, 10)]), ("invariant", [(0, -0.5, 30), (1, 1.0, 30), (2, -1.0, 30)])):  # fmt: skip
-        (tmp_path / f"sweep_{eff}").mkdir()
-        pd.DataFrame(rows, columns=["layer", "mean_effect", "n"]).to_csv(tmp_path / f"sweep_{eff}" / "sweep_layers.csv")
-    frame = rule.paper_rule_layers(tmp_path, k=2).set_index("layer")
+    from interp.analysis.evaluation.dialogue import paper_rule_layers
+
+    flip = [(layer, e) for layer, e in ((0, 1.0), (1, -2.0), (2, 0.5)) for _ in range(10)]
+    inv = [(layer, e) for layer, e in ((0, -0.5), (1, 1.0), (2, -1.0)) for _ in range(30)]
+    frame = paper_rule_layers(pd.DataFrame(flip + inv, columns=["layer", "effect"]), k=2).set_index("layer")
     # by hand: layer 0 (10·1 − 30·0.5)/40 = −0.125; layer 1 (−20 + 30)/40 = 0.25; layer 2 (5 − 30)/40 = −0.625
     assert frame["pooled_effect"].to_dict() == pytest.approx({0: -0.125, 1: 0.25, 2: -0.625})
+    assert frame["n"].tolist() == [40, 40, 40]
     assert list(frame.index[frame["chosen"]]) == [1]  # k = 2, but only one effect is positive
+    with pytest.raises(ValueError, match="effect"):
+        paper_rule_layers(pd.DataFrame({"layer": [0]}))
+
+
+def test_alteration_effects_are_group_means_per_category_and_layer():
+    import pandas as pd
+
+    from interp.analysis.evaluation.dialogue import alteration_effects
+
+    rows = pd.DataFrame(
+        {
+            "removal": ["zero"] * 6,
+            "layer": [0, 0, 0, 0, 1, 1],
+            "category": ["Negation", "Negation", "Negation", "Paraphrase", "Negation", "Negation"],
+            "group": [0, 1, 2, 0, 0, 1],
+            "effect": [1.0, 2.0, 3.0, -1.0, 0.5, 0.5],
+        }
+    )
+    f = alteration_effects(rows, n_boot=200).set_index(["category", "layer"])
+    assert f.loc[("Negation", 0), "mean_effect"] == pytest.approx(2.0) and f.loc[("Negation", 0), "groups"] == 3
+    assert 1.0 <= f.loc[("Negation", 0), "ci_low"] <= 2.0 <= f.loc[("Negation", 0), "ci_high"] <= 3.0
+    assert f.loc[("Negation", 1), "ci_low"] == f.loc[("Negation", 1), "ci_high"] == pytest.approx(0.5)
+    assert f.loc[("Paraphrase", 0), "n"] == 1
+    with pytest.raises(ValueError, match="sweep's frame"):
+        alteration_effects(rows.drop(columns="category"))

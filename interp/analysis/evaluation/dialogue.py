@@ -318,12 +318,63 @@ def control_layers(harmful: Sequence[int], useful: Sequence[int], n_layers: int,
     return sorted(out)
 
 
+def paper_rule_layers(rows: pd.DataFrame, k: int = 2) -> pd.DataFrame:
+    """PragWorld's own rule for harmful layers (§6.2: a layer is harmful when zeroing its MLP raises
+    the score), read off point estimates: ``rows`` are a sweep's per-row effects (``layer``,
+    ``effect``; e.g. :attr:`interp.Sweep.frame` of the zero removal, flip and invariant rows
+    together), pooled per layer with every row weighted alike; the ``k`` largest *positive* pooled
+    effects are marked ``chosen``. No interval is involved — that is the paper's rule, not interp's
+    calibrated verdicts (:doc:`/concepts/verdicts`)."""
+    missing = {"layer", "effect"} - set(rows.columns)
+    if missing:
+        raise ValueError(f"paper_rule_layers needs the columns layer and effect; missing {sorted(missing)}")
+    pooled = rows.groupby("layer")["effect"].agg(["mean", "size"])
+    frame = pooled.rename(columns={"mean": "pooled_effect", "size": "n"}).reset_index()
+    frame = frame.sort_values("pooled_effect", ascending=False, kind="stable").reset_index(drop=True)
+    frame["chosen"] = False
+    frame.loc[frame[frame["pooled_effect"] > 0].head(k).index, "chosen"] = True
+    return frame
+
+
+def alteration_effects(
+    rows: pd.DataFrame, *, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
+    """A sweep's effects per alteration: ``rows`` as :attr:`interp.Sweep.frame` (``removal``,
+    ``layer``, ``category``, ``group``, ``effect``) → one row per (removal, category, layer) with
+    ``n``, ``groups``, ``mean_effect`` and a percentile interval of whole-group resamples. The
+    intervals are per cell (not family-wise over layers as the sweep's verdicts are): a description
+    of where each alteration's effect lies, not a verdict."""
+    missing = {"removal", "layer", "category", "group", "effect"} - set(rows.columns)
+    if missing:
+        raise ValueError(f"alteration_effects needs a sweep's frame; missing columns {sorted(missing)}")
+    out = []
+    for (removal, category, layer), f in rows.groupby(["removal", "category", "layer"], sort=True):
+        est, lo, hi, g = _interval(
+            f["effect"].to_numpy(float), f["group"].astype(str).to_numpy(), n_boot, confidence, seed
+        )
+        out.append(
+            {
+                "removal": removal,
+                "category": category,
+                "layer": int(layer),
+                "n": len(f),
+                "groups": g,
+                "mean_effect": est,
+                "ci_low": lo,
+                "ci_high": hi,
+            }  # fmt: skip
+        )
+    return pd.DataFrame(out)
+
+
 __all__ = [
     "DialogueScore",
+    "alteration_effects",
     "arm_table",
     "control_layers",
     "evaluate_dialogue",
     "paired_difference",
+    "paper_rule_layers",
     "score_dialogue",
     "subset_robust",
 ]
