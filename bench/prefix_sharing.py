@@ -294,8 +294,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16, auto")
     args = p.parse_args(argv)
 
+    from interp.analysis.engines.batching import row_chunks
     from interp.analysis.engines.scoring import to_model_device
-    from interp.analysis.engines.sweeps import _chunks, mlp_zero_sweep
+    from interp.analysis.engines.sweeps import mlp_zero_sweep
     from interp.datasets.pragworld import load_pragworld
     from interp.hardware import cpu_name, matmul_peak
     from interp.metrics.pragworld_eval import score_label_prompts
@@ -461,7 +462,7 @@ def main(argv: list[str] | None = None) -> None:
             paths["interp reuse"] = (
                 lambda: wide(mlp_zero_sweep(bridge, ids, metric, mask, batch_size=args.batch, method="reuse")),
                 tokens * (f_block * stacks + f_unembed * (L + 1)),
-                padding_of(mask, _chunks(n, args.batch, mask)),
+                padding_of(mask, row_chunks(n, args.batch, mask)),
                 peak,
             )
         prefix = lambda b=bridge: wide(  # noqa: E731

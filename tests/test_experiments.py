@@ -35,7 +35,6 @@ OVER_LIMIT = {
 SCRIPTS = sorted((REPO / "experiments").glob("*.py")) + sorted((REPO / "bench").glob("*.py"))
 #: bench scripts that time a private step of the package on purpose, with why
 PRIVATE_OK = {
-    "prefix_sharing.py": "times the sweep's own batch chunking (interp.analysis.engines.sweeps._chunks)",
     "real_model.py": "times the LoRA wrapping step alone (interp.train.finetune._apply_lora)",
 }
 

@@ -260,6 +260,35 @@ def test_no_module_is_over_the_size_limit():
     assert len(sizes) > 100  # the walk found the package
 
 
+def private_imports(root: Path) -> list[str]:
+    """``importer: module.name`` for every ``_private`` name one module of ``root/interp`` imports
+    from another (a helper two modules share is public in a module of its own, not borrowed)."""
+    found = []
+    for path in sorted((root / "interp").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "interp":
+                found += [
+                    f"{path.relative_to(root).as_posix()}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    return found
+
+
+def test_no_private_helper_is_imported_across_modules():
+    bad = private_imports(ROOT)
+    assert not bad, (
+        "private names imported from another module (make them public where they are shared):\n" + "\n".join(bad)
+    )
+
+
+def test_the_private_import_checker_finds_a_planted_one(tmp_path):
+    root = _tree(
+        tmp_path, {"interp/a.py": "def _h():\n    pass\n", "interp/b.py": "def f():\n    from interp.a import _h\n"}
+    )
+    assert private_imports(root) == ["interp/b.py: interp.a._h"]
+
+
 # ---------------------------------------------------------------- the checker on planted trees
 
 

@@ -78,7 +78,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_finetune(args: argparse.Namespace) -> int:
     from interp.config import FinetuneConfig
     from interp.config.runs import FinetuneRun
-    from interp.train.finetune import _worker, run_finetune
+    from interp.train.finetune import finetune_worker, run_finetune
 
     cfg = FinetuneConfig.from_args(args)  # the file and the flags given: errors before any process starts
     run = FinetuneRun.from_args(args)  # --processes checked
@@ -95,7 +95,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     if run.processes > 1:
         from interp.models.parallel import launch_local
 
-        launch_local(_worker, run.processes, str(args.config), run.fresh, not run.no_progress)
+        launch_local(finetune_worker, run.processes, str(args.config), run.fresh, not run.no_progress)
         print((cfg.out_dir / "finetune_table.md").read_text(), end="")
         print(cfg.out_dir)
         return 0

@@ -59,11 +59,11 @@ def resolve_job_model(name: str, log: Callable[[str], Any] = print) -> Path:
     .gguf file (its converted folder) or a Hugging Face folder → the folder."""
     import sys
 
-    from interp.models.checkpoint import _check_folder, local_model
+    from interp.models.checkpoint import check_folder, local_model
     from interp.models.registry import PINNED, get_model
 
     folder = get_model(name, log=sys.stderr) if name in PINNED else Path(local_model(name))
-    _check_folder(folder)
+    check_folder(folder)
     return folder
 
 

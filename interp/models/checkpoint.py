@@ -115,7 +115,7 @@ def hf_dims(checkpoint: str | os.PathLike) -> tuple[int, int]:
     return int(n), int(d)
 
 
-def _check_folder(path: Path) -> None:
+def check_folder(path: Path) -> None:
     if not path.is_dir():
         raise CheckpointError(f"checkpoint folder {path} does not exist")
     if not (path / "config.json").exists():
@@ -152,7 +152,7 @@ def resolve_model(path_or_name: str | os.PathLike) -> str:
     name = local_model(path_or_name)
     path = Path(name).expanduser()
     if path.exists():
-        _check_folder(path)
+        check_folder(path)
         return str(path)
     if _looks_like_path(name):
         raise CheckpointError(f"checkpoint folder {path} does not exist")
@@ -283,7 +283,7 @@ def load_checkpoint(
     ``interp.json`` needs an explicit ``world`` whose vocabulary size equals the model's.
     """
     path = Path(path)
-    _check_folder(path)
+    check_folder(path)
     meta = read_meta(path)
     if world is None:
         if meta is None:

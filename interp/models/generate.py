@@ -5,7 +5,7 @@
 - ``use_cache=True`` (default for a TransformerBridge): one forward reads the prompts, then each
   step reads only the new token of every row, over the cached keys/values of everything before
   it. It reuses the project's one KV-cache path (:mod:`interp.models.lm`: the bridge-attention
-  shim ``_kv_cache_shim`` and the preallocated ``_PackedCache``): a row's prompt stays where right
+  shim ``kv_cache_shim`` and the preallocated ``PackedCache``): a row's prompt stays where right
   padding put it, columns ``[0, L_i)``; the token generated at step ``t`` is written at column
   ``W + t`` (``W`` the widest prompt) with position id ``L_i + t``, and a 4-D mask lets it attend
   to its own prompt and its own earlier tokens only. Physical columns do not matter to attention
@@ -166,7 +166,7 @@ def _full(model, rows, pad_id, max_new_tokens, eos, stop) -> list[list[int]]:
 
 def _cached(model, rows, pad_id, max_new_tokens, eos, stop) -> list[list[int]]:
     """Prefill the right-padded prompts once, then one new token per row per step."""
-    from interp.models.lm import _kv_cache_shim, _PackedCache
+    from interp.models.lm import PackedCache, kv_cache_shim
 
     device = model_device(model)
     n_layers, kv_heads, d_head = _kv_layout(model)
@@ -187,13 +187,13 @@ def _cached(model, rows, pad_id, max_new_tokens, eos, stop) -> list[list[int]]:
     new: list[list[int]] = [[] for _ in rows]
     active = torch.ones(b, dtype=torch.bool)
     rows_idx = torch.arange(b)
-    with _kv_cache_shim(model):
+    with kv_cache_shim(model):
         logits = _logits(
             model,
             ids.to(device),
             mask[:, None].to(device),
             position_ids=positions.to(device),
-            past_key_values=_PackedCache(keys, values, 0, width),
+            past_key_values=PackedCache(keys, values, 0, width),
             use_cache=True,
         )
         nxt = logits[rows_idx.to(logits.device), (lengths - 1).to(logits.device)].argmax(dim=-1).cpu()
@@ -210,7 +210,7 @@ def _cached(model, rows, pad_id, max_new_tokens, eos, stop) -> list[list[int]]:
                 tok[:, None].to(device),
                 attend[:, None, None, : col + 1].to(device),
                 position_ids=(lengths + step)[:, None].to(device),
-                past_key_values=_PackedCache(keys, values, col, 1),
+                past_key_values=PackedCache(keys, values, col, 1),
                 use_cache=True,
             )
             nxt = logits[:, -1].argmax(dim=-1).cpu()

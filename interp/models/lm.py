@@ -107,7 +107,7 @@ class LM(ABC):
 _DEAD = object()  # the state of a prefix with an undefined transition
 
 
-class _StateLM(LM):
+class StateLM(LM):
     """An LM whose distribution is a function of a state that each token updates."""
 
     def __init__(self, vocab: Vocab):
@@ -171,7 +171,7 @@ class _StateLM(LM):
         return self._cursor([self._advance(cursor.state[p], t) for p, t in zip(parents.tolist(), toks)])
 
 
-class WorldLM(_StateLM):
+class WorldLM(StateLM):
     """The true world model: uniform over ``world.legal(q)`` for the state ``q`` a prefix reaches."""
 
     def __init__(self, world: World):
@@ -191,7 +191,7 @@ class WorldLM(_StateLM):
         return "oracle (true world model)"
 
 
-class IdealLM(_StateLM):
+class IdealLM(StateLM):
     """The ideal predictor of a world's training data: ``P(next | prefix)`` under the process
     behind ``world.generate`` (``world.traversal_process()``, computed in the world room; see
     :mod:`interp.worlds.streets.process`). Unlike :class:`WorldLM` it is not uniform over the legal
@@ -241,7 +241,7 @@ class IdealLM(_StateLM):
         )
 
 
-class UniformLM(_StateLM):
+class UniformLM(StateLM):
     """Every world token equally likely after every prefix (the paper's Connect-4 strawman)."""
 
     def __init__(self, world: World):
@@ -282,7 +282,7 @@ class DFALM(WorldLM):
 
 
 @contextlib.contextmanager
-def _kv_cache_shim(bridge):
+def kv_cache_shim(bridge):
     """Let the bridge's attention see the KV cache.
 
     transformers ≥ 5 passes the cache to attention modules as ``cache=``; TransformerLens 4.3's
@@ -308,7 +308,7 @@ def _kv_cache_shim(bridge):
             h.remove()
 
 
-class _PackedCache:
+class PackedCache:
     """The keys/values of one packed forward, preallocated: positions ``[:start]`` hold the cached
     context; ``update`` writes the ``n_new`` new tokens' keys/values at ``[start:start + n_new]``
     (no concatenation) and returns the filled part. Only ``update`` is ever called: the mask is
@@ -426,14 +426,14 @@ class BridgeLM(LM):
         )
 
     @torch.no_grad()
-    def _forward(self, ids: Tensor, mask: Tensor, positions: Tensor, cache: _PackedCache) -> Tensor:
+    def _forward(self, ids: Tensor, mask: Tensor, positions: Tensor, cache: PackedCache) -> Tensor:
         """Logits of every input position; ``mask`` is ``[batch, 1, query, key]`` (True = attend)."""
         if self.n_ctx and int(positions.max()) >= self.n_ctx:
             raise ValueError(f"sequence longer than the model context n_ctx={self.n_ctx}")
         self.forward_tokens += int(ids.numel())
         self.forward_calls += 1
         dev = self._device
-        with _kv_cache_shim(self.bridge):
+        with kv_cache_shim(self.bridge):
             logits, _ = self.bridge(
                 ids.to(dev),
                 return_type="logits_and_cache",
@@ -465,7 +465,7 @@ class BridgeLM(LM):
             mask = (causal & v[:, None, :]) | eye
             keys, values = self._buffers(len(v), width + _ROOM)
             logits = self._forward(
-                ids[lo : lo + step], mask[:, None], positions[lo : lo + step], _PackedCache(keys, values, 0, width)
+                ids[lo : lo + step], mask[:, None], positions[lo : lo + step], PackedCache(keys, values, 0, width)
             )
             lps.append(torch.log_softmax(logits[:, -1].float(), dim=-1).cpu())
             segments.append(_Segment(keys, values, width))
@@ -542,7 +542,7 @@ class BridgeLM(LM):
             mask = torch.zeros((hi - lo, q, kc + q), dtype=torch.bool)
             mask[b, sl, :kc] = vis_c
             mask[:, torch.arange(q), kc + torch.arange(q)] = True  # every slot reads itself
-            logits = self._forward(ids, mask[:, None], positions, _PackedCache(keys, values, kc, q))
+            logits = self._forward(ids, mask[:, None], positions, PackedCache(keys, values, kc, q))
             lps.append(torch.log_softmax(logits[b, sl].float(), dim=-1).cpu())
             segments.append(_Segment(keys, values, kc + q))
             own = torch.zeros((row_hi - row_lo, q), dtype=torch.bool)

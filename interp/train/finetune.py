@@ -172,7 +172,7 @@ def run_finetune(
     (None on the others)."""
     import torch
 
-    from interp.models.checkpoint import _check_folder, hf_dims, load_bridge, load_hf_model, local_model
+    from interp.models.checkpoint import check_folder, hf_dims, load_bridge, load_hf_model, local_model
     from interp.models.parallel import gather, make_accelerator
     from interp.results import write_json
     from interp.stats import markdown_table, summarise
@@ -191,7 +191,7 @@ def run_finetune(
     main = acc.is_main_process
     say = (log or (lambda s: print(s, file=sys.stderr))) if main else (lambda s: None)
     ckpt = Path(local_model(cfg.checkpoint))  # a .gguf: its converted folder
-    _check_folder(ckpt)
+    check_folder(ckpt)
     out = cfg.out_dir
     n_layers, d_model = hf_dims(ckpt)
     task = load_task(ckpt, cfg.data)
@@ -377,7 +377,7 @@ def _cached_eval(
 # ---- processes ---------------------------------------------------------------------------------
 
 
-def _worker(config_path: str, fresh: bool, progress: bool) -> None:
+def finetune_worker(config_path: str, fresh: bool, progress: bool) -> None:
     """Entry point of one process of ``interp finetune --processes N``."""
     run_finetune(load_finetune_config(config_path), fresh=fresh, progress=progress)
 

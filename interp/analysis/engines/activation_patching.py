@@ -91,7 +91,7 @@ class PatchingMap:
 
 
 @contextmanager
-def _tl_device(bridge: Any) -> Iterator[None]:
+def tl_device(bridge: Any) -> Iterator[None]:
     """While TransformerLens's patching runs, ``bridge.cfg.device`` names the model's device: it
     allocates its result tensor there, and under a device map that offloads the embedding the
     bridge's ``cfg.device`` is ``meta`` (a tensor with no data). Restored on exit."""
@@ -154,7 +154,7 @@ def activation_patching(
         return val
 
     fn_name = COMPONENTS[component][0]
-    with torch.no_grad(), _tl_device(bridge):
+    with torch.no_grad(), tl_device(bridge):
         clean_logits, cache = bridge.run_with_cache(to_model_device(bridge, clean))
         clean_value = metric(clean_logits, Batch(clean, None, torch.arange(n))).float().cpu()
         result = getattr(tl_patching, fn_name)(

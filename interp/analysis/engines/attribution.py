@@ -67,19 +67,11 @@ from jaxtyping import Float, Int, Shaped
 from torch import Tensor
 
 from interp.analysis.engines.activation_patching import COMPONENTS, PatchingMap
-from interp.analysis.engines.direct_patching import PatchPair, _ids, resid_cache
+from interp.analysis.engines.batching import check_categories, row_chunks, swept_layer_list, trim_padding
+from interp.analysis.engines.direct_patching import PatchPair, resid_cache, token_ids_1d
 from interp.analysis.engines.fingerprint import model_fingerprint
-from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name, to_model_device
-from interp.analysis.engines.sweeps import (
-    OWN_GROUP,
-    SweepResult,
-    _categories,
-    _chunks,
-    _layers,
-    _score,
-    _trim,
-    attach_groups,
-)
+from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name, score_metric, to_model_device
+from interp.analysis.engines.sweeps import OWN_GROUP, SweepResult, attach_groups
 from interp.hooks import Alignment, HookNames, InterventionError, Site, capturing, check_site, hooked, intervene, patch
 from interp.models.positions import position_ids
 
@@ -175,8 +167,8 @@ def mlp_zero_attribution(
     n = int(inputs.shape[0])
     if attention_mask is not None and tuple(attention_mask.shape) != tuple(inputs.shape):
         raise ValueError(f"attention_mask {tuple(attention_mask.shape)} ≠ inputs {tuple(inputs.shape)}")
-    lays = _layers(bridge, layers)
-    cats = _categories(categories, n)
+    lays = swept_layer_list(bridge, layers)
+    cats = check_categories(categories, n)
     names = HookNames(bridge)
     sites = [Site(layer, "mlp_out") for layer in lays]
     for site in sites:
@@ -184,8 +176,8 @@ def mlp_zero_attribution(
     hooks = [s.hook_name for s in sites]
     clean = np.zeros(n)
     effect = np.zeros((len(lays), n))
-    for idx in _chunks(n, batch_size, attention_mask):
-        ids, mask = _trim(inputs[idx], None if attention_mask is None else attention_mask[idx])
+    for idx in row_chunks(n, batch_size, attention_mask):
+        ids, mask = trim_padding(inputs[idx], None if attention_mask is None else attention_mask[idx])
         clean[idx], acts, grads = gradient_run(bridge, ids, metric, hooks, mask, torch.as_tensor(idx))
         for j, h in enumerate(hooks):
             effect[j, idx] = -(acts[h].float() * grads[h].float()).sum(dim=(1, 2)).cpu().numpy()
@@ -245,14 +237,14 @@ def direct_effect_attribution(
     pair_list = [p if isinstance(p, PatchPair) else PatchPair(*p) for p in pairs]
     if not pairs:
         raise ValueError("direct_effect_attribution needs at least one pair")
-    lays = _layers(bridge, layers)
-    cats = _categories(categories, len(pair_list))
+    lays = swept_layer_list(bridge, layers)
+    cats = check_categories(categories, len(pair_list))
     names = HookNames(bridge)
     for layer in lays:
         check_site(Site(layer, "resid_pre"), bridge, names)
     hooks = [Site(layer, "resid_pre").hook_name for layer in lays]
-    origs = [_ids(p.original, f"pair {i}: original") for i, p in enumerate(pair_list)]
-    alts = [_ids(p.altered, f"pair {i}: altered") for i, p in enumerate(pair_list)]
+    origs = [token_ids_1d(p.original, f"pair {i}: original") for i, p in enumerate(pair_list)]
+    alts = [token_ids_1d(p.altered, f"pair {i}: altered") for i, p in enumerate(pair_list)]
     aligns = []
     for i, (o, a) in enumerate(zip(origs, alts)):
         try:
@@ -386,7 +378,7 @@ def activation_attribution(
         idx = torch.arange(sl.start, sl.stop)
         got: dict[str, Tensor] = {}
         with hooked(bridge, capturing(got, hooks)):
-            clean_val[sl] = _score(metric, forward(bridge, clean[sl]), Batch(clean[sl], None, idx))
+            clean_val[sl] = score_metric(metric, forward(bridge, clean[sl]), Batch(clean[sl], None, idx))
         corr_val[sl], acts, grads = gradient_run(bridge, corrupted[sl], metric, hooks, None, idx)
         for c in comps:
             for layer, h in zip(layers, _component_hooks(c, layers)):
@@ -469,7 +461,7 @@ def exact_cells(
     got: dict[str, Tensor] = {}
     with hooked(bridge, capturing(got, hooks)):
         forward(bridge, clean)
-    base = torch.as_tensor(_score(metric, forward(bridge, corrupted), batch))
+    base = torch.as_tensor(score_metric(metric, forward(bridge, corrupted), batch))
     out = []
     for layer, second in cells:
         if component == "heads":
@@ -480,7 +472,7 @@ def exact_cells(
             logits = forward(bridge, corrupted)
         if active.calls != [1]:
             raise InterventionError(f"patching {iv.describe()} fired {active.calls} times in one forward")
-        out.append(torch.as_tensor(_score(metric, logits, batch)) - base)
+        out.append(torch.as_tensor(score_metric(metric, logits, batch)) - base)
     return torch.stack(out) if out else torch.zeros((0, n))
 
 

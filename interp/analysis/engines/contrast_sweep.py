@@ -51,7 +51,7 @@ def contrast_activation_patching(
     ``units``: finished chunks written and read back
     (:func:`~interp.analysis.engines.pair_patching.patch_by_length`)."""
     from interp.analysis.engines.pair_patching import patch_by_length
-    from interp.analysis.engines.pragworld_sweep import _merge_maps
+    from interp.analysis.engines.pragworld_sweep import merge_maps
     from interp.tasks.contrast import GROUP_UNIT
 
     if method not in ("exact", "attribution"):
@@ -69,7 +69,7 @@ def contrast_activation_patching(
         units=units,
     )
     rows = [(i, i) for i in range(len(task))]
-    maps = {c: _merge_maps(parts[c], rows, task) for c in components}
+    maps = {c: merge_maps(parts[c], rows, task) for c in components}
     for m in maps.values():
         m.meta.update(clean="prompt", corrupted="corrupted prompt", groups=GROUP_UNIT, rows=list(range(len(task))))
     return maps, {

@@ -32,9 +32,10 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from interp.analysis.engines.batching import check_categories, swept_layer_list
 from interp.analysis.engines.fingerprint import model_fingerprint
-from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name, to_model_device
-from interp.analysis.engines.sweeps import OWN_GROUP, SweepResult, _categories, _layers, _score, attach_groups
+from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name, score_metric, to_model_device
+from interp.analysis.engines.sweeps import OWN_GROUP, SweepResult, attach_groups
 from interp.hooks import Alignment, HookNames, InterventionError, Site, capturing, check_site, hooked, intervene, patch
 
 
@@ -46,7 +47,7 @@ class PatchPair:
     altered: Sequence[int] | Tensor
 
 
-def _ids(x: Sequence[int] | Tensor, what: str) -> Tensor:
+def token_ids_1d(x: Sequence[int] | Tensor, what: str) -> Tensor:
     t = torch.as_tensor(x, dtype=torch.long)
     if t.dim() == 2 and t.shape[0] == 1:
         t = t[0]
@@ -100,22 +101,22 @@ def direct_effect_patching(
     pair_list = [p if isinstance(p, PatchPair) else PatchPair(*p) for p in pairs]
     if not pairs:
         raise ValueError("direct_effect_patching needs at least one pair")
-    lays = _layers(bridge, layers)
-    cats = _categories(categories, len(pair_list))
+    lays = swept_layer_list(bridge, layers)
+    cats = check_categories(categories, len(pair_list))
     names = HookNames(bridge)
     for layer in lays:
         check_site(Site(layer, "resid_pre"), bridge, names)
 
     rows = []
     for i, pair in enumerate(pair_list):
-        orig = _ids(pair.original, f"pair {i}: original")[None]
-        alt = _ids(pair.altered, f"pair {i}: altered")[None]
+        orig = token_ids_1d(pair.original, f"pair {i}: original")[None]
+        alt = token_ids_1d(pair.altered, f"pair {i}: altered")[None]
         try:
             alignment = Alignment.matching(orig[0].tolist(), alt[0].tolist())
         except InterventionError as e:
             raise ValueError(f"pair {i}: the original and altered prompts share no token to align ({e})") from e
         batch = Batch(orig, None, torch.tensor([i]))
-        clean = float(_score(metric, forward(bridge, orig), batch)[0])
+        clean = float(score_metric(metric, forward(bridge, orig), batch)[0])
         cache = resid_cache(bridge, alt, lays)
         for layer in lays:
             iv = patch(Site(layer, "resid_pre"), "altered", alignment)
@@ -123,7 +124,7 @@ def direct_effect_patching(
                 logits = forward(bridge, orig)
             if active.calls != [1]:
                 raise InterventionError(f"patching resid_pre:{layer} fired {active.calls} times in one forward")
-            patched = float(_score(metric, logits, batch)[0])
+            patched = float(score_metric(metric, logits, batch)[0])
             row = {
                 "example": i,
                 "layer": layer,

@@ -36,9 +36,10 @@ import torch
 from jaxtyping import Int, Shaped
 from torch import Tensor
 
+from interp.analysis.engines.batching import row_chunks, trim_padding
 from interp.analysis.engines.fingerprint import model_fingerprint
-from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name
-from interp.analysis.engines.sweeps import OWN_GROUP, SweepResult, _chunks, _score, _trim, attach_groups
+from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name, score_metric
+from interp.analysis.engines.sweeps import OWN_GROUP, SweepResult, attach_groups
 from interp.hooks import InterventionError, Site, hooked
 
 #: the hook name of the final norm's input (the end of the residual stream, before the unembedding)
@@ -97,12 +98,12 @@ def mlp_path_removal(
 
     clean = np.zeros(n)
     removed = np.zeros((len(srcs), n))
-    for idx in _chunks(n, batch_size, attention_mask):
-        ids, mask = _trim(inputs[idx], None if attention_mask is None else attention_mask[idx])
+    for idx in row_chunks(n, batch_size, attention_mask):
+        ids, mask = trim_padding(inputs[idx], None if attention_mask is None else attention_mask[idx])
         batch = Batch(ids, mask, torch.as_tensor(idx, dtype=torch.long))
-        clean[idx] = _score(metric, forward(bridge, ids, mask), batch)
+        clean[idx] = score_metric(metric, forward(bridge, ids, mask), batch)
         for s, j in enumerate(srcs):
-            removed[s, idx] = _score(metric, _removed_forward(bridge, ids, mask, j, target), batch)
+            removed[s, idx] = score_metric(metric, _removed_forward(bridge, ids, mask, j, target), batch)
 
     rows = [
         {"example": i, "layer": j, "clean": clean[i], "ablated": removed[s, i], "effect": removed[s, i] - clean[i]}

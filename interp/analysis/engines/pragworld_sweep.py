@@ -85,7 +85,7 @@ def reference_pairs(
     return pairs, skipped
 
 
-def _merge_maps(parts: list[tuple[Any, list[int], int]], rows: list[tuple[int, int]], task: Any) -> Any:
+def merge_maps(parts: list[tuple[Any, list[int], int]], rows: list[tuple[int, int]], task: Any) -> Any:
     """One :class:`PatchingMap` from the maps of equal-length groups: ``parts`` holds (map, the
     global pair numbers of its examples, its token length). Positions become offsets from the last
     prompt token (``pos`` ≤ 0, 0 = the scored token; ``position`` keeps the index in the prompt),
@@ -157,7 +157,7 @@ def pair_activation_patching(
     :func:`~interp.analysis.engines.activation_patching.activation_patching` — clean = the altered prompt,
     corrupted = the original, metric P(altered gold) — or, with ``method="attribution"``,
     :func:`~interp.analysis.engines.attribution.activation_attribution`; the group maps are merged by
-    :func:`_merge_maps` (positions counted from the end). ``maps``: component → map; the frame's
+    :func:`merge_maps` (positions counted from the end). ``maps``: component → map; the frame's
     ``example`` numbers the patched pairs in ``info["rows"]`` order. ``units``: a
     :class:`~interp.analysis.engines.unitstore.MapUnits` (finished chunks written, read back on a rerun;
     :func:`~interp.analysis.engines.pair_patching.patch_by_length`).
@@ -185,7 +185,7 @@ def pair_activation_patching(
         batch_size=batch_size,
         units=units,
     )
-    maps = {c: _merge_maps(parts[c], kept, task) for c in components}
+    maps = {c: merge_maps(parts[c], kept, task) for c in components}
     lengths = sorted({len(task.ids[o]) for o, _ in kept})
     info = {"n_pairs": len(kept), "skipped": skipped, "rows": [list(r) for r in kept], "lengths": lengths}
     return maps, info

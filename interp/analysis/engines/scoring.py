@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, overload
 
+import numpy as np
 import torch
 from jaxtyping import Float, Int, Shaped
 from torch import Tensor
@@ -101,6 +102,17 @@ def token_loss(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[
 def metric_name(metric: Metric) -> str:
     """A metric's name for tables and ``run.json``: its ``__name__``, else its type's."""
     return getattr(metric, "__name__", type(metric).__name__)
+
+
+def score_metric(metric: Metric, logits: Tensor, batch: Batch) -> np.ndarray:
+    """``metric(logits, batch)`` as a float NumPy array [batch], checked to be one value per row."""
+    val = metric(logits, batch)
+    if not isinstance(val, Tensor) or tuple(val.shape) != (batch.tokens.shape[0],):
+        raise ValueError(
+            f"metric {metric_name(metric)} must return a tensor [batch={batch.tokens.shape[0]}], "
+            f"got {getattr(val, 'shape', type(val).__name__)}"
+        )
+    return val.detach().float().cpu().numpy()
 
 
 __all__ = ["Batch", "Metric", "forward", "logit_diff", "metric_name", "to_model_device", "token_loss", "two_way_prob"]

@@ -42,9 +42,9 @@ from jaxtyping import Int
 from torch import Tensor
 
 from interp.analysis.engines.activation_patching import COMPONENTS, PatchingMap, check_pair_shapes, patching_map
+from interp.analysis.engines.batching import swept_layer_list
 from interp.analysis.engines.resume import block_output_is_tuple, resume_forward
-from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name
-from interp.analysis.engines.sweeps import _layers, _score
+from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name, score_metric
 from interp.hooks import HookNames, InterventionError, Site, capturing, check_site, hooked
 
 #: components the stacked engine computes (a subset of the TransformerLens wrapper's)
@@ -57,7 +57,7 @@ def _cache(
     """One forward of ``tokens``: the metric per row and the activations at ``hooks`` (detached)."""
     got: dict[str, Tensor] = {}
     with hooked(bridge, capturing(got, hooks)):
-        value = _score(metric, forward(bridge, tokens), Batch(tokens, None, torch.arange(n)))
+        value = score_metric(metric, forward(bridge, tokens), Batch(tokens, None, torch.arange(n)))
     missing = [h for h in hooks if h not in got]
     if missing:
         raise InterventionError(f"hooks {missing} never fired")
@@ -96,7 +96,7 @@ def stacked_patching(
 
     _check(bridge, clean, corrupted, component)
     n, n_pos = int(clean.shape[0]), int(clean.shape[1])
-    lays = _layers(bridge, layers)
+    lays = swept_layer_list(bridge, layers)
     names = HookNames(bridge)
     site = "z" if component == "heads" else "resid_pre"
     for layer in lays:
@@ -146,7 +146,7 @@ def stacked_patching(
                     logits = resume_forward(bridge, layer, resid, tokens, as_tuple=as_tuple)
             if fired[0] != 1:
                 raise InterventionError(f"patching {patched_hooks[layer]} fired {fired[0]} times in one forward")
-            values[j, vs.numpy(), es.numpy()] = _score(metric, logits, Batch(tokens, None, es))
+            values[j, vs.numpy(), es.numpy()] = score_metric(metric, logits, Batch(tokens, None, es))
     fn_name = COMPONENTS[component][0]
     meta = {
         "component": component,
@@ -178,7 +178,7 @@ def transformer_lens_check(
     import pandas as pd
     import transformer_lens.patching as tl_patching
 
-    from interp.analysis.engines.activation_patching import _tl_device
+    from interp.analysis.engines.activation_patching import tl_device
     from interp.analysis.engines.scoring import to_model_device
 
     component = str(ours.meta["component"])
@@ -187,13 +187,13 @@ def transformer_lens_check(
     lays = (
         [int(x) for x in (ours.meta.get("layers") or sorted(ours.frame["layer"].unique()))]
         if layers is None
-        else _layers(bridge, layers)
+        else swept_layer_list(bridge, layers)
     )
     n_second = int(bridge.cfg.n_heads) if component == "heads" else int(clean.shape[1])
     cells = pd.DataFrame([(layer, k) for layer in lays for k in range(n_second)], columns=["layer", axis])
     n = int(clean.shape[0])
     batch = Batch(corrupted, None, torch.arange(n))
-    with torch.no_grad(), _tl_device(bridge):
+    with torch.no_grad(), tl_device(bridge):
         _, cache = bridge.run_with_cache(to_model_device(bridge, clean))
         result = getattr(tl_patching, fn_name)(
             bridge,

@@ -54,6 +54,7 @@ import torch
 from jaxtyping import Int, Shaped
 from torch import Tensor
 
+from interp.analysis.engines.batching import check_categories, row_chunks, swept_layer_list, trim_padding
 from interp.analysis.engines.fingerprint import model_fingerprint
 from interp.analysis.engines.removals import (
     Removal,
@@ -65,7 +66,7 @@ from interp.analysis.engines.removals import (
     resample_sources,
 )
 from interp.analysis.engines.resume import block_output_is_tuple, mlp_removed_residual, resume_forward
-from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name
+from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name, score_metric
 from interp.analysis.engines.sweep_options import METHODS
 from interp.config import merge_options
 from interp.hooks import (
@@ -138,48 +139,8 @@ class SweepResult:
         return self.frame.pivot(index="example", columns="layer", values="effect")
 
     def save(self, folder: str | Path, stem: str = "sweep") -> Path:
-        """``<stem>.json`` (meta + summary), ``<stem>.csv`` (per example), ``<stem>_layers.csv`` (summary)."""
+        """``<stem>.json`` (meta + summary), ``<stem>.csv`` (per example), ``<stem>swept_layer_list.csv`` (summary)."""
         return save_result(folder, stem, self.summary(), **{"": self.frame, "layers": self.per_layer()})
-
-
-def _chunks(n: int, size: int | None, mask: Tensor | None = None) -> list[np.ndarray]:
-    """Example indices of each forward: ``size`` at a time (all when None), grouped by length when
-    there is padding (rows sorted by their number of real tokens), so each chunk can drop the
-    padding columns it does not need (:func:`_trim`)."""
-    size = n if not size else max(1, int(size))
-    order = np.arange(n) if mask is None else np.argsort(mask.sum(1).numpy(), kind="stable")
-    return [np.sort(order[i : i + size]) for i in range(0, n, size)]
-
-
-def _trim(ids: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
-    """Drop the trailing columns that are padding in every row of a chunk. Leading columns stay, so
-    a metric's column indices keep their meaning for right-padded rows; left-padded rows are kept
-    whole."""
-    if mask is None:
-        return ids, None
-    real = mask.bool().any(0).nonzero().flatten()
-    if len(real) == 0:
-        raise ValueError("a chunk of examples has no real (non-padding) token")
-    end = int(real[-1]) + 1
-    return ids[:, :end], mask[:, :end]
-
-
-def _layers(bridge: Any, layers: Sequence[int] | None) -> list[int]:
-    n = int(bridge.cfg.n_layers)
-    out = list(range(n)) if layers is None else [int(x) for x in layers]
-    bad = [x for x in out if not 0 <= x < n]
-    if bad or not out:
-        raise ValueError(f"layers must be a non-empty subset of 0..{n - 1}, got {layers!r}")
-    return out
-
-
-def _categories(categories: Sequence[Any] | None, n: int) -> list[Any] | None:
-    if categories is None:
-        return None
-    cats = list(categories)
-    if len(cats) != n:
-        raise ValueError(f"{len(cats)} categories for {n} examples")
-    return cats
 
 
 #: ``meta["groups"]`` when every example is its own group
@@ -210,16 +171,6 @@ def group_mean_se(values: Any, groups: Any) -> Any:
     by = v[keep].groupby(np.asarray(groups)[keep])
     est = ratio_se(by.sum().to_numpy(), by.count().to_numpy())
     return Estimate(est.mean, est.se, int(keep.sum()))
-
-
-def _score(metric: Metric, logits: Tensor, batch: Batch) -> np.ndarray:
-    val = metric(logits, batch)
-    if not isinstance(val, Tensor) or tuple(val.shape) != (batch.tokens.shape[0],):
-        raise ValueError(
-            f"metric {metric_name(metric)} must return a tensor [batch={batch.tokens.shape[0]}], "
-            f"got {getattr(val, 'shape', type(val).__name__)}"
-        )
-    return val.detach().float().cpu().numpy()
 
 
 def mlp_zero_sweep(
@@ -312,8 +263,8 @@ def mlp_removal_sweep(
     scored = np.arange(n_all) if ex.rows is None else reference_rows(n_all, ex.rows)
     if ex.rows is not None and len(scored) != len(list(ex.rows)):
         raise ValueError("rows: each row once, please (sorted order is used)")
-    lays = _layers(bridge, layers)
-    cats = _categories(ex.categories, n_all)
+    lays = swept_layer_list(bridge, layers)
+    cats = check_categories(ex.categories, n_all)
     if ex.groups is not None and len(ex.groups) != n_all:
         raise ValueError(f"{len(ex.groups)} group ids for {n_all} examples")
     names = HookNames(bridge)
@@ -380,14 +331,14 @@ class _SweepRun:
         bridge, metric, lays, replace, scored = self.bridge, self.metric, self.lays, self.replace, self.scored
         reuse = _Reuse(bridge, lays, replace) if method in ("reuse", "prefix") else None
         sub_mask = None if self.mask is None else self.mask[scored]
-        for local in _chunks(len(scored), self.batch_size, sub_mask):
+        for local in row_chunks(len(scored), self.batch_size, sub_mask):
             idx = scored[local]
-            ids, mask = _trim(self.inputs[idx], None if self.mask is None else self.mask[idx])
+            ids, mask = trim_padding(self.inputs[idx], None if self.mask is None else self.mask[idx])
             batch = Batch(ids, mask, torch.as_tensor(idx, dtype=torch.long))  # rows of inputs: per-row metric data
             if reuse is not None:
                 self.clean[idx], self.ablated[:, idx] = reuse(metric, batch, idx)
                 continue
-            self.clean[idx] = _score(metric, forward(bridge, ids, mask), batch)
+            self.clean[idx] = score_metric(metric, forward(bridge, ids, mask), batch)
             for d in range(replace.n_draws):
                 if method == "loop":
                     for j, layer in enumerate(lays):
@@ -396,7 +347,7 @@ class _SweepRun:
                             logits = forward(bridge, ids, mask)
                         if active.calls != [1]:
                             raise InterventionError(f"{iv.describe()} fired {active.calls} times in one forward")
-                        self.ablated[j, idx] += _score(metric, logits, batch) / replace.n_draws
+                        self.ablated[j, idx] += score_metric(metric, logits, batch) / replace.n_draws
                 else:
                     self.ablated[:, idx] += _batched(bridge, metric, batch, lays, replace, idx, d) / replace.n_draws
         if reuse is not None:
@@ -519,9 +470,9 @@ class _Replacements:
         sums: dict[int, list[Any]] = {layer: [0.0, 0.0] for layer in self.layers}
         n_first = n_later = 0
         sub = None if self.mask is None else self.mask[self.ref]
-        for local in _chunks(len(self.ref), batch_size, sub):
+        for local in row_chunks(len(self.ref), batch_size, sub):
             idx = self.ref[local]
-            ids, mask = _trim(self.inputs[idx], None if self.mask is None else self.mask[idx])
+            ids, mask = trim_padding(self.inputs[idx], None if self.mask is None else self.mask[idx])
             outs = self._capture(ids, mask)
             for layer in self.layers:
                 f, later, nf, nl = class_sums(outs[layer], mask)
@@ -605,7 +556,7 @@ class _Reuse:
 
         hooks = [(Site(layer, c).hook_name, keep(layer, c)) for layer in self.layers for c in self._components(layer)]
         with hooked(self.bridge, hooks):
-            clean = _score(metric, forward(self.bridge, batch.tokens, batch.attention_mask), batch)
+            clean = score_metric(metric, forward(self.bridge, batch.tokens, batch.attention_mask), batch)
         if not self.additive:
             for layer in self.layers:
                 post, mlp = cache.pop((layer, "resid_post")), cache[(layer, "mlp_out")]
@@ -641,7 +592,7 @@ class _Reuse:
                         logits = resume_forward(
                             self.bridge, layer, cache[(layer, "resid_pre")], ids, mask, as_tuple=self.as_tuple
                         )
-                out[j] += _score(metric, logits, batch) / rep.n_draws
+                out[j] += score_metric(metric, logits, batch) / rep.n_draws
         return clean, out
 
 
@@ -679,7 +630,7 @@ def _batched(
     out = np.zeros((k, b))
     for j in range(k):
         sl = slice(j * b, (j + 1) * b)
-        out[j] = _score(metric, logits[sl], batch)
+        out[j] = score_metric(metric, logits[sl], batch)
     return out
 
 

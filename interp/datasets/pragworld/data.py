@@ -280,7 +280,7 @@ def _target(cell: str) -> str:
     raise ValueError(f"unknown alteration target {cell!r} (expected None, Context or Question)")
 
 
-def _answer(cell: str) -> tuple[str, int]:
+def parse_answer(cell: str) -> tuple[str, int]:
     text = _squash(cell)
     if text in _ANSWERS:
         return _ANSWERS[text]
@@ -422,7 +422,7 @@ def load_pragworld(path: str | os.PathLike, grouping: str = "clean") -> PragWorl
             if not cells[index[col]].strip():
                 raise PragWorldFormatError(f"{where}, column {col!r}: empty")
         readers = {
-            "Answer": _answer,
+            "Answer": parse_answer,
             "Perturbation?": _flag_clean,
             "Perturbation Target": _target,
             "Perturbation Category": normalise_category,

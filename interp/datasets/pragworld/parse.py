@@ -65,7 +65,7 @@ def read_responses(path: Any, n_rows: int, gold: Any = None) -> list[Any]:
     import json
     from pathlib import Path
 
-    from interp.datasets.pragworld.data import _answer
+    from interp.datasets.pragworld.data import parse_answer
 
     path = Path(path)
     if not path.is_file():
@@ -87,7 +87,7 @@ def read_responses(path: Any, n_rows: int, gold: Any = None) -> list[Any]:
             exp = rec.get("expected_response")
             if gold is not None and i < len(gold) and isinstance(exp, str):
                 try:
-                    g = _answer(exp)[1]
+                    g = parse_answer(exp)[1]
                 except ValueError:
                     g = None
                 if g is not None and g != int(gold[i]):

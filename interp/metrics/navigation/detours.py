@@ -18,11 +18,11 @@ import pandas as pd
 from interp.metrics.navigation.routes import (
     DETOUR_KINDS,
     RouteResult,
-    _check_pairs,
-    _decode,
-    _route_result,
-    _ShortestLengths,
-    _streets_world,
+    ShortestLengths,
+    check_pairs,
+    decode_rows,
+    route_result,
+    streets_world,
 )
 from interp.models.lm import LM
 from interp.results import save_result
@@ -93,15 +93,15 @@ def detour_test(
     """Greedy routes with detours for every (kind, p) (Table 2); seeded per (kind, p)."""
     from tqdm.auto import tqdm
 
-    w = _streets_world(world)
+    w = streets_world(world)
     for k in kinds:
         if k not in DETOUR_KINDS:
             raise ValueError(f"unknown detour kind {k!r}; known: {', '.join(DETOUR_KINDS)}")
     for p in probs:
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"detour probability must be in [0, 1], got {p}")
-    _check_pairs(w, pairs)
-    shortest = _ShortestLengths(w.graph)
+    check_pairs(w, pairs)
+    shortest = ShortestLengths(w.graph)
     runs: dict[tuple[str, float], RouteResult] = {}
     recs = []
     plain: RouteResult | None = None
@@ -112,7 +112,7 @@ def detour_test(
         else:
             events: list[dict[str, Any]] = []
             rng = np.random.default_rng([seed, i, j])
-            rows, cap = _decode(
+            rows, cap = decode_rows(
                 lm,
                 w,
                 pairs,
@@ -124,7 +124,7 @@ def detour_test(
                 batch_size=batch_size,
                 events=events,
             )
-            res = _route_result(w, rows, cap, "greedy", k if p > 0 else None, p, events, 1e-6, shortest)
+            res = route_result(w, rows, cap, "greedy", k if p > 0 else None, p, events, 1e-6, shortest)
             if p == 0.0:
                 plain = res
         runs[(k, p)] = res

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from interp.metrics.navigation.routes import _streets_world
-from interp.models.lm import _StateLM
+from interp.metrics.navigation.routes import streets_world
+from interp.models.lm import StateLM
 from interp.worlds.base import World
 from interp.worlds.streets.graph import END
 
@@ -25,7 +25,7 @@ from interp.worlds.streets.graph import END
 _METRICS: tuple[str, ...] = ("length", "hops")
 
 
-class ShortestPathLM(_StateLM):
+class ShortestPathLM(StateLM):
     """A true world model that always heads for the destination: all mass on the next turn of a
     shortest route from the *current* state (``length``: Dijkstra on street length; ``hops``:
     fewest streets), ``end`` at the destination. It re-plans after any detour.
@@ -40,7 +40,7 @@ class ShortestPathLM(_StateLM):
     """
 
     def __init__(self, world: World, metric: str = "length"):
-        world = _streets_world(world)
+        world = streets_world(world)
         if metric not in _METRICS:
             raise ValueError(f"unknown route metric {metric!r}; known: {', '.join(_METRICS)}")
         super().__init__(world.vocab)

@@ -34,7 +34,7 @@ _DIRECTION_SET = frozenset(DIRECTIONS)
 log = logging.getLogger(__name__)
 
 
-def _streets_world(world: World) -> StreetsWorld:
+def streets_world(world: World) -> StreetsWorld:
     if not isinstance(world, StreetsWorld):
         raise WorldError(f"navigation evaluations need a streets world, got {world.kind!r}")
     return world
@@ -46,7 +46,7 @@ def _streets_world(world: World) -> StreetsWorld:
 def sample_pairs(world: World, n: int, rng: np.random.Generator, max_tries: int | None = None) -> list[tuple[str, str]]:
     """``n`` uniform (origin, destination) pairs, distinct nodes, destination reachable within
     ``max_directions`` streets (so a valid route exists). Pairs may repeat."""
-    w = _streets_world(world)
+    w = streets_world(world)
     nodes = w.graph.nodes
     if len(nodes) < 2:
         raise WorldError("need at least two intersections to draw (origin, destination) pairs")
@@ -194,7 +194,7 @@ def _detour(
     return turn
 
 
-def _decode(
+def decode_rows(
     lm: LM,
     world: StreetsWorld,
     pairs: Sequence[tuple[str, str]],
@@ -246,7 +246,7 @@ def _decode(
     return rows, step_cap
 
 
-class _ShortestLengths:
+class ShortestLengths:
     """Dijkstra distances on ``length`` from each origin (cached)."""
 
     def __init__(self, graph: StreetGraph):
@@ -343,7 +343,7 @@ class RouteResult:
         return save_result(folder, stem, self.summary(), **{"": self.per_route})
 
 
-def _route_result(
+def route_result(
     world: StreetsWorld,
     rows: list[_Row],
     step_cap: int,
@@ -352,9 +352,9 @@ def _route_result(
     p: float,
     events: list[dict[str, Any]],
     rtol: float,
-    shortest: _ShortestLengths | None = None,
+    shortest: ShortestLengths | None = None,
 ) -> RouteResult:
-    shortest = shortest or _ShortestLengths(world.graph)
+    shortest = shortest or ShortestLengths(world.graph)
     graph = world.graph
     recs = []
     for i, row in enumerate(rows):
@@ -446,14 +446,14 @@ def decode_routes(
     model's context ``n_ctx``; see ``step_cap``). ``seed`` fixes the detour draws and samples.
     ``rtol``: relative tolerance of "length equals the shortest length".
     """
-    w = _streets_world(world)
+    w = streets_world(world)
     if detour is not None and detour not in DETOUR_KINDS:
         raise ValueError(f"unknown detour kind {detour!r}; known: {', '.join(DETOUR_KINDS)}")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"detour probability must be in [0, 1], got {p}")
-    _check_pairs(w, pairs)
+    check_pairs(w, pairs)
     events: list[dict[str, Any]] = []
-    rows, cap = _decode(
+    rows, cap = decode_rows(
         lm,
         w,
         pairs,
@@ -465,7 +465,7 @@ def decode_routes(
         batch_size=batch_size,
         events=events,
     )
-    return _route_result(w, rows, cap, "sample" if sample else "greedy", detour, p, events, rtol)
+    return route_result(w, rows, cap, "sample" if sample else "greedy", detour, p, events, rtol)
 
 
 def greedy_routes(lm: LM, world: World, pairs: Sequence[tuple[str, str]], **kw: Any) -> RouteResult:
@@ -480,7 +480,7 @@ def sample_routes(
     return decode_routes(lm, world, pairs, sample=True, temperature=temperature, seed=seed, **kw)
 
 
-def _check_pairs(world: StreetsWorld, pairs: Sequence[tuple[str, str]]) -> None:
+def check_pairs(world: StreetsWorld, pairs: Sequence[tuple[str, str]]) -> None:
     if not pairs:
         raise ValueError("no (origin, destination) pairs to decode")
     for o, d in pairs:

@@ -35,25 +35,25 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _is_num(v: Any) -> bool:
+def is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _humanise(stem: str) -> str:
+def humanise(stem: str) -> str:
     text = stem.replace("_", " ").strip()
     return text[:1].upper() + text[1:] if text else stem
 
 
-def _anchor(text: str) -> str:
+def heading_anchor(text: str) -> str:
     return "s-" + (re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x")
 
 
-def _rows_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "data") -> str:
+def rows_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "data") -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
     body = []
     for row in rows:
         cells = "".join(
-            f'<td class="num">{html.escape(_fmt(v))}</td>' if _is_num(v) else f"<td>{html.escape(_fmt(v))}</td>"
+            f'<td class="num">{html.escape(_fmt(v))}</td>' if is_num(v) else f"<td>{html.escape(_fmt(v))}</td>"
             for v in row
         )
         body.append(f"<tr>{cells}</tr>")
@@ -86,7 +86,7 @@ def csv_table(path: Path, max_rows: int = 20) -> tuple[str, int]:
     if len(cols) > len(shown):
         notes.append(f"{len(cols) - len(shown)} more columns")
     note = f'<p class="note">… {"; ".join(notes)} in <code>{html.escape(path.name)}</code></p>' if notes else ""
-    return _rows_table([str(c) for c in shown], rows) + note, n_rows
+    return rows_table([str(c) for c in shown], rows) + note, n_rows
 
 
 def _leaves(obj: Any) -> int:
@@ -120,7 +120,7 @@ def json_html(obj: Any, depth: int = 0, collapse: int = 12) -> str:
                     [json.dumps(x.get(c)) if isinstance(x.get(c), list) else x.get(c) for c in cols] for x in obj[:50]
                 ]
                 more = f'<p class="note">… {len(obj) - 50} more</p>' if len(obj) > 50 else ""
-                return _rows_table(cols, cells) + more
+                return rows_table(cols, cells) + more
         if all(not isinstance(x, (dict, list)) for x in obj):
             shown = ", ".join(html.escape(_fmt(x)) for x in obj[:30])
             return f"[{shown}{f', … {len(obj) - 30} more' if len(obj) > 30 else ''}]"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from interp.stats import proportion_interval
-from interp.viz.report.files import _is_num, _rows_table
+from interp.viz.report.files import is_num, rows_table
 
 #: world-model table columns shown first: (key in results.json, heading)
 _WM_COLUMNS = (
@@ -34,7 +34,7 @@ _REPAIR_COLUMNS = (
 
 
 def _num_ok(v: Any) -> bool:
-    return _is_num(v) and not math.isnan(float(v))
+    return is_num(v) and not math.isnan(float(v))
 
 
 def _est(
@@ -84,7 +84,7 @@ def _world_model_part(wm: dict[str, Any]) -> str:
         if settings
         else ""
     )
-    return "<h3>World model</h3>" + lead + _rows_table(["model", *[h for _, h in _WM_COLUMNS]], body, "findings") + note
+    return "<h3>World model</h3>" + lead + rows_table(["model", *[h for _, h in _WM_COLUMNS]], body, "findings") + note
 
 
 def _verdict_cell(r: dict[str, Any] | None) -> str:
@@ -177,7 +177,7 @@ def _verdicts_part(results: dict[str, Any]) -> str:
         "<h3>Layer verdicts: planted vs found</h3><p>"
         + " ".join(parts)
         + "</p>"
-        + _rows_table(head, body, "findings")
+        + rows_table(head, body, "findings")
         + note
     )
 
@@ -245,7 +245,7 @@ def _repair_part(fix: dict[str, Any]) -> str:
         "<h3>Repair</h3><p>"
         + " ".join(parts)
         + "</p>"
-        + _rows_table(["metric", *[names[m] for m in models]], body, "findings")
+        + rows_table(["metric", *[names[m] for m in models]], body, "findings")
         + note
     )
 
@@ -309,7 +309,7 @@ def sweep_findings(run: dict[str, Any]) -> str:
     return (
         f"<h3>Layer verdicts ({html.escape(str(run.get('kind')))}, {what})</h3>"
         + words
-        + _rows_table(head, body, "findings")
+        + rows_table(head, body, "findings")
     )
 
 
@@ -340,7 +340,7 @@ def _pragworld_part(pw: dict[str, Any]) -> str:
         f"<h3>PragWorld Table 1 (manual split, first {rows.get('eval')} rows)</h3><p>"
         + "; ".join(lead)
         + ".</p>"
-        + _rows_table(["model", *_T1_KEYS, "unparseable"], body, "findings")
+        + rows_table(["model", *_T1_KEYS, "unparseable"], body, "findings")
         + '<p class="note">%; brackets: 95 % cluster bootstrap over PragWorld groups. The paper\'s rows: all 500 '
         "rows, generation prompt, reference grouping (98 groups).</p>"
     ]
@@ -373,7 +373,7 @@ def _pragworld_part(pw: dict[str, Any]) -> str:
             + text
             + "</p>"
             + words
-            + _rows_table(
+            + rows_table(
                 [
                     "layer",
                     "MLP zero-out: verdict (effect on P(gold))",
@@ -410,7 +410,7 @@ def _pragworld_part(pw: dict[str, Any]) -> str:
             f"(lr {ft.get('lr')}, LoRA {'on' if (ft.get('lora') or {}).get('enabled') else 'off'}, "
             f"β = {ft.get('beta')}, α = {ft.get('alpha')}); evaluated on the first {rows.get('eval_after')} "
             f"manual rows (prompts) and {rows.get('sweep_after')} rows (sweep).</p>"
-            + _rows_table(["metric", *[_BA_NAMES[m] for m in models]], body, "findings")
+            + rows_table(["metric", *[_BA_NAMES[m] for m in models]], body, "findings")
             + '<p class="note">before: its 95 % cluster-bootstrap interval; an objective: mean over seeds '
             "with a t interval over seeds; − plain: the per-seed difference (same batches).</p>"
         )

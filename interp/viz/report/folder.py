@@ -16,12 +16,12 @@ from interp.viz.report.files import (
     MAX_JSON_BYTES,
     REPORT_NAME,
     TEXT_TYPES,
-    _anchor,
-    _humanise,
-    _rows_table,
     csv_table,
+    heading_anchor,
+    humanise,
     image_html,
     json_html,
+    rows_table,
     text_html,
 )
 
@@ -79,11 +79,11 @@ class Section:
     anchor: str = ""
 
     def __post_init__(self) -> None:
-        self.anchor = self.anchor or _anchor(self.title)
+        self.anchor = self.anchor or heading_anchor(self.title)
 
 
 @dataclass
-class _Collected:
+class Collected:
     sections: list[Section] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     patching: list[tuple[Path, str]] = field(default_factory=list)  # (folder, stem) of PatchingMaps
@@ -113,7 +113,7 @@ def _sort_key(name: str, order: Sequence[str]) -> tuple[int, str]:
     return (len(order), name)
 
 
-def _group_html(files: list[Path], root: Path, max_rows: int, coll: _Collected, skip_json: set[str]) -> str:
+def _group_html(files: list[Path], root: Path, max_rows: int, coll: Collected, skip_json: set[str]) -> str:
     """One group of files: JSON summaries, then figures, then short tables, then long ones."""
     parts: list[str] = []
     jsons = sorted(f for f in files if f.suffix == ".json")
@@ -148,7 +148,7 @@ def _group_html(files: list[Path], root: Path, max_rows: int, coll: _Collected, 
     return "\n".join(parts)
 
 
-def _folder_body(folder: Path, root: Path, max_rows: int, coll: _Collected, skip_json: set[str], heading: int) -> str:
+def _folder_body(folder: Path, root: Path, max_rows: int, coll: Collected, skip_json: set[str], heading: int) -> str:
     files = [
         f
         for f in folder.iterdir()
@@ -164,7 +164,7 @@ def _folder_body(folder: Path, root: Path, max_rows: int, coll: _Collected, skip
     for key in sorted(groups, key=lambda k: _sort_key(k, ORDER)):
         body = _group_html(groups[key], root, max_rows, coll, skip_json)
         if body:
-            title = TITLES.get(key, _humanise(key))
+            title = TITLES.get(key, humanise(key))
             parts.append(f"<h{heading}>{html.escape(title)}</h{heading}>\n{body}")
     return "\n".join(parts)
 
@@ -188,7 +188,7 @@ def _checkpoints_and_data(run_dir: Path, checkpoints: list[Path]) -> str:
                 world,
             ]
         )
-    out = _rows_table(["checkpoint", "size", "files", "world"], rows) if rows else ""
+    out = rows_table(["checkpoint", "size", "files", "world"], rows) if rows else ""
     data = run_dir / "data"
     if data.is_dir():
         drows = []
@@ -199,13 +199,13 @@ def _checkpoints_and_data(run_dir: Path, checkpoints: list[Path]) -> str:
                 drows.append(
                     [f"data/{f.name}", lines if f.suffix == ".txt" else "", f"{f.stat().st_size / 1e3:.1f} kB"]
                 )
-        out += _rows_table(["data file", "lines (sequences)", "size"], drows)
+        out += rows_table(["data file", "lines (sequences)", "size"], drows)
     return out
 
 
-def collect(run_dir: Path, max_rows: int = 20) -> _Collected:
+def collect(run_dir: Path, max_rows: int = 20) -> Collected:
     """The run folder's sections (summary, top-level files, subfolders, checkpoints) and what is missing."""
-    coll = _Collected()
+    coll = Collected()
     results = run_dir / "results.json"
     skip = set()
     data: Any = None
@@ -254,8 +254,8 @@ def collect(run_dir: Path, max_rows: int = 20) -> _Collected:
         same = {f"{name}/run.json"} if (d / "results.json").is_file() and (d / "run.json").is_file() else set()
         body = _folder_body(d, run_dir, max_rows, coll, same, heading=3)
         if body:
-            title = f"Sweep: {name[len('sweep_') :]}" if name.startswith("sweep_") else _humanise(name)
-            coll.sections.append(Section(f"{title} ({name}/)", body, _anchor(name)))
+            title = f"Sweep: {name[len('sweep_') :]}" if name.startswith("sweep_") else humanise(name)
+            coll.sections.append(Section(f"{title} ({name}/)", body, heading_anchor(name)))
     if not any(d.name.startswith("sweep") for d in subfolders):
         coll.missing.append("layer sweeps (no sweep_* folder; `interp sweep --model RUN/best`)")
     ck_body = _checkpoints_and_data(run_dir, checkpoints)

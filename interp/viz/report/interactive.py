@@ -8,8 +8,8 @@ import html
 from pathlib import Path
 from typing import Any
 
-from interp.viz.report.files import _humanise
-from interp.viz.report.folder import TITLES, Section, _Collected, is_checkpoint
+from interp.viz.report.files import humanise
+from interp.viz.report.folder import TITLES, Collected, Section, is_checkpoint
 
 
 def _default_model(run_dir: Path) -> Path | None:
@@ -38,9 +38,9 @@ def _default_sequences(run_dir: Path, model: Any, n: int) -> list[list[str]]:
     return []
 
 
-def _circuits_sections(
+def circuits_sections(
     run_dir: Path,
-    coll: _Collected,
+    coll: Collected,
     model: Any,
     sequences: Any,
     n_sequences: int,
@@ -58,7 +58,7 @@ def _circuits_sections(
             rel = (folder / stem).relative_to(run_dir).as_posix()
             patch_views.append(
                 circuits.patching_view(
-                    pmap, id=f"interp-cv-patching-{i}", title=f"{TITLES.get(stem, _humanise(stem))} — {rel}"
+                    pmap, id=f"interp-cv-patching-{i}", title=f"{TITLES.get(stem, humanise(stem))} — {rel}"
                 )
             )
         except Exception as e:  # a report states what it could not show

@@ -12,7 +12,7 @@ from typing import Any
 from interp.viz.report.files import REPORT_NAME
 from interp.viz.report.findings import findings_html, sweep_findings
 from interp.viz.report.folder import collect
-from interp.viz.report.interactive import _circuits_sections
+from interp.viz.report.interactive import circuits_sections
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1200px;
@@ -48,7 +48,7 @@ def render_report(
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist")
     coll = collect(run_dir, max_rows)
-    cv_sections, components = _circuits_sections(run_dir, coll, model, sequences, n_sequences, max_tokens, placement)
+    cv_sections, components = circuits_sections(run_dir, coll, model, sequences, n_sequences, max_tokens, placement)
     sections = coll.sections[:1] + [s for s in coll.sections[1:] if s.anchor != "s-checkpoints-and-data"]
     sections += cv_sections + [s for s in coll.sections if s.anchor == "s-checkpoints-and-data"]
     name = title or f"interp run: {run_dir.resolve().name}"

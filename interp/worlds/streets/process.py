@@ -46,7 +46,7 @@ import numpy as np
 
 from interp.worlds.base import IllegalTokenError, WorldError
 from interp.worlds.streets.graph import DIRECTIONS, END, StreetGraph
-from interp.worlds.streets.traversals import TraversalConfig, _ShortestPathTrees
+from interp.worlds.streets.traversals import ShortestPathTrees, TraversalConfig
 
 
 @runtime_checkable
@@ -222,7 +222,7 @@ class ShortestPathProcess(TraversalProcess):
     def __init__(self, world: StreetsLike, weights: np.ndarray):
         super().__init__(world)
         budget = 5_000_000 // max(1, len(weights))
-        self.trees = [_ShortestPathTrees(self.graph, w, budget) for w in weights]
+        self.trees = [ShortestPathTrees(self.graph, w, budget) for w in weights]
         self.cap = world.traversal.max_directions
         self._routes: dict[tuple[int, int, int], tuple[str, ...] | None] = {}
 

@@ -135,7 +135,7 @@ def _sequence(graph: StreetGraph, origin: int, dest: int, edge_ids: Sequence[int
     return [nodes[origin], nodes[dest], *(edges[e][1] for e in edge_ids), END]
 
 
-class _ShortestPathTrees:
+class ShortestPathTrees:
     """Dijkstra trees from each origin, cached (bounded memory) for one set of weights."""
 
     def __init__(self, graph: StreetGraph, weights: np.ndarray, max_entries: int = 5_000_000):
@@ -194,7 +194,7 @@ def _routes(
     graph: StreetGraph,
     n: int,
     rng: np.random.Generator,
-    trees: list[_ShortestPathTrees],
+    trees: list[ShortestPathTrees],
     max_directions: int,
 ) -> TraversalBatch:
     _check_request(n, max_directions)
@@ -228,7 +228,7 @@ def shortest_paths(
     graph: StreetGraph, n: int, rng: np.random.Generator, max_directions: int = DEFAULT_MAX_DIRECTIONS
 ) -> TraversalBatch:
     """``n`` shortest routes (by length) between uniform distinct origin/destination pairs."""
-    return _routes("shortest_paths", graph, n, rng, [_ShortestPathTrees(graph, graph.edge_lengths)], max_directions)
+    return _routes("shortest_paths", graph, n, rng, [ShortestPathTrees(graph, graph.edge_lengths)], max_directions)
 
 
 def sample_noisy_weights(graph: StreetGraph, num_graphs: int, rng: np.random.Generator) -> np.ndarray:
@@ -256,7 +256,7 @@ def noisy_shortest_paths(
     if weights.ndim != 2 or weights.shape[1] != graph.num_edges or weights.shape[0] < 1:
         raise WorldError(f"noisy weights must have shape (K, {graph.num_edges}), got {weights.shape}")
     budget = 5_000_000 // weights.shape[0]  # cached tree entries, shared by the K maps
-    trees = [_ShortestPathTrees(graph, w, budget) for w in weights]
+    trees = [ShortestPathTrees(graph, w, budget) for w in weights]
     return _routes("noisy_shortest_paths", graph, n, rng, trees, max_directions)
 
 
