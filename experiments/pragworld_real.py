@@ -1,266 +1,23 @@
 """PragWorld's question on a real model (issue 39): natural conversations with the seven alterations,
 the layers that hurt tracking, and harmful-layer suppression against plain fine-tuning and a
-random-layer control — a config and calls of the public API.
+random-layer control — the command line of :mod:`interp.studies.pragworld_real` (its docstring has
+every stage).
 
     python experiments/pragworld_real.py --out runs/pragworld_real              # the full size
-    python experiments/pragworld_real.py --out runs/pw --groups 16 --layer-step 3   # the page's run
-    python experiments/pragworld_real.py --out runs/pw_small --groups 12 --steps 8 --seeds 0
+    python experiments/pragworld_real.py --out runs/pw --groups 16 --layer-step 3 --steps 48 --lr 1e-4  # the page's run
     python experiments/pragworld_real.py --out runs/pw_quick --quick            # every arm tiny (the suite)
 
-Per model: (a) train / selection / evaluation splits (selection: train templates, another seed;
-evaluation: held-out templates and words); (b) the baseline table, bare and (where the tokenizer has
-one) chat template, heuristics as columns; (c) a sweep of removals zero / mean / scale on the
-selection split's flip and invariant items separately, and the head map (an original patched into
-its flipped alteration of equal token length), the sweep's effects per alteration, and the layers
-PragWorld's own rule would pick (point estimates, §6.2); (d) fine-tuning arms at matched steps, lr
-and data — none, plain, HLS on the harmful layers, HLS on the paper's rule's layers, HLS on as many
-random non-harmful layers near them (the control), ULA on the useful layers — scored on the
-evaluation split; the cost elsewhere (IOI, next-token loss on PragWorld's human-written
-conversations), the cloze's Myhill–Nerode boundary and a current-place probe after each arm; the
-best arm's model kept as a Hugging Face folder (``<out>/<model>/finetune/best_checkpoint``);
-(e) ``results.json`` and Markdown tables in ``--out``.
+Writes ``results.json`` and per model ``baseline_<model>.md``, ``layers_<model>.md`` and
+``finetune_<model>.md`` into ``--out``; the best fine-tuned model into
+``<out>/<model>/finetune/best_checkpoint``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
-import numpy as np
-import pandas as pd
-
-import interp
-from interp.analysis.evaluation.dialogue import (
-    alteration_effects,
-    arm_table,
-    control_layers,
-    evaluate_dialogue,
-    paired_difference,
-    paper_rule_layers,
-)
-from interp.analysis.evaluation.dialogue_boundary import dialogue_boundary
-from interp.analysis.evaluation.dialogue_probes import dialogue_probes
-from interp.analysis.evaluation.text_loss import pragworld_conversations, text_loss
-from interp.api import provenance
-from interp.hardware import machine
-from interp.worlds.dialogue.natural import flip_pairs
-
-ROOT = Path(__file__).resolve().parents[1]
-#: held-out text for the next-token-loss cost: PragWorld's human-written conversations (originals)
-TEXT = ROOT / "../shared/data/pragworld/Manual_Dataset_500_Final.csv"
-
-
-@dataclass(frozen=True)
-class Config:
-    """Sizes: ``groups`` per split, fine-tuning ``steps`` / ``lr`` / ``weight`` / ``batch_size``,
-    swept ``layers`` (None: all, or every ``layer_step``-th and the last), ``scales`` of the scale
-    removal, confirmation ``folds``, bootstrap ``n_boot``, ``ioi_n`` IOI prompts, head-map
-    ``patch_pairs`` by ``patch_kind``, ``paper_k`` layers by the paper's rule, ``text_n``
-    conversations for the next-token-loss cost."""
-
-    groups: int = 40
-    steps: int = 16
-    lr: float = 5e-5
-    weight: float = 1e-3
-    batch_size: int = 8
-    layers: tuple[int, ...] | None = None
-    scales: tuple[float, ...] = (0.5,)
-    folds: int | None = 2
-    n_boot: int = 1000
-    ioi_n: int = 48
-    patch_pairs: int = 4
-    patch_kind: str = "attribution"
-    layer_step: int | None = None
-    paper_k: int = 2
-    text_n: int = 40
-    quick: bool = False
-    baseline_only: bool = False
-
-
-QUICK = Config(groups=4, steps=2, batch_size=4, layers=(0, 1), n_boot=50, ioi_n=8, patch_pairs=2, text_n=4, quick=True)
-
-
-def swept_layers(c: Config, n_layers: int) -> tuple[int, ...] | None:
-    """``c.layers``, or every ``c.layer_step``-th layer and the last, or None (all)."""
-    if c.layers is not None or not c.layer_step:
-        return c.layers
-    return tuple(sorted({*range(0, n_layers, c.layer_step), n_layers - 1}))
-
-
-def splits(model, c: Config) -> dict[str, list]:
-    def make(seed: int, split: str) -> list:
-        return list(interp.dialogue(model, c.groups, seed=seed, split=split).examples)
-
-    return {"train": make(0, "train"), "selection": make(1, "train"), "eval": make(0, "heldout")}
-
-
-def layers_step(model, data, c: Config, out: Path) -> dict:
-    rule = interp.VerdictRule(n_boot=c.n_boot)
-    res: dict = {"verdicts": {}, "harmful": set(), "useful": set()}
-    layers, frames = swept_layers(c, model.n_layers), []
-    for eff in ("Flip", "Invariant"):
-        xs = [e for e in data["selection"] if e.meta["effect"] == eff]
-        folds = c.folds if c.folds and len({e.group for e in xs}) >= 2 * c.folds else None  # 2 groups a fold
-        res[f"folds_{eff.lower()}"] = folds
-        task = interp.contrast(model, xs)
-        sw = interp.sweep(model, task, removals=["zero", "mean", "scale"], scales=c.scales, layers=layers,
-                          folds=folds, rule=rule, out=out / f"sweep_{eff.lower()}")  # fmt: skip
-        frames.append(sw.frame.assign(effect_kind=eff))
-        for removal in sw.removals:
-            v = sw.verdicts(removal=removal)
-            res["verdicts"][f"{eff.lower()}/{removal}"] = v.frame[
-                ["layer", "mean_effect", "ci_low", "ci_high", "verdict"]
-            ]
-            if removal == "zero":
-                res["harmful"] |= set(v.harmful)
-                res["useful"] |= set(v.useful)
-    res["harmful"], res["useful"] = sorted(res["harmful"] - res["useful"]), sorted(res["useful"] - res["harmful"])
-    rows = pd.concat(frames, ignore_index=True)
-    paper = paper_rule_layers(rows[rows["removal"] == "zero"], k=c.paper_k)  # the paper's rule, point estimates
-    res["paper_rule"] = paper.to_dict("records")
-    res["paper_layers"] = [int(x) for x in paper.loc[paper["chosen"], "layer"]]
-    res["alterations"] = alteration_effects(rows, n_boot=c.n_boot)
-    pairs = flip_pairs(model.tokenizer, data["selection"])
-    res["patch_pairs_available"] = len(pairs)
-    if pairs:
-        p = interp.patch(
-            model, interp.contrast(model, pairs[: c.patch_pairs]), kind=c.patch_kind, rule=rule, out=out / "patch"
-        )
-        res["top_heads"], res["head_map"] = p.top_heads(6), p.restored("head").round(3).to_dict()
-    else:
-        res["patch_skipped"] = (
-            "no flipped alteration has the token length of its original (patching needs equal lengths)"
-        )
-    return res
-
-
-def better(a, b) -> bool:
-    """Whether score ``a`` beats ``b`` (None: nothing yet): robust accuracy, then accuracy, then logit difference."""
-    key = lambda s: tuple(s.summary()[k] for k in ("robust", "total")) + (float(s.frame["logit_diff"].mean()),)  # noqa: E731
-    return b is None or key(a) > key(b)
-
-
-def after(model, data, c: Config, texts: list[str], probes: bool) -> dict:
-    """A model's measurements beside its score: the cloze's Myhill–Nerode boundary, the next-token
-    loss on held-out text, and (``probes``) a current-place probe by layer on the selection split."""
-    res = {"boundary": dialogue_boundary(model, data["eval"], n_boot=c.n_boot).summary}
-    if texts:
-        res["text_loss"] = text_loss(model, texts, n_boot=c.n_boot)
-    if probes:
-        n = model.n_layers
-        layers = sorted({n // 2, (3 * n) // 4, n - 1, n})
-        res["probe"] = dialogue_probes(model, data["selection"], labels=("gold_place",), layers=layers)[
-            "gold_place"
-        ].summary()
-    return res
-
-
-def finetune_step(model, data, lay: dict, c: Config, seeds: list[int], out: Path, base) -> dict:
-    harmful, useful, paper = lay["harmful"], lay["useful"], lay["paper_layers"]
-    note = {}
-    if c.quick and not (harmful and useful):  # the suite exercises every arm even when no verdict names a layer
-        harmful, useful, note["quick"] = harmful or [0], useful or [1 % model.n_layers], "quick: layers 0 / 1 stand in"
-    paper = paper or ([0] if c.quick else [])
-    ctrl = control_layers(harmful or paper, useful, model.n_layers)  # random layers near the suppressed ones
-    arms = {"plain": ("plain", []), "hls": ("hls", harmful), "hls_paper": ("hls", paper),
-            "hls_random": ("hls", ctrl), "ula": ("ula", useful)}  # fmt: skip
-    train, ioi = interp.contrast(model, data["train"]), interp.ioi(model, n=c.ioi_n, seed=0)
-    texts = pragworld_conversations(TEXT, c.text_n) if TEXT.is_file() else []
-    if not texts:
-        note["text_loss"] = f"skipped: the PragWorld manual split is not at {TEXT}"
-    scores, ioi_rows, skipped = {"none": [base]}, {}, {}
-    measured = {"none": [after(model, data, c, texts, probes=True)]}
-    best, best_dir = {"arm": None, "seed": None, "score": None}, out / "best_checkpoint"
-    for arm, (method, layers) in arms.items():
-        scores[arm] = []
-        if method != "plain" and not layers:
-            what = {"hls": "harmful", "hls_paper": "positive zero-removal", "ula": "useful"}.get(arm, "")
-            skipped[arm] = f"no {what} layer named on the selection split"
-            continue
-        for seed in seeds:
-            ft = interp.finetune(model, train, method=method, suppress=layers or None, steps=c.steps, lr=c.lr,
-                                 weight=c.weight, batch_size=c.batch_size, seed=seed, eval_task=ioi,
-                                 out=out / "ckpt", progress=False)  # fmt: skip
-            score = evaluate_dialogue(ft.model, interp.contrast(ft.model, data["eval"]), n_boot=c.n_boot)
-            scores[arm].append(score)
-            measured.setdefault(arm, []).append(after(ft.model, data, c, texts, probes=seed == seeds[0]))
-            ioi_rows[f"{arm}/{seed}"] = ft.table.to_dict()
-            if better(score, best["score"]):  # keep the best fine-tuned model as a Hugging Face folder
-                shutil.rmtree(best_dir, ignore_errors=True)
-                shutil.move(str(ft.folder), best_dir)
-                best = {"arm": arm, "seed": seed, "score": score}
-            else:
-                shutil.rmtree(ft.folder)
-    pairs = [("hls", "plain"), ("hls", "hls_random"), ("hls_paper", "plain"), ("hls_paper", "hls_random"), ("hls_random", "plain"), ("hls", "none"), ("hls_paper", "none"), ("plain", "none"), ("hls_random", "none"), ("ula", "none"), ("ula", "plain")]  # fmt: skip
-    diffs = {f"{a} - {b}": {q: paired_difference(scores[a], scores[b], q, n_boot=c.n_boot) for q in ("robust", "accuracy", "logit_diff")}
-             for a, b in pairs if scores.get(a) and scores.get(b)}  # fmt: skip
-    tables = {q: arm_table(scores, q) for q in ("accuracy", "robust", "logit_diff")}
-    tables["elsewhere"] = pd.DataFrame({a: {**{k: np.nanmean([m["boundary"][k]["value"] if m["boundary"][k]["value"] is not None else np.nan for m in ms])
-                                                for k in ("compression", "distinction")},
-                                            "text_loss": np.mean([m["text_loss"]["loss"] for m in ms]) if texts else np.nan,
-                                            "probe_best": ms[0]["probe"]["probe_best_accuracy"] if "probe" in ms[0] else np.nan}
-                                        for a, ms in measured.items()}).T  # fmt: skip
-    kept = {"arm": best["arm"], "seed": best["seed"], "folder": str(best_dir) if best["arm"] else None,
-            "chosen_by": "robust accuracy, then accuracy, then logit difference, on the evaluation split"}  # fmt: skip
-    return {"layers": {k: v for k, (_, v) in arms.items() if k != "plain"}, "skipped": skipped, "note": note,
-            "ioi": ioi_rows, "differences": diffs, "tables": tables, "scores": scores, "measured": measured,
-            "best_checkpoint": kept}  # fmt: skip
-
-
-def run_model(name: str, c: Config, seeds: list[int], out: Path) -> dict:
-    model = interp.load_model(name)
-    data = splits(model, c)
-    chat = [False, True] if getattr(model.tokenizer, "chat_template", None) else [False]
-    base = {("chat" if ch else "bare"): evaluate_dialogue(model, interp.contrast(model, data["eval"], chat_template=ch),
-                                                          n_boot=c.n_boot) for ch in chat}  # fmt: skip
-    stem = Path(name).name
-    md = [f"# {name}: baseline on held-out templates and words\n"]
-    md += [f"## {k}\n\n{s.markdown()}\n\n{stem} ({k}) {s.verdict()}.\n" for k, s in base.items()]
-    (out / f"baseline_{stem}.md").write_text("\n".join(md))  # written before the long steps
-    if c.baseline_only:
-        return {"baseline": {k: s.to_dict() for k, s in base.items()}}
-    lay = layers_step(model, data, c, out / stem / "layers")
-    ft = finetune_step(model, data, lay, c, seeds, out / stem / "finetune", base["bare"])
-    lmd = [
-        f"# {name}: layers on the selection split\n",
-        f"harmful (zero, flip or invariant): {lay['harmful']}; useful: {lay['useful']}; "
-        f"the paper's rule (zero removal, point estimates): {lay['paper_layers']}\n",
-    ]
-    lmd += [f"## {k}\n\n{v.to_markdown(index=False, floatfmt='+.3f')}\n" for k, v in lay["verdicts"].items()]
-    alt = lay["alterations"]
-    for removal in alt["removal"].unique():  # per alteration: mean effect; * where the interval excludes 0
-        f = alt[alt["removal"] == removal]
-        cell = f.assign(
-            v=[
-                f"{m:+.2f}{'*' if lo > 0 or hi < 0 else ''}"
-                for m, lo, hi in zip(f["mean_effect"], f["ci_low"], f["ci_high"])
-            ]
-        )
-        grid = cell.pivot(index="layer", columns="category", values="v")
-        lmd.append(
-            f"## per alteration, {removal} (mean effect; * interval excludes 0, per cell)\n\n{grid.to_markdown()}\n"
-        )
-    (out / f"layers_{stem}.md").write_text("\n".join(lmd))
-    fmd = [
-        f"# {name}: fine-tuning arms ({c.steps} steps, lr {c.lr}, seeds {seeds})\n",
-        f"layers {ft['layers']}; skipped {ft['skipped']}\n",
-        f"best checkpoint: {ft['best_checkpoint']}\n",
-    ]
-    fmd += [f"## {q} (mean over seeds)\n\n{t.to_markdown(floatfmt='.3f')}\n" for q, t in ft["tables"].items()]
-    fmd += ["## paired differences (group bootstrap)\n"] + [
-        f"- {k}: {json.dumps(v)}" for k, v in ft["differences"].items()
-    ]
-    (out / f"finetune_{stem}.md").write_text("\n".join(fmd))
-    return {
-        "baseline": {k: s.to_dict() for k, s in base.items()},
-        "layers": {**{k: v for k, v in lay.items() if k not in ("verdicts", "alterations")}, "verdicts": {k: v.to_dict("records") for k, v in lay["verdicts"].items()},
-                   "alterations": lay["alterations"].to_dict("records")},
-        "finetune": {**{k: v for k, v in ft.items() if k not in ("scores", "tables")}, "tables": {q: t.reset_index().to_dict("records") for q, t in ft["tables"].items()},
-                     "scores": {a: [s.to_dict() for s in ss] for a, ss in ft["scores"].items()}},
-    }  # fmt: skip
+from interp.studies.pragworld_real import QUICK, Config, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,25 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layer-step", type=int, help="sweep every k-th layer and the last (per model)")
     p.add_argument("--baseline-only", action="store_true", help="stop after each model's baseline table")
     a = p.parse_args(argv)
-    c = QUICK if a.quick else Config()
-    c = replace(
-        c,
-        **{
-            k: v
-            for k, v in (("groups", a.groups), ("steps", a.steps), ("batch_size", a.batch_size), ("lr", a.lr))
-            if v is not None
-        },
-    )
-    c = replace(c, layers=tuple(int(x) for x in a.layers.split(","))) if a.layers else c
-    c = replace(c, baseline_only=a.baseline_only, layer_step=a.layer_step)
+    given = {"groups": a.groups, "steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "layer_step": a.layer_step}
+    c = replace(QUICK if a.quick else Config(), **{k: v for k, v in given.items() if v is not None})
+    c = replace(c, layers=tuple(int(x) for x in a.layers.split(",")) if a.layers else c.layers)
+    c = replace(c, baseline_only=a.baseline_only)
     seeds = [int(s) for s in a.seeds.split(",")][: 1 if a.quick else None]
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    results = {"config": asdict(c), "seeds": seeds, "machine": machine(), "provenance": provenance(), "models": {}}
-    for name in a.models.split(","):
-        results["models"][name] = run_model(name, c, seeds, out)
-        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    print(f"wrote {out / 'results.json'}")
+    run(a.models.split(","), c, seeds, a.out)
+    print(f"wrote {a.out}/results.json")
     return 0
 
 

@@ -28,10 +28,7 @@ from test_plant import ioi_base  # noqa: F401  (the tiny Llama and IOI prompts f
 
 MAX_LINES = 150
 #: experiment scripts still over :data:`MAX_LINES`, each with why (shrink this as they move into the package)
-OVER_LIMIT = {
-    "pragworld_real.py": "issue 39's five stages (splits, baseline, sweeps, head map, arms) as one script; its "
-    "scoring lives in interp.analysis.evaluation.dialogue, the stage loop is still here",
-}
+OVER_LIMIT: dict[str, str] = {}
 SCRIPTS = sorted((REPO / "experiments").glob("*.py")) + sorted((REPO / "bench").glob("*.py"))
 #: bench scripts that time a private step of the package on purpose, with why
 PRIVATE_OK = {

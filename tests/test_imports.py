@@ -47,6 +47,7 @@ ROOMS = (
     "train",  # the one loop, regularisers, planting, fine-tuning
     "jobs",  # each job end to end: sweep, train, the main job, PragWorld (called by the CLI)
     "api",  # the public Python API: load_model, tasks, sweep, patch, finetune, world_model, load
+    "studies",  # a paper's question asked of real models end to end over the API (experiments/ call them)
     "cli",  # the ``interp`` command
 )
 RANK = {room: i for i, room in enumerate(ROOMS)}

@@ -69,8 +69,10 @@ def test_quick_run_writes_every_arm(folder, tmp_path):
     from interp.analysis.evaluation.dialogue import evaluate_dialogue
 
     model = interp.load_model(folder)
-    data = mod.splits(model, mod.QUICK)
-    again = evaluate_dialogue(model, interp.contrast(model, data["eval"]), n_boot=mod.QUICK.n_boot)
+    from interp.studies.pragworld_real import QUICK, splits
+
+    data = splits(model, QUICK)
+    again = evaluate_dialogue(model, interp.contrast(model, data["eval"]), n_boot=QUICK.n_boot)
     assert res["baseline"]["bare"]["summary"]["robust"] == again.summary()["robust"]
     assert res["baseline"]["bare"]["table"][0]["accuracy"] == pytest.approx(again.row("all")["accuracy"])
 
