@@ -116,6 +116,7 @@ def hf_dims(checkpoint: str | os.PathLike) -> tuple[int, int]:
 
 
 def check_folder(path: Path) -> None:
+    """Refuse a ``path`` that is not a Hugging Face model folder (no folder, or no ``config.json``)."""
     if not path.is_dir():
         raise CheckpointError(f"checkpoint folder {path} does not exist")
     if not (path / "config.json").exists():

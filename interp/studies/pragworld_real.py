@@ -87,6 +87,9 @@ def swept_layers(c: Config, n_layers: int) -> tuple[int, ...] | None:
 
 
 def splits(model, c: Config) -> dict[str, list]:
+    """``train`` (train templates and words, seed 0), ``selection`` (the same, seed 1) and ``eval``
+    (held-out templates and words, seed 0): ``c.groups`` conversations each."""
+
     def make(seed: int, split: str) -> list:
         return list(interp.dialogue(model, c.groups, seed=seed, split=split).examples)
 
@@ -94,6 +97,9 @@ def splits(model, c: Config) -> dict[str, list]:
 
 
 def layers_step(model, data, c: Config, out: Path) -> dict:
+    """The calibrated sweep (zero / mean / scale) on the selection split's flip and invariant items,
+    the harmful and useful layers it names, the paper's rule's layers, the effects per alteration
+    and the head map."""
     rule = interp.VerdictRule(n_boot=c.n_boot)
     res: dict = {"verdicts": {}, "harmful": set(), "useful": set()}
     layers, frames = swept_layers(c, model.n_layers), []
@@ -155,6 +161,9 @@ def after(model, data, c: Config, texts: list[str], probes: bool) -> dict:
 
 
 def finetune_step(model, data, lay: dict, c: Config, seeds: list[int], out: Path, base) -> dict:
+    """The fine-tuning arms at matched steps, lr and data over ``seeds``, scored on the evaluation
+    split beside ``base`` (no fine-tuning); each arm's cost elsewhere, boundary and probe; the
+    paired differences; the best model kept in ``out / "best_checkpoint"``."""
     harmful, useful, paper = lay["harmful"], lay["useful"], lay["paper_layers"]
     note = {}
     if c.quick and not (harmful and useful):  # the suite exercises every arm even when no verdict names a layer
@@ -207,6 +216,7 @@ def finetune_step(model, data, lay: dict, c: Config, seeds: list[int], out: Path
 
 
 def run_model(name: str, c: Config, seeds: list[int], out: Path) -> dict:
+    """Every stage on one model (a pinned name or a folder); its Markdown tables written into ``out``."""
     model = interp.load_model(name)
     data = splits(model, c)
     chat = [False, True] if getattr(model.tokenizer, "chat_template", None) else [False]
@@ -278,4 +288,4 @@ def run(models: list[str], c: Config, seeds: list[int], out: str | Path) -> dict
     return results
 
 
-__all__ = ["QUICK", "TEXT", "Config", "run", "run_model"]
+__all__ = ["QUICK", "TEXT", "Config", "finetune_step", "layers_step", "run", "run_model", "splits", "swept_layers"]

@@ -35,6 +35,7 @@ def trim_padding(ids: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor | Non
 
 
 def swept_layer_list(bridge: Any, layers: Sequence[int] | None) -> list[int]:
+    """The layers a sweep runs: ``layers`` checked against the model's depth (all when None)."""
     n = int(bridge.cfg.n_layers)
     out = list(range(n)) if layers is None else [int(x) for x in layers]
     bad = [x for x in out if not 0 <= x < n]
@@ -44,6 +45,7 @@ def swept_layer_list(bridge: Any, layers: Sequence[int] | None) -> list[int]:
 
 
 def check_categories(categories: Sequence[Any] | None, n: int) -> list[Any] | None:
+    """``categories`` as a list of one label per example (``n`` of them), or None when none are given."""
     if categories is None:
         return None
     cats = list(categories)

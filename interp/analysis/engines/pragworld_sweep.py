@@ -239,4 +239,10 @@ def reference_activation_patching(
     return maps, got
 
 
-__all__ = ["pair_activation_patching", "reference_activation_patching", "reference_pairs", "reference_patch_pairs"]
+__all__ = [
+    "merge_maps",
+    "pair_activation_patching",
+    "reference_activation_patching",
+    "reference_pairs",
+    "reference_patch_pairs",
+]

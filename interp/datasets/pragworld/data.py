@@ -281,6 +281,7 @@ def _target(cell: str) -> str:
 
 
 def parse_answer(cell: str) -> tuple[str, int]:
+    """An ``Answer`` cell as ``(answer, gold)``: yes → 1; no, cannot answer, not sure → 0; anything else is refused."""
     text = _squash(cell)
     if text in _ANSWERS:
         return _ANSWERS[text]

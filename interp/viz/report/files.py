@@ -36,19 +36,23 @@ def _fmt(v: Any) -> str:
 
 
 def is_num(v: Any) -> bool:
+    """Whether a table cell is a number (right-aligned); booleans are not."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def humanise(stem: str) -> str:
+    """A file stem as a heading: underscores to spaces, the first letter upper-case."""
     text = stem.replace("_", " ").strip()
     return text[:1].upper() + text[1:] if text else stem
 
 
 def heading_anchor(text: str) -> str:
+    """An HTML id for a section heading: lower-case words joined by hyphens, prefixed ``s-``."""
     return "s-" + (re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x")
 
 
 def rows_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "data") -> str:
+    """An escaped HTML table of ``rows`` under ``columns`` (numbers right-aligned), in a scrolling wrapper."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
     body = []
     for row in rows:

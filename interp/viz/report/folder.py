@@ -84,6 +84,9 @@ class Section:
 
 @dataclass
 class Collected:
+    """What the report found in a run folder: its ``sections``, the files it expected but did not
+    find (``missing``), and the activation-patching maps (``patching``) for the interactive views."""
+
     sections: list[Section] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     patching: list[tuple[Path, str]] = field(default_factory=list)  # (folder, stem) of PatchingMaps

@@ -47,6 +47,8 @@ def circuits_sections(
     max_tokens: int,
     placement: Any = None,
 ) -> tuple[list[Section], list[Any]]:
+    """The report's interactive sections (CircuitsVis attention and the patching maps found in
+    ``run_dir``) and the components they embed; ``model`` / ``sequences`` supply the attention views."""
     from interp.viz import circuits
 
     sections, components = [], []
