@@ -284,3 +284,38 @@ def test_a_sweep_into_the_same_folder_resumes_and_another_config_is_refused(mode
     np.testing.assert_allclose(again.frame.effect, first.frame.effect, atol=1e-6)
     with pytest.raises(ResumeMismatchError, match="layers"):
         interp.sweep(model, task, layers=[0], rule=VerdictRule(n_boot=50), out=tmp_path / "s")
+
+
+def test_auto_method_packs_rows_that_share_prefixes_and_keeps_the_effects(folder, model):
+    """``method="auto"`` reads rows sharing a long preamble as token tries (prefix) and rows that
+    share little one by one (reuse); the packed sweep's effects equal plain HF forwards with the
+    MLP zeroed (the oracle), and the choice is recorded."""
+    from transformers import AutoModelForCausalLM
+
+    from interp.analysis.engines.batching import choose_method, unique_token_share
+    from interp.datasets.contrast import ContrastExample
+
+    # by hand: a trie of [1 2 3], [1 2 4], [5] has the nodes 1, 2, 3, 4, 5 — 5 of 7 tokens
+    assert unique_token_share([[1, 2, 3], [1, 2, 4], [5]]) == pytest.approx(5 / 7)
+    assert unique_token_share([]) == 1.0
+    shared = [[1] * 20 + [k] for k in range(4)]
+    assert choose_method(shared, ["zero", "mean"])[0] == "prefix"
+    assert choose_method(shared, ["zero", "resample"])[0] == "reuse"  # resample does not run packed
+    assert choose_method(shared, ["zero"], kind="direct-effect")[0] == "reuse"
+    assert choose_method([[k, k + 1] for k in range(0, 20, 2)], ["zero"])[0] == "reuse"
+
+    preamble = " ".join(f"{n} went to the {p}." for n, p in zip(NAMES[:8], PLACES[:8] * 2))
+    xs = [
+        ContrastExample(f"{preamble} Then {n} gave the {o} to", f" {m}", f" {n}", group=i)
+        for i, (n, m, o) in enumerate(zip(NAMES[:6], NAMES[6:12], OBJECTS[:6] * 2))
+    ]
+    task = interp.contrast(model, xs)
+    sw = interp.sweep(model, task, removals=["zero"], layers=[0, 1], rule=VerdictRule(n_boot=50))
+    assert sw.info["method_choice"].startswith("auto: prefix") and sw.info["config"]["method"] == "auto"
+    hf = AutoModelForCausalLM.from_pretrained(folder).eval()
+    clean = _hf_logit_diffs(hf, task)
+    for layer in (0, 1):
+        got = sw.frame[sw.frame.layer == layer].sort_values("example")
+        np.testing.assert_allclose(got["effect"], _hf_logit_diffs(hf, task, layer) - clean, atol=1e-4)
+    reuse = interp.sweep(model, task, removals=["zero"], layers=[0, 1], method="reuse", rule=VerdictRule(n_boot=50))
+    assert "method_choice" not in reuse.info

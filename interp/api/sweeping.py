@@ -15,6 +15,7 @@ import pandas as pd
 
 from interp.analysis.config.sweep_config import SweepConfig, VerdictRule
 from interp.analysis.config.sweep_job import SweepJob
+from interp.analysis.engines.batching import choose_method
 from interp.analysis.engines.sweeps import SweepResult
 from interp.analysis.verdicts.layers import LayerVerdicts, layer_verdicts, load_verdicts
 from interp.api.model import Model, as_model
@@ -22,6 +23,7 @@ from interp.api.provenance import provenance
 from interp.api.results import Figure, ResultFolderError, SavedResult, describe_task
 from interp.jobs.run_records import SweepRun
 from interp.jobs.task_sweep import run_task_sweep
+from interp.tasks import ContrastTask, YesNoTask
 from interp.models.attention import attention
 
 
@@ -139,10 +141,16 @@ def sweep(
             )
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="interp-sweep-"))
     extra = {
-        "config": config.to_dict(),
+        "config": config.to_dict(),  # as asked ("auto" stays auto: a rerun chooses again, alike)
         "task": describe_task(task),
         "provenance": provenance(model=m.fingerprint(), seed=config.seed),
     }
+    if config.method == "auto":  # the strategy from the task's rows
+        # every built-in metric of a contrast or yes/no task reads each row's last position only
+        packable = isinstance(task, (ContrastTask, YesNoTask))
+        rows = task.ids if packable else []
+        method, why = choose_method(rows, config.removals, kind=config.kind, reads_last=packable)
+        config, extra["method_choice"] = config.with_(method=method), why
     with attention(m.bridge, config.attention):
         run = _run(m, task, config, folder, extra, overwrite)
     sweeps = run.sweeps or {"zero": run.sweep}

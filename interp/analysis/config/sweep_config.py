@@ -21,7 +21,8 @@ from interp.config.flags import FIELD_DEFAULT, Flag, flag, flag_name
 #: ``--kind`` of a sweep of PragWorld or contrast rows (``activation-patching``: :func:`interp.patch`)
 PRAGWORLD_KINDS = ("mlp-zero", "direct-effect", "activation-patching")
 
-#: ``method="auto"`` resolves to this exact strategy (clean caches reused across layers)
+#: what ``method="auto"`` stands for until a task's rows are known (:func:`interp.sweep` then picks
+#: ``prefix`` where the rows share enough tokens: :func:`interp.analysis.engines.batching.choose_method`)
 AUTO_METHOD = "reuse"
 
 
@@ -129,7 +130,7 @@ class SweepConfig:
     ``resample``, ``scale`` with ``scales``; :doc:`/concepts/interventions`) or ``kind =
     "direct-effect"`` (each alteration patched into its original, PragWorld §6.1), on ``layers``
     (None: all), scored by ``metric`` (None: the task's default — P(gold) on yes/no, the logit
-    difference on contrast tasks), by ``method`` (``auto`` = ``reuse``; ``loop``, ``batched``,
+    difference on contrast tasks), by ``method`` (``auto``: ``prefix`` where the task's rows share enough tokens, else ``reuse``; ``loop``, ``batched``,
     ``prefix``, ``attribution``) in batches of ``batch_size`` rows; verdicts by ``rule``, confirmed
     on ``folds`` held-out group folds when set; ``seed`` seeds every draw; ``attention``: ``auto``
     (fused SDPA, since no sweep reads the attention pattern; eager where an architecture needs it),

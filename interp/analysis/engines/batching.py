@@ -1,7 +1,8 @@
-"""How a sweep's rows are cut into forwards: chunks of examples of similar length, the padding a
-chunk does not need dropped, and the layer and category lists every engine checks the same way.
-One copy for every engine of :mod:`interp.analysis.engines` (loop, reuse, prefix, stacked,
-attribution, path removal)."""
+"""How a sweep's rows are cut into forwards: which strategy reads them (:func:`choose_method`:
+shared prefixes once, or row by row), chunks of examples of similar length, the padding a chunk
+does not need dropped, and the layer and category lists every engine checks the same way. One copy
+for every engine of :mod:`interp.analysis.engines` (loop, reuse, prefix, stacked, attribution, path
+removal)."""
 
 from __future__ import annotations
 
@@ -54,4 +55,58 @@ def check_categories(categories: Sequence[Any] | None, n: int) -> list[Any] | No
     return cats
 
 
-__all__ = ["check_categories", "row_chunks", "swept_layer_list", "trim_padding"]
+#: ``method="auto"`` reads rows as token tries (``prefix``) when that reads at most this share of
+#: their tokens: below it the packing's own cost is not worth it (docs/benchmarks/prefix-sharing.md:
+#: on PragWorld's manual split prefix reads 0.29 of the tokens and is 1.97x faster than reuse)
+PREFIX_MAX_SHARE = 0.7
+
+
+def unique_token_share(rows: Sequence[Sequence[int]]) -> float:
+    """The share of the rows' tokens a token trie holds: 1.0 when no two rows share a first token,
+    small when many rows share long prefixes (what a prefix-shared sweep reads, over what a
+    row-by-row sweep reads)."""
+    root: dict[int, dict] = {}
+    total = nodes = 0
+    for row in rows:
+        node = root
+        for token in row:
+            child = node.get(int(token))
+            if child is None:
+                child = node[int(token)] = {}
+                nodes += 1
+            node = child
+        total += len(row)
+    return nodes / total if total else 1.0
+
+
+def choose_method(
+    rows: Sequence[Sequence[int]], removals: Sequence[str], *, kind: str = "mlp-zero", reads_last: bool = True
+) -> tuple[str, str]:
+    """The exact strategy for ``method="auto"``: ``prefix`` when the sweep can pack rows (an MLP
+    sweep, every removal prefix-safe — zero, scale, mean — and a metric that reads the last
+    position) and a trie of the rows holds at most :data:`PREFIX_MAX_SHARE` of their tokens;
+    ``reuse`` otherwise. Returns ``(method, why)``; both give the same effects (to float rounding)."""
+    from interp.analysis.engines.prefix import PREFIX_SAFE
+
+    if kind != "mlp-zero":
+        return "reuse", f"auto: reuse (kind {kind} does not pack rows)"
+    unsafe = [r for r in removals if r not in PREFIX_SAFE]
+    if unsafe:
+        return "reuse", f"auto: reuse ({unsafe[0]} removal does not run over packed rows)"
+    if not reads_last:
+        return "reuse", "auto: reuse (the metric reads positions other than the last)"
+    share = unique_token_share(rows)
+    if share <= PREFIX_MAX_SHARE:
+        return "prefix", f"auto: prefix (a token trie holds {share:.0%} of the rows' tokens)"
+    return "reuse", f"auto: reuse (a token trie holds {share:.0%} of the rows' tokens; prefix needs ≤ {PREFIX_MAX_SHARE:.0%})"
+
+
+__all__ = [
+    "PREFIX_MAX_SHARE",
+    "check_categories",
+    "choose_method",
+    "row_chunks",
+    "swept_layer_list",
+    "trim_padding",
+    "unique_token_share",
+]
