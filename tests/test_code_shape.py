@@ -30,8 +30,6 @@ ALLOWED: dict[str, str] = {
     "interp.jobs.pipeline.fix_stage": _JOB_BODY,
     "interp.jobs.pragworld.run_pragworld_job": _JOB_BODY,
     "interp.train.finetune.run_finetune": _JOB_BODY,
-    "interp.datasets.pragworld.data.load_pragworld": "issue 38: the CSV reader's checks, not yet split",
-    "interp.worlds.streets.graph.StreetGraph.from_csv": "issue 38: the CSV reader's checks, not yet split",
 }
 
 

@@ -388,9 +388,20 @@ def load_pragworld(path: str | os.PathLike, grouping: str = "clean") -> PragWorl
         raise FileNotFoundError(f"PragWorld file {path} does not exist")
     header, records = _read_records(path)
     layout, index = _layout(header, path)
-    width = len(header)
+    end, dropped = _data_end(records, index, len(header))
+    out: list[dict[str, Any]] = []
+    for line, cells in records[:end]:
+        where = f"{path}: row {len(out)} (data row, 0-based; CSV line {line})"
+        out.append(_read_row(cells, index, len(header), layout, where, {"row": len(out), "line": line}))
+    if not out:
+        raise PragWorldFormatError(f"{path}: no data rows")
+    rows = _apply_grouping(_frame(out, path), grouping, path)
+    return PragWorldData(rows, dropped, path, grouping, layout)
 
-    # trailing non-data records: summary rows (e.g. ",,,77,,,") and blank lines
+
+def _data_end(records: list[tuple[int, list[str]]], index: dict[str, int], width: int) -> tuple[int, Dropped]:
+    """Where the data records end, and the trailing non-data records after them (summary rows such
+    as ``,,,77,,,`` and blank lines) counted."""
     end = len(records)
     while end > 0 and (
         not records[end - 1][1]
@@ -398,99 +409,98 @@ def load_pragworld(path: str | os.PathLike, grouping: str = "clean") -> PragWorl
     ):
         end -= 1
     tail = records[end:]
-    dropped = Dropped()
-    if tail:
-        vals = tuple(tuple(c.strip() for c in cells if c.strip()) for _, cells in tail)
-        shown = ", ".join("/".join(v) or "blank" for v in vals)
-        dropped = Dropped(
-            len(tail), f"trailing summary or blank records, not data ({shown})", tuple(line for line, _ in tail), vals
-        )
+    if not tail:
+        return end, Dropped()
+    vals = tuple(tuple(c.strip() for c in cells if c.strip()) for _, cells in tail)
+    shown = ", ".join("/".join(v) or "blank" for v in vals)
+    return end, Dropped(
+        len(tail), f"trailing summary or blank records, not data ({shown})", tuple(line for line, _ in tail), vals
+    )
 
-    out: list[dict[str, Any]] = []
-    for line, cells in records[:end]:
-        i = len(out)
-        where = f"{path}: row {i} (data row, 0-based; CSV line {line})"
-        if not cells:
-            raise PragWorldFormatError(f"{where}: blank record in the middle of the data")
-        if len(cells) != width:
-            raise PragWorldFormatError(f"{where}: {len(cells)} fields, the header has {width}")
-        if _is_summary_record(cells, index):
+
+#: how each coded column of a data row is read (each reader raises ValueError naming the cell)
+_READERS = {
+    "Answer": parse_answer,
+    "Perturbation?": _flag_clean,
+    "Perturbation Target": _target,
+    "Perturbation Category": normalise_category,
+    "Perturbation Effect": _effect,
+}
+
+
+def _read_row(
+    cells: list[str], index: dict[str, int], width: int, layout: str, where: str, rec: dict[str, Any]
+) -> dict[str, Any]:
+    """One data record as a row of :attr:`PragWorldData.rows` (``rec`` holds its ``row`` and
+    ``line``); :class:`PragWorldFormatError` at ``where`` for the first cell that cannot be read."""
+    if not cells:
+        raise PragWorldFormatError(f"{where}: blank record in the middle of the data")
+    if len(cells) != width:
+        raise PragWorldFormatError(f"{where}: {len(cells)} fields, the header has {width}")
+    if _is_summary_record(cells, index):
+        raise PragWorldFormatError(
+            f"{where}: a summary/empty record before the end of the data (cells {[c for c in cells if c.strip()]})"
+        )
+    for col in ("Local Context", "Question"):
+        if not cells[index[col]].strip():
+            raise PragWorldFormatError(f"{where}, column {col!r}: empty")
+    parsed: dict[str, Any] = {}
+    for col, fn in _READERS.items():
+        try:
+            parsed[col] = fn(cells[index[col]])
+        except ValueError as e:
+            raise PragWorldFormatError(f"{where}, column {col!r}: {e}") from None
+    altered = parsed["Perturbation?"]
+    category, sub = parsed["Perturbation Category"]
+    effect, target = parsed["Perturbation Effect"], parsed["Perturbation Target"]
+    flag = cells[index["Perturbation?"]]
+    for col, missing, present in (
+        ("Perturbation Category", category is None, category is not None),
+        ("Perturbation Effect", effect is None, effect is not None),
+        ("Perturbation Target", target == "none", target != "none"),
+    ):
+        if altered and missing:
             raise PragWorldFormatError(
-                f"{where}: a summary/empty record before the end of the data (cells {[c for c in cells if c.strip()]})"
+                f"{where}, column {col!r}: an altered row (Perturbation? {flag!r}) needs a value, got "
+                f"{cells[index[col]]!r}"
             )
-        rec: dict[str, Any] = {"row": i, "line": line}
-        for col in ("Local Context", "Question"):
-            if not cells[index[col]].strip():
-                raise PragWorldFormatError(f"{where}, column {col!r}: empty")
-        readers = {
-            "Answer": parse_answer,
-            "Perturbation?": _flag_clean,
-            "Perturbation Target": _target,
-            "Perturbation Category": normalise_category,
-            "Perturbation Effect": _effect,
-        }
-        parsed: dict[str, Any] = {}
-        for col, fn in readers.items():
-            try:
-                parsed[col] = fn(cells[index[col]])
-            except ValueError as e:
-                raise PragWorldFormatError(f"{where}, column {col!r}: {e}") from None
-        altered = parsed["Perturbation?"]
-        category, sub = parsed["Perturbation Category"]
-        effect, target = parsed["Perturbation Effect"], parsed["Perturbation Target"]
-        for col, bad in (
-            ("Perturbation Category", altered and category is None),
-            ("Perturbation Effect", altered and effect is None),
-            ("Perturbation Target", altered and target == "none"),
-        ):
-            if bad:
-                raise PragWorldFormatError(
-                    f"{where}, column {col!r}: an altered row (Perturbation? "
-                    f"{cells[index['Perturbation?']]!r}) needs a value, got "
-                    f"{cells[index[col]]!r}"
-                )
-        for col, bad in (
-            ("Perturbation Category", not altered and category is not None),
-            ("Perturbation Effect", not altered and effect is not None),
-            ("Perturbation Target", not altered and target != "none"),
-        ):
-            if bad:
-                raise PragWorldFormatError(
-                    f"{where}, column {col!r}: an unaltered row (Perturbation? "
-                    f"{cells[index['Perturbation?']]!r}) has {cells[index[col]]!r}"
-                )
-        context = cells[index["Local Context"]]
-        n_utt = count_utterances(context)
-        rec.update(
-            context=context,
-            question=cells[index["Question"]],
-            answer=parsed["Answer"][0],
-            gold=parsed["Answer"][1],
-            flag_raw=cells[index["Perturbation?"]],
-            target=target,
-            category=category,
-            subcategory=sub,
-            effect=effect,
-            effect_source=None if effect is None else ("derived" if effect in ("possible", "not possible") else "file"),
-            n_utterances=n_utt,
-            length_bucket=length_bucket(n_utt),
-            category_raw=cells[index["Perturbation Category"]],
-            effect_raw=cells[index["Perturbation Effect"]],
-        )
-        if layout == "synthetic":
-            for col in SYNTHETIC_EXTRA:
-                v = cells[index[col]].strip()
-                rec[_FIELD[col]] = None if _squash(v) in _NONE_CELLS else v
-        out.append(rec)
-    if not out:
-        raise PragWorldFormatError(f"{path}: no data rows")
+        if not altered and present:
+            raise PragWorldFormatError(
+                f"{where}, column {col!r}: an unaltered row (Perturbation? {flag!r}) has {cells[index[col]]!r}"
+            )
+    context = cells[index["Local Context"]]
+    n_utt = count_utterances(context)
+    rec.update(
+        context=context,
+        question=cells[index["Question"]],
+        answer=parsed["Answer"][0],
+        gold=parsed["Answer"][1],
+        flag_raw=flag,
+        target=target,
+        category=category,
+        subcategory=sub,
+        effect=effect,
+        effect_source=None if effect is None else ("derived" if effect in ("possible", "not possible") else "file"),
+        n_utterances=n_utt,
+        length_bucket=length_bucket(n_utt),
+        category_raw=cells[index["Perturbation Category"]],
+        effect_raw=cells[index["Perturbation Effect"]],
+    )
+    if layout == "synthetic":
+        for col in SYNTHETIC_EXTRA:
+            v = cells[index[col]].strip()
+            rec[_FIELD[col]] = None if _squash(v) in _NONE_CELLS else v
+    return rec
 
+
+def _frame(out: list[dict[str, Any]], path: Path) -> pd.DataFrame:
+    """The rows as a frame: nullable text columns kept as None, and the synthetic split's Possible /
+    Not Possible effects derived (flip when the scored gold differs from the group's original)."""
     rows = pd.DataFrame(out)
     # nullable text columns keep None (pandas ≥ 3 would infer a string dtype that turns None into NaN)
     for col in ("category", "subcategory", "effect", "effect_source", *(_FIELD[c] for c in SYNTHETIC_EXTRA)):
         if col in rows.columns:
             rows[col] = pd.Series([r[col] for r in out], dtype=object, index=rows.index)
-    # the synthetic split's Possible / Not Possible: flip when the scored gold changes
     clean_group = rows["flag_raw"].map(lambda c: not _flag_clean(c)).cumsum() - 1
     if (clean_group < 0).any():
         raise PragWorldFormatError(
@@ -502,8 +512,7 @@ def load_pragworld(path: str | os.PathLike, grouping: str = "clean") -> PragWorl
     rows.loc[derived, "effect"] = [
         ("flip" if g != o else "invariant") for g, o in zip(rows.loc[derived, "gold"], original_gold[derived])
     ]
-    rows = _apply_grouping(rows, grouping, path)
-    return PragWorldData(rows, dropped, path, grouping, layout)
+    return rows
 
 
 def _apply_grouping(rows: pd.DataFrame, grouping: str, path: Path | None) -> pd.DataFrame:

@@ -93,6 +93,27 @@ def check_node_id(node: Any, where: str = "") -> str:
     return node
 
 
+def _header_columns(header: list[str], path: Path) -> dict[str, int]:
+    """Each column's index, after checking a street CSV's header (module docstring): the required
+    columns present, none unknown or repeated, coordinate columns in pairs."""
+    missing = [c for c in _REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise WorldError(
+            f"{path}:1: missing column(s) {missing}; the header must "
+            f"contain {','.join(_REQUIRED_COLUMNS)} (got {header})"
+        )
+    unknown = [c for c in header if c not in _REQUIRED_COLUMNS + _OPTIONAL_COLUMNS]
+    if unknown:
+        raise WorldError(f"{path}:1: unknown column(s) {unknown}; optional columns are {','.join(_OPTIONAL_COLUMNS)}")
+    dups = sorted({c for c in header if header.count(c) > 1})
+    if dups:
+        raise WorldError(f"{path}:1: repeated column(s) {dups}")
+    for a, b in _COORD_PAIRS:
+        if (a in header) != (b in header):
+            raise WorldError(f"{path}:1: columns {a} and {b} go together")
+    return {c: i for i, c in enumerate(header)}
+
+
 class StreetGraph:
     """An immutable directed street graph with at most one street per (node, direction).
 
@@ -413,24 +434,7 @@ class StreetGraph:
             if header is None:
                 raise WorldError(f"{path}: empty file (expected header {','.join(_REQUIRED_COLUMNS)})")
             header = [h.strip() for h in header]
-            missing = [c for c in _REQUIRED_COLUMNS if c not in header]
-            if missing:
-                raise WorldError(
-                    f"{path}:1: missing column(s) {missing}; the header must "
-                    f"contain {','.join(_REQUIRED_COLUMNS)} (got {header})"
-                )
-            unknown = [c for c in header if c not in _REQUIRED_COLUMNS + _OPTIONAL_COLUMNS]
-            if unknown:
-                raise WorldError(
-                    f"{path}:1: unknown column(s) {unknown}; optional columns are {','.join(_OPTIONAL_COLUMNS)}"
-                )
-            dups = sorted({c for c in header if header.count(c) > 1})
-            if dups:
-                raise WorldError(f"{path}:1: repeated column(s) {dups}")
-            for a, b in _COORD_PAIRS:
-                if (a in header) != (b in header):
-                    raise WorldError(f"{path}:1: columns {a} and {b} go together")
-            col = {c: i for i, c in enumerate(header)}
+            col = _header_columns(header, path)
             has_len = "length" in col
             has_xy = "x_node" in col or "x_neighbor" in col
 
