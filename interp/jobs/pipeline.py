@@ -370,12 +370,8 @@ def fix_stage(
     the metrics a repair should recover. No harmful layer found: nothing to suppress, HLS skipped."""
     import pandas as pd
 
-    from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
-    from interp.models.checkpoint import load_bridge, load_checkpoint
     from interp.stats import markdown_table, summarise
     from interp.train.finetune import run_finetune
-    from interp.train.plant import route_metrics, world_model_metrics
-    from interp.worlds.io import read_sequences
 
     model = Path(model) if model else run_dir / "best"
     rows = removal_rows(mlp_zero, cfg.ablation)
@@ -394,8 +390,35 @@ def fix_stage(
         log(f"fix: {why}")
         return {**out, "skipped": True}
     log(f"HLS layers {layers}: {why}")
+    ft = _fix_finetune_config(cfg, model, run_dir, layers)
+    report = run_finetune(ft, progress=progress, log=log)
+    if report is None:  # only a non-main process of a multi-process run gets None; the job runs one
+        raise RuntimeError("run_finetune returned no report: the main job runs in one process")
+    log(report.markdown())
+    extra, names = _inference_rows(cfg, model, run_dir, layers, report, ft)
+    table = pd.concat([report.table, pd.DataFrame(extra)], ignore_index=True)
+    keep = table.metric.isin(REPAIR_METRICS) | ((table.metric == "mlp_out_sq") & table.layer.isin(layers))
+    wide = summarise(table[keep], names)
+    (run_dir / "finetune" / "repair_table.md").write_text(markdown_table(wide) + "\n")
+    wide.to_csv(run_dir / "finetune" / "repair_table.csv", index=False)
+    comparison = json.loads(wide.to_json(orient="records"))
+    log("repair (before = the model the sweep read):\n" + markdown_table(wide))
+    out.update(
+        table=json.loads(report.table.to_json(orient="records")),
+        out=str(report.out),
+        comparison=comparison,
+        closest=closest_to_reference(comparison, names),
+    )
+    return out
+
+
+def _fix_finetune_config(cfg: FixConfig, model: Path, run_dir: Path, layers: list[int]) -> Any:
+    """The fix stage's fine-tuning: plain and HLS on ``layers`` from ``model``, on the world's clean
+    data, ``cfg``'s steps, batch, lr and seeds (the plain arm is the control)."""
+    from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
+
     ev = FinetuneEval(mn_pairs=cfg.mn_pairs, mn_depth=cfg.mn_depth)
-    ft = FinetuneConfig(
+    return FinetuneConfig(
         name="finetune",
         checkpoint=str(model),
         out=str(run_dir / "finetune"),
@@ -415,11 +438,20 @@ def fix_stage(
         ),
         eval=ev,
     )
-    report = run_finetune(ft, progress=progress, log=log)
-    if report is None:  # only a non-main process of a multi-process run gets None; the job runs one
-        raise RuntimeError("run_finetune returned no report: the main job runs in one process")
-    log(report.markdown())
-    # zeroing at inference, and the unplanted model, on the same held-out sequences and state pairs
+
+
+def _inference_rows(
+    cfg: FixConfig, model: Path, run_dir: Path, layers: list[int], report: Any, ft: Any
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows beside the fine-tuned arms: ``model`` with ``layers`` zeroed at inference, the greedy
+    routes of every model (streets worlds), and the unplanted ``best/`` when ``model`` is another —
+    on the held-out sequences and state pairs the fine-tuning report used. Returns the rows and the
+    model names of the repair table."""
+    from interp.models.checkpoint import load_bridge, load_checkpoint
+    from interp.train.plant import route_metrics, world_model_metrics
+    from interp.worlds.io import read_sequences
+
+    ev = ft.eval
     ckpt = load_checkpoint(model)
     heldout = read_sequences(Path(report.info["source"]["test"]), ckpt.world)[: cfg.n_eval]
     routes = cfg.routes if getattr(ckpt.world, "kind", None) == "streets" else 0
@@ -463,20 +495,7 @@ def fix_stage(
             )
         ]
         names.append("unplanted")
-    table = pd.concat([report.table, pd.DataFrame(extra)], ignore_index=True)
-    keep = table.metric.isin(REPAIR_METRICS) | ((table.metric == "mlp_out_sq") & table.layer.isin(layers))
-    wide = summarise(table[keep], names)
-    (run_dir / "finetune" / "repair_table.md").write_text(markdown_table(wide) + "\n")
-    wide.to_csv(run_dir / "finetune" / "repair_table.csv", index=False)
-    comparison = json.loads(wide.to_json(orient="records"))
-    log("repair (before = the model the sweep read):\n" + markdown_table(wide))
-    out.update(
-        table=json.loads(report.table.to_json(orient="records")),
-        out=str(report.out),
-        comparison=comparison,
-        closest=closest_to_reference(comparison, names),
-    )
-    return out
+    return extra, names
 
 
 def closest_to_reference(
