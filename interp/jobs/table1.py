@@ -160,6 +160,38 @@ def run_table1(cfg: Table1Config, figure: str | Path, say: Callable[[str], Any] 
         own_test[f"ideal: {LABELS[k]}"] = data[k][1]
     own_data = {LABELS[k]: data[k] for k in KINDS}
 
+    rows, summaries = _score_models(lms, world, own_test, own_data, data, cfg, say)
+    tables = {}
+    for estimator in ("exact", "sampled"):
+        tables[estimator] = results_table(rows[estimator])
+        save_table(tables[estimator], out, stem=f"table1_{estimator}")
+        say(f"\nTable 1 ({estimator} estimator)\n" + to_markdown(tables[estimator]))
+    table = tables["exact"]
+
+    detours = _detour_tables(lms, world, own_test, [*(LABELS[k] for k in KINDS), *ideal], cfg, out, say)
+    write_json(
+        out / "results.json",
+        {
+            "args": asdict(cfg),
+            "summaries": summaries,
+            "detours": {m: d.table.to_dict(orient="records") for m, d in detours.items()},
+            "seconds": round(time.time() - t_start, 1),
+        },
+    )
+    draw_table1(
+        table,
+        figure,
+        title="World-model metrics on a synthetic city (cf. Vafa et al. 2024, Table 1)",
+    )
+    say(f"\nwrote {out}/table1_exact.md, table1_sampled.md, detours.md and {figure} in {time.time() - t_start:.0f} s")
+    return tables
+
+
+def _score_models(
+    lms: dict[str, Any], world: Any, own_test: dict, own_data: dict, data: dict, cfg: Table1Config, say: Callable
+) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Table 1's cells of every model (exact and sampled estimators), each probed on its own
+    traversal distribution (the untrained one and the references on random walks)."""
     rw_train, rw_test = data["random_walks"]
     rows: dict[str, dict] = {"exact": {}, "sampled": {}}
     summaries: dict[str, dict] = {}
@@ -182,15 +214,15 @@ def run_table1(cfg: Table1Config, figure: str | Path, say: Callable[[str], Any] 
             rows[estimator][name] = row
         say(f"\n[{name}] " + ", ".join(f"{k}: {v}" for k, v in cells["exact"].items()) + f" ({time.time() - t0:.0f} s)")
 
-    tables = {}
-    for estimator in ("exact", "sampled"):
-        tables[estimator] = results_table(rows[estimator])
-        save_table(tables[estimator], out, stem=f"table1_{estimator}")
-        say(f"\nTable 1 ({estimator} estimator)\n" + to_markdown(tables[estimator]))
-    table = tables["exact"]
+    return rows, summaries
 
+
+def _detour_tables(
+    lms: dict[str, Any], world: Any, own_test: dict, names: list[str], cfg: Table1Config, out: Path, say: Callable
+) -> dict[str, Any]:
+    """The detour test of each of ``names`` on its own held-out pairs; ``detours.md`` / ``.csv`` written."""
     detours = {}
-    for name in [*(LABELS[k] for k in KINDS), *ideal]:
+    for name in names:
         pairs = pairs_from_sequences(own_test[name])[: cfg.routes]  # the model's own held-out pairs
         d = detour_test(lms[name], world, pairs, kinds=("random", "adversarial"), seed=cfg.seed)
         detours[name] = d
@@ -198,22 +230,7 @@ def run_table1(cfg: Table1Config, figure: str | Path, say: Callable[[str], Any] 
     det = detour_markdown(detours)
     (out / "detours.md").write_text(det)
     pd.concat([d.table.assign(model=m) for m, d in detours.items()]).to_csv(out / "detours.csv", index=False)
-    write_json(
-        out / "results.json",
-        {
-            "args": asdict(cfg),
-            "summaries": summaries,
-            "detours": {m: d.table.to_dict(orient="records") for m, d in detours.items()},
-            "seconds": round(time.time() - t_start, 1),
-        },
-    )
-    draw_table1(
-        table,
-        figure,
-        title="World-model metrics on a synthetic city (cf. Vafa et al. 2024, Table 1)",
-    )
-    say(f"\nwrote {out}/table1_exact.md, table1_sampled.md, detours.md and {figure} in {time.time() - t_start:.0f} s")
-    return tables
+    return detours
 
 
 __all__ = ["KINDS", "LABELS", "Table1Config", "parse_curriculum", "run_table1"]
