@@ -32,12 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, help="fine-tuning learning rate (default 5e-5)")
     p.add_argument("--layers", help="swept layers, comma-separated (default all; quick 0,1)")
     p.add_argument("--layer-step", type=int, help="sweep every k-th layer and the last (per model)")
+    p.add_argument("--removals", help="sweep removals, comma-separated, zero first (default zero,mean,scale)")
     p.add_argument("--baseline-only", action="store_true", help="stop after each model's baseline table")
     a = p.parse_args(argv)
     given = {"groups": a.groups, "steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "layer_step": a.layer_step}
     c = replace(QUICK if a.quick else Config(), **{k: v for k, v in given.items() if v is not None})
     c = replace(c, layers=tuple(int(x) for x in a.layers.split(",")) if a.layers else c.layers)
-    c = replace(c, baseline_only=a.baseline_only)
+    c = replace(c, baseline_only=a.baseline_only, removals=tuple(a.removals.split(",")) if a.removals else c.removals)
     seeds = [int(s) for s in a.seeds.split(",")][: 1 if a.quick else None]
     run(a.models.split(","), c, seeds, a.out)
     print(f"wrote {a.out}/results.json")

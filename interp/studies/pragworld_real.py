@@ -52,7 +52,8 @@ TEXT = Path(__file__).resolve().parents[2] / "../shared/data/pragworld/Manual_Da
 @dataclass(frozen=True)
 class Config:
     """Sizes: ``groups`` per split, fine-tuning ``steps`` / ``lr`` / ``weight`` / ``batch_size``,
-    swept ``layers`` (None: all, or every ``layer_step``-th and the last), ``scales`` of the scale
+    swept ``layers`` (None: all, or every ``layer_step``-th and the last) by ``removals`` (zero
+    first: the harmful / useful layers are its verdicts), ``scales`` of the scale
     removal, confirmation ``folds``, bootstrap ``n_boot``, ``ioi_n`` IOI prompts, head-map
     ``patch_pairs`` by ``patch_kind``, ``paper_k`` layers by the paper's rule, ``text_n``
     conversations for the next-token-loss cost."""
@@ -63,6 +64,7 @@ class Config:
     weight: float = 1e-3
     batch_size: int = 8
     layers: tuple[int, ...] | None = None
+    removals: tuple[str, ...] = ("zero", "mean", "scale")
     scales: tuple[float, ...] = (0.5,)
     folds: int | None = 2
     n_boot: int = 1000
@@ -108,7 +110,7 @@ def layers_step(model, data, c: Config, out: Path) -> dict:
         folds = c.folds if c.folds and len({e.group for e in xs}) >= 2 * c.folds else None  # 2 groups a fold
         res[f"folds_{eff.lower()}"] = folds
         task = interp.contrast(model, xs)
-        sw = interp.sweep(model, task, removals=["zero", "mean", "scale"], scales=c.scales, layers=layers,
+        sw = interp.sweep(model, task, removals=list(c.removals), scales=c.scales if "scale" in c.removals else (), layers=layers,
                           folds=folds, rule=rule, out=out / f"sweep_{eff.lower()}")  # fmt: skip
         frames.append(sw.frame.assign(effect_kind=eff))
         for removal in sw.removals:
