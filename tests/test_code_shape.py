@@ -27,7 +27,6 @@ ALLOWED: dict[str, str] = {
     "interp.jobs.ioi_planted.run_ioi_planted": _JOB_BODY,
     "interp.jobs.ioi_circuit.run_ioi_circuit": _JOB_BODY + " (moved out of experiments/ioi_smollm2.py)",
     "interp.jobs.pragworld.run_pragworld_job": _JOB_BODY,
-    "interp.train.finetune.run_finetune": _JOB_BODY,
 }
 
 

@@ -169,16 +169,12 @@ def run_finetune(
     log: Callable[[str], Any] | None = None,
 ) -> FinetuneReport | None:
     """Fine-tune and evaluate every (objective, seed) of ``cfg``; the report on the main process
-    (None on the others)."""
-    import torch
-
-    from interp.models.checkpoint import check_folder, hf_dims, load_bridge, load_hf_model, local_model
-    from interp.models.parallel import gather, make_accelerator
+    (None on the others). Stages: the layers of each objective (:func:`_objective_layers`), the
+    model before, then each run trained (resumed or skipped when finished: :meth:`_Run.train`) and
+    evaluated, then the table, figure and ``results.json`` (:meth:`_Run.report`)."""
+    from interp.models.checkpoint import check_folder, hf_dims, local_model
+    from interp.models.parallel import make_accelerator
     from interp.results import write_json
-    from interp.stats import markdown_table, summarise
-    from interp.train.regularisers import describe_terms
-    from interp.train.trainer import saved_run_info, train
-    from interp.viz.finetune import draw_finetune
 
     acc = accelerator or make_accelerator(cfg.device)
     placement = train_placement(cfg)
@@ -187,12 +183,10 @@ def run_finetune(
         raise ConfigError(
             f"{what} places one model over several devices; it needs one process, not {acc.num_processes}"
         )
-    at = eval_placement(cfg, acc.device)  # evaluation (and the verdict check) load where training runs
     main = acc.is_main_process
     say = (log or (lambda s: print(s, file=sys.stderr))) if main else (lambda s: None)
     ckpt = Path(local_model(cfg.checkpoint))  # a .gguf: its converted folder
     check_folder(ckpt)
-    out = cfg.out_dir
     n_layers, d_model = hf_dims(ckpt)
     task = load_task(ckpt, cfg.data)
     say(
@@ -200,149 +194,187 @@ def run_finetune(
         f"training rows from {task.source.get('train')}; {len(task.eval_ids)} held-out rows; "
         f"{acc.num_processes} process(es) on {acc.device}"
     )
+    # evaluation (and the verdict check) load where training runs
+    run = _Run(cfg, task, ckpt, d_model, placement, eval_placement(cfg, acc.device), acc, fresh, progress, say)
+    layers = _objective_layers(cfg, ckpt, n_layers, run)
+    if main:
+        cfg.out_dir.mkdir(parents=True, exist_ok=True)
+        write_json(cfg.out_dir / "run.json", run_record(cfg))  # FinetuneConfig.from_run reads it back
+        say("evaluating the model before fine-tuning …")
+        run.evaluate("before", None, cfg.out_dir / "eval_before.json", ckpt, fresh)
+    for objective in cfg.objectives:
+        for seed in cfg.seeds:
+            run_dir = cfg.out_dir / f"{objective}_s{seed}"
+            finished = run.train(objective, seed, layers[objective], run_dir)
+            if main:
+                say(f"evaluating {objective} seed {seed} …")
+                run.evaluate(objective, seed, run_dir / "eval.json", run_dir / "model", fresh or not finished)
+                run.runs_info.append(
+                    {"objective": objective, "seed": seed, "dir": str(run_dir), "layers": layers[objective]}
+                )
+    return run.report(layers) if main else None
 
-    # layers: every process checks ranges; the main one also checks the verdict file's fingerprint
+
+def _objective_layers(cfg: FinetuneConfig, ckpt: Path, n_layers: int, run: _Run) -> dict[str, list[int]]:
+    """The layers each objective acts on; every process checks the ranges, the main one also the
+    verdict file's fingerprint; an error is shared with the other processes so none waits forever."""
+    from interp.models.checkpoint import load_bridge
+    from interp.models.parallel import gather
+
     error = ""
     layers: dict[str, list[int]] = {}
     bridge = None
     try:
-        if main and cfg.regulariser.verdicts is not None and any(o != "plain" for o in cfg.objectives):
-            bridge = load_bridge(ckpt, placement=at)
+        if run.main and cfg.regulariser.verdicts is not None and any(o != "plain" for o in cfg.objectives):
+            bridge = load_bridge(ckpt, placement=run.at)
         for objective in cfg.objectives:
             layers[objective] = (
                 [] if objective == "plain" else resolve_layers(cfg.regulariser, objective, n_layers, bridge)
             )
     except Exception as e:  # shared with the other processes so none waits forever
         error = f"{type(e).__name__}: {e}"
-        if acc.num_processes == 1:
+        if run.acc.num_processes == 1:
             raise
-    errors = [x for x in gather([error], acc) if x]
+    errors = [x for x in gather([error], run.acc) if x]
     if errors:
         raise ConfigError(errors[0])
-    del bridge
+    return layers
 
-    if main:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(out / "run.json", run_record(cfg))  # FinetuneConfig.from_run reads it back
-    focus = {x: "H" for x in layers.get("hls", [])}
-    for x in layers.get("ula", []):
-        focus[x] = focus.get(x, "") + "U"
-    sweep_layers = list(cfg.eval.sweep_layers) if cfg.eval.sweep_layers else None
-    table_rows: list[dict[str, Any]] = []
-    extras: dict[str, Any] = {}
-    if main:
-        say("evaluating the model before fine-tuning …")
-        rows, extra = _cached_eval(out / "eval_before.json", ckpt, task, cfg, sweep_layers, fresh, say, at)
-        table_rows += [{**r, "model": "before", "seed": None} for r in rows]
-        extras["before"] = extra
 
-    runs_info = []
-    for objective in cfg.objectives:
-        for seed in cfg.seeds:
-            run_dir = out / f"{objective}_s{seed}"
-            model_dir = run_dir / "model"
-            settings = _settings(cfg, objective, seed, layers[objective])
-            done_file = run_dir / "train.json"
-            finished = (
-                not fresh
-                and done_file.is_file()
-                and (model_dir / "config.json").is_file()
-                and json.loads(done_file.read_text()).get("settings") == settings
+@dataclass
+class _Run:
+    """One :func:`run_finetune`'s shared state: what every (objective, seed) trains and is judged
+    with, and the rows gathered so far."""
+
+    cfg: FinetuneConfig
+    task: Task
+    ckpt: Path
+    d_model: int
+    placement: Any  # where training loads the model
+    at: Any  # where evaluation loads it
+    acc: Any
+    fresh: bool
+    progress: bool
+    say: Callable[[str], Any]
+    table_rows: list[dict[str, Any]] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+    runs_info: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def main(self) -> bool:
+        return bool(self.acc.is_main_process)
+
+    def train(self, objective: str, seed: int, layers: list[int], run_dir: Path) -> bool:
+        """Fine-tune one (objective, seed) into ``run_dir/model`` — resumed from ``last/`` when
+        interrupted, skipped when finished with the same settings. Returns whether it was finished."""
+        import torch
+
+        from interp.models.checkpoint import load_hf_model
+        from interp.results import write_json
+        from interp.train.regularisers import describe_terms
+        from interp.train.trainer import saved_run_info, train
+
+        cfg, task, say = self.cfg, self.task, self.say
+        model_dir, done_file = run_dir / "model", run_dir / "train.json"
+        settings = _settings(cfg, objective, seed, layers)
+        finished = (
+            not self.fresh
+            and done_file.is_file()
+            and (model_dir / "config.json").is_file()
+            and json.loads(done_file.read_text()).get("settings") == settings
+        )
+        if finished:
+            say(f"{objective} seed {seed}: already fine-tuned in {run_dir}, not retrained")
+            return True
+        torch.manual_seed(seed)
+        model = load_hf_model(self.ckpt, self.placement)
+        if cfg.lora.enabled:
+            model = _apply_lora(model, cfg.lora)
+        terms = build_terms(objective, cfg.regulariser, layers, task, self.d_model, seed)
+        for line in describe_terms(terms, model):
+            say(f"  {line}")
+        resume = not self.fresh and saved_run_info(run_dir) == settings
+        if resume:
+            say(f"{objective} seed {seed}: resuming the interrupted run in {run_dir / 'last'}")
+        t0 = time.perf_counter()
+        # the log's held-out loss: world sequences only (QA held-out rows are bare prompts;
+        # their evaluation is the PragWorld accuracies below, not a loss on prompt tokens)
+        result = train(
+            model,
+            task.train_ids,
+            task.eval_ids if task.kind == "world" else None,
+            replace(cfg.train, seed=seed),
+            run_dir,
+            pad_id=task.pad_id,
+            loss_terms=terms,
+            labels=task.labels,
+            loss_from=task.loss_from,
+            accelerator=self.acc,
+            resume=resume,
+            progress=self.progress,
+            run_info=settings,
+        )
+        seconds = time.perf_counter() - t0
+        self.acc.wait_for_everyone()
+        if self.main:
+            task.save_model(_merged(model), model_dir)
+            for t in terms:
+                if hasattr(t, "heads"):
+                    t.heads.save(model_dir)
+            hist = result.history
+            last = hist.iloc[-1].to_dict() if len(hist) else {}
+            record = {"settings": settings, "seconds": round(seconds, 2), "last": last}
+            write_json(done_file, {**record, "processes": int(self.acc.num_processes)})
+            shutil.rmtree(run_dir / "last")  # the resumable state: the run is complete
+            say(
+                f"{objective} seed {seed}: {cfg.train.steps} steps in {seconds:.1f} s; last: "
+                + ", ".join(f"{k} {v:.4g}" for k, v in last.items() if k not in ("step", "loss", "lr", "elapsed_s"))
             )
-            if finished:
-                say(f"{objective} seed {seed}: already fine-tuned in {run_dir}, not retrained")
-            else:
-                torch.manual_seed(seed)
-                model = load_hf_model(ckpt, placement)
-                if cfg.lora.enabled:
-                    model = _apply_lora(model, cfg.lora)
-                terms = build_terms(objective, cfg.regulariser, layers[objective], task, d_model, seed)
-                for line in describe_terms(terms, model):
-                    say(f"  {line}")
-                resume = not fresh and saved_run_info(run_dir) == settings
-                if resume:
-                    say(f"{objective} seed {seed}: resuming the interrupted run in {run_dir / 'last'}")
-                t0 = time.perf_counter()
-                # the log's held-out loss: world sequences only (QA held-out rows are bare prompts;
-                # their evaluation is the PragWorld accuracies below, not a loss on prompt tokens)
-                result = train(
-                    model,
-                    task.train_ids,
-                    task.eval_ids if task.kind == "world" else None,
-                    replace(cfg.train, seed=seed),
-                    run_dir,
-                    pad_id=task.pad_id,
-                    loss_terms=terms,
-                    labels=task.labels,
-                    loss_from=task.loss_from,
-                    accelerator=acc,
-                    resume=resume,
-                    progress=progress,
-                    run_info=settings,
-                )
-                seconds = time.perf_counter() - t0
-                acc.wait_for_everyone()
-                if main:
-                    task.save_model(_merged(model), model_dir)
-                    for t in terms:
-                        if hasattr(t, "heads"):
-                            t.heads.save(model_dir)
-                    hist = result.history
-                    last = hist.iloc[-1].to_dict() if len(hist) else {}
-                    write_json(
-                        done_file,
-                        {
-                            "settings": settings,
-                            "seconds": round(seconds, 2),
-                            "last": last,
-                            "processes": int(acc.num_processes),
-                        },
-                    )
-                    shutil.rmtree(run_dir / "last")  # the resumable state: the run is complete
-                    say(
-                        f"{objective} seed {seed}: {cfg.train.steps} steps in {seconds:.1f} s; last: "
-                        + ", ".join(
-                            f"{k} {v:.4g}" for k, v in last.items() if k not in ("step", "loss", "lr", "elapsed_s")
-                        )
-                    )
-                acc.wait_for_everyone()
-            if main:
-                say(f"evaluating {objective} seed {seed} …")
-                rows, extra = _cached_eval(
-                    run_dir / "eval.json", model_dir, task, cfg, sweep_layers, fresh or not finished, say, at
-                )
-                table_rows += [{**r, "model": objective, "seed": seed} for r in rows]
-                extras[f"{objective}_s{seed}"] = extra
-                runs_info.append(
-                    {"objective": objective, "seed": seed, "dir": str(run_dir), "layers": layers[objective]}
-                )
-    if not main:
-        return None
-    table = pd.DataFrame(
-        table_rows, columns=["model", "seed", "metric", "layer", "value", "se", "ci_low", "ci_high", "n"]
-    )
-    table.to_csv(out / "finetune_table.csv", index=False)
-    wide = summarise(table, list(cfg.objectives))
-    (out / "finetune_table.md").write_text(markdown_table(wide) + "\n")
-    figure = draw_finetune(
-        table,
-        list(cfg.objectives),
-        out / "finetune.png",
-        focus=focus,
-        title=f"{cfg.name}: {', '.join(cfg.objectives)} × {len(cfg.seeds)} seed(s), {cfg.train.steps} steps",
-    )
-    info = {
-        "config": to_dict(cfg),
-        "layers": layers,
-        "task": task.kind,
-        "source": task.source,
-        "processes": int(acc.num_processes),
-        "runs": runs_info,
-        "evaluations": extras,
-        "summary": wide.to_dict(orient="records"),
-    }
-    write_json(out / "results.json", info)
-    return FinetuneReport(out, table, wide, figure, info)
+        self.acc.wait_for_everyone()
+        return False
+
+    def evaluate(self, name: str, seed: int | None, cache: Path, model_dir: Path, fresh: bool) -> None:
+        """The evaluation suite of one model (cached in ``cache``), its rows added as ``name`` / ``seed``."""
+        sweep_layers = list(self.cfg.eval.sweep_layers) if self.cfg.eval.sweep_layers else None
+        rows, extra = _cached_eval(cache, model_dir, self.task, self.cfg, sweep_layers, fresh, self.say, self.at)
+        self.table_rows += [{**r, "model": name, "seed": seed} for r in rows]
+        self.extras[name if seed is None else f"{name}_s{seed}"] = extra
+
+    def report(self, layers: dict[str, list[int]]) -> FinetuneReport:
+        """The table (``finetune_table.csv`` / ``.md``), the figure and ``results.json``."""
+        from interp.results import write_json
+        from interp.stats import markdown_table, summarise
+        from interp.viz.finetune import draw_finetune
+
+        cfg, out = self.cfg, self.cfg.out_dir
+        focus = {x: "H" for x in layers.get("hls", [])}
+        for x in layers.get("ula", []):
+            focus[x] = focus.get(x, "") + "U"
+        table = pd.DataFrame(
+            self.table_rows, columns=["model", "seed", "metric", "layer", "value", "se", "ci_low", "ci_high", "n"]
+        )
+        table.to_csv(out / "finetune_table.csv", index=False)
+        wide = summarise(table, list(cfg.objectives))
+        (out / "finetune_table.md").write_text(markdown_table(wide) + "\n")
+        figure = draw_finetune(
+            table,
+            list(cfg.objectives),
+            out / "finetune.png",
+            focus=focus,
+            title=f"{cfg.name}: {', '.join(cfg.objectives)} × {len(cfg.seeds)} seed(s), {cfg.train.steps} steps",
+        )
+        info = {
+            "config": to_dict(cfg),
+            "layers": layers,
+            "task": self.task.kind,
+            "source": self.task.source,
+            "processes": int(self.acc.num_processes),
+            "runs": self.runs_info,
+            "evaluations": self.extras,
+            "summary": wide.to_dict(orient="records"),
+        }
+        write_json(out / "results.json", info)
+        return FinetuneReport(out, table, wide, figure, info)
 
 
 def _cached_eval(
