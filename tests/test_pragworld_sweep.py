@@ -161,3 +161,30 @@ def test_bad_kind_and_activation_patching_without_equal_length_pairs(model_dir, 
     csv = write_pragworld_csv(rows.assign(gold=answer, answer=np.where(answer == 1, "yes", "no")), tmp_path / "own.csv")
     with pytest.raises(ValueError, match=f"none of the {len(changed)} .* equal token length .*'answer unchanged'"):
         run_sweep(model_dir, data=csv, kind="activation-patching", out=tmp_path / "ap")
+
+
+def test_the_pragworld_job_runs_every_stage_end_to_end(data_csv, model_dir, tmp_path):
+    """``interp run`` with a ``job = "pragworld"`` config on a tiny model: (a) Table 1, (b) the
+    sweeps and the layers chosen, (c) every objective fine-tuned and scored again; results.json and
+    the before / after table written, the report drawn."""
+    from interp.config import PragWorldJobConfig, load_toml
+    from interp.jobs.pragworld import run_pragworld_job
+
+    toml = tmp_path / "job.toml"
+    toml.write_text(
+        f'job = "pragworld"\nname = "tiny"\nmodel = "{model_dir}"\nmanual = "{data_csv}"\nsynthetic = "{data_csv}"\n'
+        "[eval]\nrows = 9\nafter_rows = 6\nn_boot = 50\nbenchmark_chat_template = false\nmax_new_tokens = 3\n[layers]\nrows = 9\nafter_rows = 6\nmax_pairs = 2\nn_boot = 50\n"
+        '[finetune]\nobjectives = ["plain", "hls", "ula"]\nseeds = [0]\nsteps = 2\nbatch_size = 2\nlr = 1e-3\n'
+        "warmup_steps = 1\nn_train = 6\n[finetune.lora]\nenabled = false\n"
+    )
+    cfg = load_toml(PragWorldJobConfig, toml)
+    said: list[str] = []
+    final = run_pragworld_job(cfg, tmp_path / "run", progress=False, log=said.append)
+    res = final["pragworld"]
+    assert res["rows"]["eval"] == 9 and len(res["table1"]) >= 1
+    assert len(res["layers"]["mlp_zero"]["layers"]) == 2  # both layers of the tiny model judged
+    assert set(res["finetune"]["objectives"]) | set(res["finetune"]["skipped"]) == {"plain", "hls", "ula"}
+    assert "plain" in res["finetune"]["objectives"] and res["before_after"]
+    for name in ("results.json", "before_after.md", "before_after.csv", "table1.md", "run.json"):
+        assert (tmp_path / "run" / name).is_file(), name
+    assert any("before / after" in line for line in said)

@@ -33,7 +33,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -389,13 +389,10 @@ def run_pragworld_job(
 ) -> dict[str, Any]:
     """Run stages (a)–(c) (module docstring) into ``out`` (default ``<runs_dir>/<name>``); returns
     the ``results.json`` content (plus ``run_dir``)."""
-    from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
     from interp.datasets.pragworld import first_groups, load_pragworld
     from interp.models.checkpoint import load_bridge
-    from interp.stats import markdown_table, summarise
-    from interp.tasks import YesNoTask
+    from interp.stats import markdown_table
     from interp.train.finetune import run_finetune
-    from interp.viz.finetune import draw_finetune
 
     run_dir = Path(out) if out else Path(cfg.runs_dir) / cfg.name
     if fresh and run_dir.exists():
@@ -426,10 +423,7 @@ def run_pragworld_job(
     t = time.perf_counter()
     bridge = load_bridge(model_dir, placement=placement)
     before = evaluate_prompts(bridge, data, n_a, run_dir / "eval_before", cfg, progress=progress, model_name=label)
-    t1 = table1(before, label)
-    t1.to_csv(run_dir / "table1.csv", index=False)
-    (run_dir / "table1.md").write_text(table1_markdown(t1) + "\n")
-    log("Table 1 (manual split; brackets: 95 % cluster bootstrap over groups):\n" + table1_markdown(t1))
+    t1 = _write_table1(before, label, run_dir, log)
     timings["evaluate"] = time.perf_counter() - t
 
     # (b) before: MLP zero-out over every layer, direct-effect patching
@@ -438,6 +432,129 @@ def run_pragworld_job(
     log(f"[mlp-zero, {n_b} rows]\n{sweep.table()}")
     timings["mlp_zero"] = time.perf_counter() - t
     t = time.perf_counter()
+    task, pairs, pair_info, de_sweep, de = _direct_effect_stage(
+        bridge, model_dir, data, n_a, before, cfg, run_dir, label, log
+    )
+    timings["direct_effect"] = time.perf_counter() - t
+    del bridge
+    harmful, why_h = choose_layers(sweep.verdicts, "harmful", cfg)
+    useful, why_u = choose_layers(sweep.verdicts, "useful", cfg)
+    log(f"HLS layers {harmful} ({why_h}); ULA layers {useful} ({why_u})")
+    results["layers"] = _layers_record(sweep, de, pair_info, (harmful, why_h), (useful, why_u))
+
+    # (c) fine-tune, then (a) and (b) again
+    f = cfg.finetune
+    objectives = [o for o in f.objectives if not (o == "hls" and not harmful) and not (o == "ula" and not useful)]
+    dropped = sorted(set(f.objectives) - set(objectives))
+    if dropped:
+        log(f"skipped {dropped}: no layers to regularise")
+    after_layers = None if cfg.layers.after_layers == "all" else sorted(set(harmful) | set(useful)) or None
+    ft = _job_finetune_config(cfg, model_dir, run_dir, objectives, harmful, useful)
+    t = time.perf_counter()
+    report = run_finetune(ft, fresh=fresh, progress=progress, log=log)
+    if report is None:  # only a non-main process of a multi-process run gets None; the job runs one
+        raise RuntimeError("run_finetune returned no report: the PragWorld job runs in one process")
+    timings["finetune"] = time.perf_counter() - t
+    t = time.perf_counter()
+    at = _After(cfg, data, task, pairs, after_layers, n_a_after, n_b_after, run_dir, placement)
+    long = _before_rows(report, before, sweep, de_sweep, at) + _after_rows(report, at, progress, log)
+    long += [
+        x for x in report.table.to_dict(orient="records") if x["model"] != "before" and x["metric"] == "mlp_out_sq"
+    ]
+    timings["after"] = time.perf_counter() - t
+    wide = _before_after_table(
+        long,
+        objectives,
+        harmful,
+        useful,
+        run_dir,
+        f"{label}: before vs {', '.join(objectives)} × {len(f.seeds)} seeds, {f.steps} steps",
+    )
+    log("before / after (manual split):\n" + markdown_table(wide))
+    timings["total"] = time.perf_counter() - t0
+    results["table1"] = json.loads(t1.to_json(orient="records"))
+    results["before"] = {p: {k: v for k, v in before[p].items() if k not in ("p_yes", "predictions")} for p in PROMPTS}
+    results["finetune"] = _finetune_record(cfg, objectives, dropped, after_layers, report)
+    results["before_after"] = json.loads(wide.to_json(orient="records"))
+    results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    final = {"job": "pragworld", "pragworld": results, "config": to_dict(cfg)}
+    write_json(run_dir / "results.json", final)
+    from interp.viz.report import write_report
+
+    write_report(run_dir, model=False)
+    final["run_dir"] = str(run_dir)
+    return final
+
+
+def _before_after_table(
+    long: list[dict[str, Any]], objectives: list[str], harmful: list[int], useful: list[int], run_dir: Path, title: str
+) -> pd.DataFrame:
+    """The before / after rows as ``before_after.csv`` / ``.md`` and the figure of the headline
+    scalars (harmful layers marked H, useful U); returns the wide table."""
+    from interp.stats import markdown_table, summarise
+    from interp.viz.finetune import draw_finetune
+
+    table = pd.DataFrame(long, columns=["model", "seed", "metric", "layer", "value", "se", "ci_low", "ci_high", "n"])
+    table.to_csv(run_dir / "before_after.csv", index=False)
+    wide = summarise(table, objectives)
+    (run_dir / "before_after.md").write_text(markdown_table(wide) + "\n")
+    focus = {x: "H" for x in harmful}
+    for x in useful:
+        focus[x] = focus.get(x, "") + "U"
+    scalars = table[
+        table.metric.isin(
+            [f"label_{k}" for k in ("robust", "yes", "no", "total")]
+            + [f"benchmark_{k}" for k in ("robust", "yes", "no", "total")]
+        )
+        | table.metric.isin(["sweep_effect_p_gold", "mlp_out_sq"])
+    ]
+    draw_finetune(
+        scalars,
+        objectives,
+        run_dir / "before_after.png",
+        focus=focus,
+        title=title,
+    )
+    return wide
+
+
+def _finetune_record(
+    cfg: PragWorldJobConfig, objectives: list[str], dropped: list[str], after_layers: list[int] | None, report: Any
+) -> dict[str, Any]:
+    """``results.json``'s ``finetune``: what ran, its settings and the runs' training time."""
+    f = cfg.finetune
+    return {
+        "objectives": objectives,
+        "skipped": dropped,
+        "seeds": list(f.seeds),
+        "steps": f.steps,
+        "batch_size": f.batch_size,
+        "lr": f.lr,
+        "lora": to_dict(f.lora),
+        "beta": f.beta,
+        "alpha": f.alpha,
+        "after_layers": after_layers or "all",
+        "runs": report.info["runs"],
+        "train_seconds": _train_seconds(report),
+    }
+
+
+def _direct_effect_stage(
+    bridge: Any,
+    model_dir: Path,
+    data: Any,
+    n_a: int,
+    before: dict[str, Any],
+    cfg: PragWorldJobConfig,
+    run_dir: Path,
+    label: str,
+    log: Callable[[str], Any],
+) -> tuple[Any, Any, dict[str, Any], Any, Any]:
+    """Stage (b)'s direct-effect patching (§6.1) on the pairs :func:`choose_pairs` picks from the
+    label prompt's answers: ``(task, pairs, pair_info, sweep, verdicts)`` (the last two None
+    without a pair)."""
+    from interp.tasks import YesNoTask
+
     task = YesNoTask.pragworld(
         model_dir, data.rows.iloc[:n_a], prompt="label", chat_template=cfg.eval.label_chat_template
     )
@@ -454,12 +571,24 @@ def run_pragworld_job(
             cfg,
             title=f"{label}: direct-effect patching, {len(pairs)} pairs",
         )
-    timings["direct_effect"] = time.perf_counter() - t
-    del bridge
-    harmful, why_h = choose_layers(sweep.verdicts, "harmful", cfg)
-    useful, why_u = choose_layers(sweep.verdicts, "useful", cfg)
-    log(f"HLS layers {harmful} ({why_h}); ULA layers {useful} ({why_u})")
-    results["layers"] = {
+    return task, pairs, pair_info, de_sweep, de
+
+
+def _write_table1(before: dict[str, Any], label: str, run_dir: Path, log: Callable[[str], Any]) -> pd.DataFrame:
+    """Stage (a)'s Table 1 of the model before, as ``table1.csv`` / ``.md``."""
+    t1 = table1(before, label)
+    t1.to_csv(run_dir / "table1.csv", index=False)
+    (run_dir / "table1.md").write_text(table1_markdown(t1) + "\n")
+    log("Table 1 (manual split; brackets: 95 % cluster bootstrap over groups):\n" + table1_markdown(t1))
+    return t1
+
+
+def _layers_record(
+    sweep: Any, de: Any, pair_info: dict[str, Any], harmful: tuple[list[int], str], useful: tuple[list[int], str]
+) -> dict[str, Any]:
+    """``results.json``'s ``layers``: the MLP zero-out and direct-effect verdicts, by category, and
+    the HLS / ULA layers chosen with why."""
+    return {
         "mlp_zero": {
             "layers": sweep.layer_rows(),
             "harmful": sweep.verdicts.harmful,
@@ -479,20 +608,27 @@ def run_pragworld_job(
             if de is not None
             else {"skipped": "no pair", **pair_info}
         ),
-        "hls_layers": harmful,
-        "hls_why": why_h,
-        "ula_layers": useful,
-        "ula_why": why_u,
+        "hls_layers": harmful[0],
+        "hls_why": harmful[1],
+        "ula_layers": useful[0],
+        "ula_why": useful[1],
     }
 
-    # (c) fine-tune, then (a) and (b) again
+
+def _job_finetune_config(
+    cfg: PragWorldJobConfig,
+    model_dir: Path,
+    run_dir: Path,
+    objectives: list[str],
+    harmful: list[int],
+    useful: list[int],
+) -> Any:
+    """Stage (c)'s fine-tuning: ``objectives`` on the synthetic split from ``model_dir``, HLS on
+    ``harmful`` and ULA on ``useful``, the job's steps, batch, lr, LoRA and seed."""
+    from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
+
     f = cfg.finetune
-    objectives = [o for o in f.objectives if not (o == "hls" and not harmful) and not (o == "ula" and not useful)]
-    dropped = sorted(set(f.objectives) - set(objectives))
-    if dropped:
-        log(f"skipped {dropped}: no layers to regularise")
-    after_layers = None if cfg.layers.after_layers == "all" else sorted(set(harmful) | set(useful)) or None
-    ft = FinetuneConfig(
+    return FinetuneConfig(
         name=cfg.name,
         checkpoint=str(model_dir),
         out=str(run_dir / "finetune"),
@@ -521,20 +657,44 @@ def run_pragworld_job(
             next_token=False, mlp_sq=True, sweep=False, mn=False, qa=False, pragworld=False, seed=cfg.seed
         ),
     )
-    t = time.perf_counter()
-    report = run_finetune(ft, fresh=fresh, progress=progress, log=log)
-    if report is None:  # only a non-main process of a multi-process run gets None; the job runs one
-        raise RuntimeError("run_finetune returned no report: the PragWorld job runs in one process")
-    timings["finetune"] = time.perf_counter() - t
-    t = time.perf_counter()
+
+
+@dataclass(frozen=True)
+class _After:
+    """What each fine-tuned model is scored on again (the rows and layers of (a) and (b))."""
+
+    cfg: PragWorldJobConfig
+    data: Any
+    task: Any
+    pairs: Any
+    after_layers: list[int] | None
+    n_a_after: int
+    n_b_after: int
+    run_dir: Path
+    placement: Any
+
+
+def _before_rows(report: Any, before: dict[str, Any], sweep: Any, de_sweep: Any, at: _After) -> list[dict[str, Any]]:
+    """The model before, on the rows and layers the fine-tuned models are scored on (from (a) and
+    (b)), as rows of the before / after table."""
+    cfg, data, after_layers, n_a_after, n_b_after = at.cfg, at.data, at.after_layers, at.n_a_after, at.n_b_after
     long = [
         {**r, "model": "before", "seed": None} for r in report.table.to_dict(orient="records") if r["model"] == "before"
     ]
-    # the model before, on the rows and layers the fine-tuned models are scored on (from (a) and (b))
     base = rescore(before, data, n_a_after, cfg)
     de_before = subset_verdicts(de_sweep, cfg, layers=after_layers) if de_sweep is not None else None
     sw_before = subset_verdicts(sweep.sweep, cfg, n_b_after, after_layers)
     long += [{**r, "model": "before", "seed": None} for r in after_rows_of(base, sw_before, de_before)]
+    return long
+
+
+def _after_rows(report: Any, at: _After, progress: bool, log: Callable[[str], Any]) -> list[dict[str, Any]]:
+    """(a) and (b) again on every fine-tuned model of ``report``: its rows of the before / after table."""
+    from interp.models.checkpoint import load_bridge
+
+    cfg, data, task, pairs, after_layers, run_dir = at.cfg, at.data, at.task, at.pairs, at.after_layers, at.run_dir
+    n_a_after, n_b_after, placement = at.n_a_after, at.n_b_after, at.placement
+    long: list[dict[str, Any]] = []
     for r in report.info["runs"]:
         name = f"{r['objective']}_s{r['seed']}"
         mdir = Path(r["dir"]) / "model"
@@ -559,58 +719,7 @@ def run_pragworld_job(
         del bridge
         sw = mlp_zero(mdir, cfg, n_b_after, after_layers, run_dir / "after" / name / "mlp-zero", name, figures=False)
         long += [{**x, "model": r["objective"], "seed": r["seed"]} for x in after_rows_of(ev, sw.verdicts, de_after)]
-    long += [
-        x for x in report.table.to_dict(orient="records") if x["model"] != "before" and x["metric"] == "mlp_out_sq"
-    ]
-    timings["after"] = time.perf_counter() - t
-    table = pd.DataFrame(long, columns=["model", "seed", "metric", "layer", "value", "se", "ci_low", "ci_high", "n"])
-    table.to_csv(run_dir / "before_after.csv", index=False)
-    wide = summarise(table, objectives)
-    (run_dir / "before_after.md").write_text(markdown_table(wide) + "\n")
-    focus = {x: "H" for x in harmful}
-    for x in useful:
-        focus[x] = focus.get(x, "") + "U"
-    scalars = table[
-        table.metric.isin(
-            [f"label_{k}" for k in ("robust", "yes", "no", "total")]
-            + [f"benchmark_{k}" for k in ("robust", "yes", "no", "total")]
-        )
-        | table.metric.isin(["sweep_effect_p_gold", "mlp_out_sq"])
-    ]
-    draw_finetune(
-        scalars,
-        objectives,
-        run_dir / "before_after.png",
-        focus=focus,
-        title=f"{label}: before vs {', '.join(objectives)} × {len(f.seeds)} seeds, {f.steps} steps",
-    )
-    log("before / after (manual split):\n" + markdown_table(wide))
-    timings["total"] = time.perf_counter() - t0
-    results["table1"] = json.loads(t1.to_json(orient="records"))
-    results["before"] = {p: {k: v for k, v in before[p].items() if k not in ("p_yes", "predictions")} for p in PROMPTS}
-    results["finetune"] = {
-        "objectives": objectives,
-        "skipped": dropped,
-        "seeds": list(f.seeds),
-        "steps": f.steps,
-        "batch_size": f.batch_size,
-        "lr": f.lr,
-        "lora": to_dict(f.lora),
-        "beta": f.beta,
-        "alpha": f.alpha,
-        "after_layers": after_layers or "all",
-        "runs": report.info["runs"],
-        "train_seconds": _train_seconds(report),
-    }
-    results["before_after"] = json.loads(wide.to_json(orient="records"))
-    results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
-    final = {"job": "pragworld", "pragworld": results, "config": to_dict(cfg)}
-    write_json(run_dir / "results.json", final)
-    from interp.viz.report import write_report
-
-    write_report(run_dir, model=False)
-    final["run_dir"] = str(run_dir)
-    return final
+    return long
 
 
 def _by_category(verdicts: Any) -> dict[str, Any] | None:
