@@ -23,8 +23,8 @@ from interp.api.provenance import provenance
 from interp.api.results import Figure, ResultFolderError, SavedResult, describe_task
 from interp.jobs.run_records import SweepRun
 from interp.jobs.task_sweep import run_task_sweep
-from interp.tasks import ContrastTask, YesNoTask
 from interp.models.attention import attention
+from interp.tasks import ContrastTask, YesNoTask
 
 
 @dataclass

@@ -98,7 +98,10 @@ def choose_method(
     share = unique_token_share(rows)
     if share <= PREFIX_MAX_SHARE:
         return "prefix", f"auto: prefix (a token trie holds {share:.0%} of the rows' tokens)"
-    return "reuse", f"auto: reuse (a token trie holds {share:.0%} of the rows' tokens; prefix needs ≤ {PREFIX_MAX_SHARE:.0%})"
+    return (
+        "reuse",
+        f"auto: reuse (a token trie holds {share:.0%} of the rows' tokens; prefix needs ≤ {PREFIX_MAX_SHARE:.0%})",
+    )
 
 
 __all__ = [
