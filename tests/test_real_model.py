@@ -369,7 +369,7 @@ def test_hls_ula_layers_fall_back_to_the_papers_raw_rule():
 
     from interp.analysis.verdicts.layers import LayerVerdicts
     from interp.config import PragWorldJobConfig
-    from interp.jobs.pragworld import choose_layers
+    from interp.jobs.pragworld_stages import choose_layers
 
     frame = pd.DataFrame(
         {
