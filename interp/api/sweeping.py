@@ -140,7 +140,7 @@ def sweep(
                 f"layer {bad[0]} is out of range: {m.name} has {m.n_layers} layers (valid: 0..{m.n_layers - 1})"
             )
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="interp-sweep-"))
-    extra = {
+    extra: dict[str, Any] = {
         "config": config.to_dict(),  # as asked ("auto" stays auto: a rerun chooses again, alike)
         "task": describe_task(task),
         "provenance": provenance(model=m.fingerprint(), seed=config.seed),

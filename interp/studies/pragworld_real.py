@@ -24,6 +24,7 @@ import json
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -180,7 +181,8 @@ def finetune_step(model, data, lay: dict, c: Config, seeds: list[int], out: Path
         note["text_loss"] = f"skipped: the PragWorld manual split is not at {TEXT}"
     scores, ioi_rows, skipped = {"none": [base]}, {}, {}
     measured = {"none": [after(model, data, c, texts, probes=True)]}
-    best, best_dir = {"arm": None, "seed": None, "score": None}, out / "best_checkpoint"
+    best: dict[str, Any] = {"arm": None, "seed": None, "score": None}
+    best_dir = out / "best_checkpoint"
     for arm, (method, layers) in arms.items():
         scores[arm] = []
         if method != "plain" and not layers:
@@ -283,7 +285,8 @@ def run(models: list[str], c: Config, seeds: list[int], out: str | Path) -> dict
     tables written into ``out`` after each model. Returns the results."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    results = {"config": asdict(c), "seeds": seeds, "machine": machine(), "provenance": provenance(), "models": {}}
+    results: dict[str, Any] = {"config": asdict(c), "seeds": seeds, "machine": machine(), "provenance": provenance()}
+    results["models"] = {}
     for name in models:
         results["models"][name] = run_model(name, c, seeds, out)
         (out / "results.json").write_text(json.dumps(results, indent=1, default=str))

@@ -27,7 +27,7 @@ scores of the same examples (two fine-tuning arms) group by group.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,7 +287,7 @@ def paired_difference(
     return {"diff": d, "lo": lo, "hi": hi, "a": float(ga.mean()), "b": float(gb.mean()), "groups": g}
 
 
-def arm_table(arms: dict[str, Sequence[DialogueScore]], quantity: str = "accuracy") -> pd.DataFrame:
+def arm_table(arms: Mapping[str, Sequence[DialogueScore]], quantity: str = "accuracy") -> pd.DataFrame:
     """One row per subset, one column per arm (e.g. fine-tuning arms, each a list of seeds' scores
     of the same examples): ``quantity`` (``accuracy``, ``robust``, ``logit_diff``, ``flip``,
     ``invariant``) averaged over the arm's seeds; ``<arm> sd`` its spread over seeds (with more than one)."""
