@@ -265,7 +265,7 @@ def write_markdown(name: str, c: Config, seeds: list[int], lay: dict, ft: dict, 
         )
         grid = cell.pivot(index="layer", columns="category", values="v")
         lmd.append(
-            f"## per alteration, {removal} (mean effect; * interval excludes 0, per cell)\n\n{grid.to_markdown()}\n"
+            f"## per alteration, {removal} (mean effect; * interval excludes 0, per cell)\n\n{grid.to_markdown(disable_numparse=True)}\n"
         )
     (out / f"layers_{stem}.md").write_text("\n".join(lmd))
     fmd = [
