@@ -202,11 +202,6 @@ ioi = pd.DataFrame(
 ).T
 display(Markdown("**IOI accuracy before / after** (the cost elsewhere)"))
 display(ioi)
-if "elsewhere" in ft["tables"]:  # runs since the next-token-loss cost, probe and checkpoint were added
-    display(Markdown("**Beside each arm**: next-token loss on PragWorld's conversations, the cloze's "
-                     "Myhill–Nerode compression / distinction, the current-place probe's best accuracy"))
-    display(pd.DataFrame(ft["tables"]["elsewhere"]).set_index("index").round(3))
-    print("best checkpoint kept:", ft["best_checkpoint"])
 
 # %% [markdown]
 # ## 6. Checks
