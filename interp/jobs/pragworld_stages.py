@@ -139,6 +139,7 @@ def table1(before: dict[str, Any], model_label: str) -> pd.DataFrame:
 
 def table1_markdown(t: pd.DataFrame) -> str:
     """:func:`table1` as Markdown: each cell its value with the 95 % interval in brackets (– where none)."""
+
     def cell(r: pd.Series, k: str) -> str:
         v = r.get(k)
         if v is None or pd.isna(v):
