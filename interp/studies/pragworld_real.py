@@ -144,8 +144,11 @@ def layers_step(model, data, c: Config, out: Path) -> dict:
 
 def better(a, b) -> bool:
     """Whether score ``a`` beats ``b`` (None: nothing yet): robust accuracy, then accuracy, then logit difference."""
-    key = lambda s: tuple(s.summary()[k] for k in ("robust", "total")) + (float(s.frame["logit_diff"].mean()),)  # noqa: E731
-    return b is None or key(a) > key(b)
+    if b is None:
+        return True
+    sa, sb = a.summary(), b.summary()
+    ka = (sa["robust"], sa["total"], float(a.frame["logit_diff"].mean()))
+    return ka > (sb["robust"], sb["total"], float(b.frame["logit_diff"].mean()))
 
 
 def after(model, data, c: Config, texts: list[str], probes: bool) -> dict:

@@ -55,16 +55,17 @@ def check_categories(categories: Sequence[Any] | None, n: int) -> list[Any] | No
     return cats
 
 
-#: ``method="auto"`` reads rows as token tries (``prefix``) when that reads at most this share of
-#: their tokens: below it the packing's own cost is not worth it (docs/benchmarks/prefix-sharing.md:
-#: on PragWorld's manual split prefix reads 0.29 of the tokens and is 1.97x faster than reuse)
+#: ``method="auto"`` reads rows as token tries (``prefix``) when a trie holds at most this share of
+#: their tokens (a threshold chosen, not fitted: docs/benchmarks/prefix-sharing.md measured prefix
+#: 1.97x faster than unshared reuse on 8 PragWorld groups, whose rows share long preambles)
 PREFIX_MAX_SHARE = 0.7
 
 
 def unique_token_share(rows: Sequence[Sequence[int]]) -> float:
     """The share of the rows' tokens a token trie holds: 1.0 when no two rows share a first token,
-    small when many rows share long prefixes (what a prefix-shared sweep reads, over what a
-    row-by-row sweep reads)."""
+    small when many rows share long prefixes (what a prefix-shared sweep reads at best, over what a
+    row-by-row sweep reads; the packs of :func:`interp.models.packing.plan` read a little more, as
+    a pack is bounded in length)."""
     root: dict[int, dict] = {}
     total = nodes = 0
     for row in rows:
