@@ -249,6 +249,50 @@ def test_logit_diff_equals_a_plain_hf_forward_on_a_tiny_random_model(folders, io
     assert _n_hooks(bridge) == 0
 
 
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_last_position_logits_equal_the_full_forwards_and_the_sweep_still_equals_hf(folders, ioi_file, arch):
+    """A forward that computes logits at each row's last position only (``last=True``, what a
+    metric reading only that position gets) equals the full forward's logits there, right- and
+    left-padded; a reuse sweep scored through it equals the plain HF forward with one MLP zeroed."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import interp
+    from interp.analysis.engines.scoring import Batch, forward, reads_last
+    from interp.models.checkpoint import load_bridge
+    from interp.tasks import ContrastTask
+
+    folder = folders[arch]
+    bridge = load_bridge(folder)
+    task = ContrastTask.build(folder, ioi_file)
+    ids, mask = task.inputs()
+    assert len(set(mask.sum(1).tolist())) > 1  # rows of unequal lengths: the last positions differ
+    left_x = torch.stack([torch.cat([t[~k.bool()] * 0, t[k.bool()]]) for t, k in zip(ids, mask)])
+    left_m = torch.stack([torch.cat([k[~k.bool()], k[k.bool()]]) for k in mask])
+    for x, m in ((ids, mask), (left_x, left_m)):  # right padding, then the same rows left-padded
+        full, only = forward(bridge, x, m), forward(bridge, x, m, last=True)
+        at = Batch(x, m, torch.arange(len(x))).last()
+        assert only.shape == (len(x), 1, full.shape[-1])
+        assert torch.allclose(only[:, 0], full[torch.arange(len(x)), at], atol=1e-5)
+    metric = task.logit_diff_metric()
+    assert reads_last(metric) and metric(only, Batch(x, m, torch.arange(len(x)))).shape == (len(x),)
+
+    hf_tok = AutoTokenizer.from_pretrained(folder)
+    plain = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    layer, clean = 1, _hf_logit_diff(plain, hf_tok, task.examples)
+    mlp = plain.transformer.h[layer].mlp if arch == "gpt2" else plain.model.layers[layer].mlp
+    handle = mlp.register_forward_hook(lambda mod, inp, out: torch.zeros_like(out))
+    try:
+        zeroed = _hf_logit_diff(plain, hf_tok, task.examples)
+    finally:
+        handle.remove()
+    model = interp.load_model(folder)
+    for method in ("reuse", "loop"):
+        sw = interp.sweep(model, task, removals=["zero"], layers=[layer], method=method)
+        got = sw.frame.sort_values("example")["effect"].to_numpy()
+        assert np.allclose(got, zeroed - clean, atol=1e-4), method
+    assert _n_hooks(bridge) == 0 and _n_hooks(model.bridge) == 0
+
+
 def test_yes_no_task_is_the_contrast_task_of_its_gold(tok):
     """A YesNoTask is a ContrastTask (correct / foil = gold / other answer); written as contrast
     examples and asked through a plain ContrastTask it gives the same ids and P(gold)."""

@@ -246,3 +246,40 @@ def test_one_module_of_interp_train_has_a_backward_pass():
             if isinstance(node, ast.Attribute) and node.attr == "backward":
                 found.add(path.name)
     assert found == {"trainer.py"}
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_answer_only_loss_computes_logits_at_the_answers_only_and_equals_the_full_loss(arch):
+    """With ``loss_targets`` (the answer tokens only) the objective asks the forward for logits at
+    the scored positions only; its loss and gradients equal cross-entropy over the full logits
+    (the oracle: a plain forward and ``F.cross_entropy`` by hand)."""
+    import torch.nn.functional as F
+    from test_architectures import _config, train_bpe
+    from transformers import AutoModelForCausalLM
+
+    from interp.train.trainer import Objective
+
+    tok = train_bpe(["the key is in the box and the cup is on the shelf"] * 20, 300)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(_config(arch, len(tok), tok)).eval()
+    inputs = torch.randint(3, len(tok), (3, 9))
+    targets = torch.randint(3, len(tok), (3, 9))
+    answer = torch.full_like(targets, -100)
+    answer[0, 5], answer[1, 8], answer[2, 5] = targets[0, 5], targets[1, 8], targets[2, 5]
+    obj = Objective(model)
+    assert obj.few_logits
+    asked = []
+    handle = model.register_forward_pre_hook(lambda m, a, kw: asked.append(kw.get("logits_to_keep")), with_kwargs=True)
+    try:
+        ce, n = obj(inputs, targets, torch.zeros(3, dtype=torch.long), answer)[:2]
+    finally:
+        handle.remove()
+    assert asked[0].tolist() == [5, 8] and int(n) == 3
+    ce.backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    want = F.cross_entropy(model(inputs).logits.reshape(-1, len(tok)).float(), answer.reshape(-1), reduction="sum")
+    want.backward()
+    assert float(ce.detach()) == pytest.approx(float(want.detach()), rel=1e-5)
+    for g, p in zip(got, model.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-6)

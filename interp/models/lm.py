@@ -47,11 +47,27 @@ from interp.models.positions import position_ids
 from interp.worlds.base import IllegalTokenError, State, Vocab, World, WorldError
 
 
-def logits_of(model: torch.nn.Module, inputs: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos vocab"]:
+def logits_of(
+    model: torch.nn.Module, inputs: Int[Tensor, "batch pos"], keep: Int[Tensor, " kept"] | None = None
+) -> Float[Tensor, "batch kept vocab"]:
     """Logits of one plain forward: an HF causal LM returns them in ``.logits``, a TransformerBridge
-    as the tensor itself (the trainer and the next-token test read them through here)."""
-    out = model(inputs)
+    as the tensor itself (the trainer and the next-token test read them through here). ``keep``:
+    only those positions (the forward's ``logits_to_keep``; every position when None)."""
+    out = model(inputs) if keep is None else model(inputs, logits_to_keep=keep)
     return out if isinstance(out, Tensor) else out.logits
+
+
+def takes_logits_to_keep(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s forward computes logits at chosen positions only (``logits_to_keep``:
+    Hugging Face causal LMs of transformers ≥ 4.50 take it; a forward of ``**kwargs`` is not trusted to)."""
+    import inspect
+
+    forward = getattr(model, "forward", None)
+    try:
+        params = inspect.signature(forward).parameters if forward is not None else {}
+    except (TypeError, ValueError):
+        return False
+    return "logits_to_keep" in params
 
 
 @dataclass

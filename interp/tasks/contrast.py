@@ -58,7 +58,11 @@ def _per_example(value: int | Sequence[int] | Tensor | np.ndarray, batch: Any, w
     return t[torch.as_tensor(batch.index).cpu()]
 
 
-def _last_logits(logits: Tensor, batch: Any) -> Tensor:
+def last_logits(logits: Tensor, batch: Any) -> Tensor:
+    """Each row's logits at its last non-padding position; logits with one position are those
+    already (a forward that computed only them: ``scoring.forward(..., last=True)``)."""
+    if logits.shape[1] == 1:
+        return logits[:, 0].float()
     rows = torch.arange(logits.shape[0], device=logits.device)
     return logits[rows, batch.last().to(logits.device)].float()
 
@@ -71,7 +75,7 @@ def logit_diff(
     ``batch.index``). The one implementation: :func:`interp.analysis.engines.scoring.logit_diff` is this."""
 
     def logit_diff(logits: Float[Tensor, "batch pos vocab"], batch: Any) -> Float[Tensor, " batch"]:
-        last = _last_logits(logits, batch)
+        last = last_logits(logits, batch)
         rows = torch.arange(last.shape[0], device=last.device)
         pos = _per_example(pos_ids, batch, "pos_ids").to(last.device)
         neg = _per_example(neg_ids, batch, "neg_ids").to(last.device)
@@ -90,7 +94,7 @@ def pair_prob(
     score, which is this with pos / neg = gold / other answer)."""
 
     def two_way_prob(logits: Float[Tensor, "batch pos vocab"], batch: Any) -> Float[Tensor, " batch"]:
-        last = _last_logits(logits, batch)
+        last = last_logits(logits, batch)
         rows = torch.arange(last.shape[0], device=last.device)
         pos = _per_example(pos_ids, batch, "pos_ids").to(last.device)
         neg = _per_example(neg_ids, batch, "neg_ids").to(last.device)
@@ -351,4 +355,4 @@ class ContrastTask:
         }
 
 
-__all__ = ["GROUP_UNIT", "METRICS", "ContrastTask", "logit_diff", "pair_prob", "single_token_id"]
+__all__ = ["GROUP_UNIT", "METRICS", "ContrastTask", "last_logits", "logit_diff", "pair_prob", "single_token_id"]

@@ -45,7 +45,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.tasks.contrast import ContrastTask, logit_diff
+from interp.tasks.contrast import ContrastTask, last_logits, logit_diff
 from interp.tasks.tokens import Tokenization, own_tokenizer, yes_no_token_ids
 
 PROMPT_KINDS = ("label", "benchmark", "dialogue")
@@ -78,8 +78,7 @@ def two_way_prob(yes_id: int, no_id: int, gold: Sequence[int] | np.ndarray | Ten
         raise ValueError("gold must be a 1-D sequence of 0 (no) / 1 (yes), one per example")
 
     def two_way_prob(logits: Float[Tensor, "batch pos vocab"], batch: Any) -> Float[Tensor, " batch"]:
-        rows = torch.arange(logits.shape[0], device=logits.device)
-        p = p_yes(logits[rows, batch.last().to(logits.device)], yes_id, no_id)
+        p = p_yes(last_logits(logits, batch), yes_id, no_id)
         gb = g[torch.as_tensor(batch.index).cpu()].to(p.device)
         return torch.where(gb == 1, p, 1.0 - p)
 

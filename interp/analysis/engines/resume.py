@@ -97,23 +97,25 @@ def resume_forward(
     attention_mask: Shaped[Tensor, "batch pos"] | None = None,
     *,
     as_tuple: bool | None = None,
-) -> Float[Tensor, "batch pos vocab"]:
+    last: bool = False,
+) -> Float[Tensor, "batch kept vocab"]:
     """Logits of a forward that enters block ``layer`` with ``residual`` (the residual stream
     *entering* that block, i.e. ``resid_pre``) instead of computing blocks ``0..layer−1``.
 
     ``tokens`` / ``attention_mask`` are the run's inputs (their embeddings are computed and
     discarded; they fix the masks and positions). ``layer = n_layers`` runs only the final norm and
-    unembedding. ``as_tuple``: see :func:`block_output_is_tuple` (found when None).
+    unembedding. ``as_tuple``: see :func:`block_output_is_tuple` (found when None). ``last``: only
+    each row's last position (:func:`~interp.analysis.engines.scoring.forward`).
     """
     n = len(bridge.blocks)
     if not 0 <= layer <= n:
         raise ValueError(f"layer must be in 0..{n}, got {layer}")
     if layer == 0:
-        return forward(bridge, tokens, attention_mask)
+        return forward(bridge, tokens, attention_mask, last=last)
     if as_tuple is None:
         as_tuple = block_output_is_tuple(bridge)
     with skipping_blocks(bridge, layer, residual, as_tuple):
-        return forward(bridge, tokens, attention_mask)
+        return forward(bridge, tokens, attention_mask, last=last)
 
 
 __all__ = ["block_output_is_tuple", "mlp_removed_residual", "resume_forward", "skipping_blocks"]

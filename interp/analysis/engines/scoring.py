@@ -72,18 +72,43 @@ def to_model_device(bridge: Any, tensor: Tensor | None) -> Tensor | None:
     return None if tensor is None else tensor.to(model_device(bridge))
 
 
+def reads_last(metric: Metric) -> bool:
+    """Whether ``metric`` reads only each row's last position (it says so with ``reads = "last"``,
+    as :func:`logit_diff` and :func:`two_way_prob` do): its forwards may then compute logits there only."""
+    return getattr(metric, "reads", None) == "last"
+
+
 def forward(
-    bridge: Any, tokens: Int[Tensor, "batch pos"], attention_mask: Shaped[Tensor, "batch pos"] | None = None
-) -> Float[Tensor, "batch pos vocab"]:
-    """Logits of one forward (no grad), with position ids counted over non-padding tokens. Inputs
-    move to the model's device (:func:`to_model_device`)."""
+    bridge: Any,
+    tokens: Int[Tensor, "batch pos"],
+    attention_mask: Shaped[Tensor, "batch pos"] | None = None,
+    *,
+    last: bool = False,
+) -> Float[Tensor, "batch kept vocab"]:
+    """Logits of one forward (no grad) at every position, with position ids counted over
+    non-padding tokens. Inputs move to the model's device (:func:`to_model_device`).
+
+    ``last``: only each row's last non-padding position, as logits [batch, 1, vocab] (the
+    unembedding runs at those positions only, through the Hugging Face forward's ``logits_to_keep``:
+    on a large vocabulary most of a forward's time — Gemma 3 270M: 60 %). A metric that
+    :func:`reads_last` reads them as it reads full logits (``tasks.contrast``'s last-logits rule)."""
     tokens, attention_mask = to_model_device(bridge, tokens), to_model_device(bridge, attention_mask)
     kwargs: dict[str, Any] = {}
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask
         kwargs["position_ids"] = position_ids(attention_mask)
+    if last:
+        at = Batch(tokens, attention_mask, torch.arange(tokens.shape[0])).last().to(tokens.device)
+        keep, col = torch.unique(at, sorted=True, return_inverse=True)
+        kwargs["logits_to_keep"] = keep
     with torch.no_grad():
-        return bridge(tokens, **kwargs)
+        logits = bridge(tokens, **kwargs)
+    if not last:
+        return logits
+    rows = torch.arange(tokens.shape[0], device=logits.device)
+    if logits.shape[1] != len(keep):  # a forward that ignores logits_to_keep: every position came back
+        return logits[rows, at.to(logits.device)][:, None]
+    return logits[rows, col.to(logits.device)][:, None]
 
 
 def token_loss(logits: Float[Tensor, "batch pos vocab"], batch: Batch) -> Float[Tensor, " batch"]:
@@ -115,4 +140,14 @@ def score_metric(metric: Metric, logits: Tensor, batch: Batch) -> np.ndarray:
     return val.detach().float().cpu().numpy()
 
 
-__all__ = ["Batch", "Metric", "forward", "logit_diff", "metric_name", "to_model_device", "token_loss", "two_way_prob"]
+__all__ = [
+    "Batch",
+    "Metric",
+    "forward",
+    "logit_diff",
+    "metric_name",
+    "reads_last",
+    "to_model_device",
+    "token_loss",
+    "two_way_prob",
+]

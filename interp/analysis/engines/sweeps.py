@@ -66,7 +66,7 @@ from interp.analysis.engines.removals import (
     resample_sources,
 )
 from interp.analysis.engines.resume import block_output_is_tuple, mlp_removed_residual, resume_forward
-from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name, score_metric
+from interp.analysis.engines.scoring import Batch, Metric, forward, metric_name, reads_last, score_metric
 from interp.analysis.engines.sweep_options import METHODS
 from interp.config import merge_options
 from interp.hooks import (
@@ -338,13 +338,13 @@ class _SweepRun:
             if reuse is not None:
                 self.clean[idx], self.ablated[:, idx] = reuse(metric, batch, idx)
                 continue
-            self.clean[idx] = score_metric(metric, forward(bridge, ids, mask), batch)
+            self.clean[idx] = score_metric(metric, forward(bridge, ids, mask, last=reads_last(metric)), batch)
             for d in range(replace.n_draws):
                 if method == "loop":
                     for j, layer in enumerate(lays):
                         iv, sources = replace.intervention(layer, idx, ids.shape[1], d)
                         with intervene(bridge, [iv], sources=sources, attention_mask=mask) as active:
-                            logits = forward(bridge, ids, mask)
+                            logits = forward(bridge, ids, mask, last=reads_last(metric))
                         if active.calls != [1]:
                             raise InterventionError(f"{iv.describe()} fired {active.calls} times in one forward")
                         self.ablated[j, idx] += score_metric(metric, logits, batch) / replace.n_draws
@@ -450,7 +450,7 @@ class _Replacements:
             return hook
 
         with hooked(self.bridge, [(Site(layer, "mlp_out").hook_name, keep(layer)) for layer in self.layers]):
-            forward(self.bridge, ids, mask)
+            forward(self.bridge, ids, mask, last=True)  # only the activations are read: the fewest logits
         return got
 
     def _reference_means(self, batch_size: int | None) -> None:
@@ -556,7 +556,8 @@ class _Reuse:
 
         hooks = [(Site(layer, c).hook_name, keep(layer, c)) for layer in self.layers for c in self._components(layer)]
         with hooked(self.bridge, hooks):
-            clean = score_metric(metric, forward(self.bridge, batch.tokens, batch.attention_mask), batch)
+            logits = forward(self.bridge, batch.tokens, batch.attention_mask, last=reads_last(metric))
+            clean = score_metric(metric, logits, batch)
         if not self.additive:
             for layer in self.layers:
                 post, mlp = cache.pop((layer, "resid_post")), cache[(layer, "mlp_out")]
@@ -572,7 +573,7 @@ class _Reuse:
     def __call__(self, metric: Metric, batch: Batch, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         clean, cache = self._clean_run(metric, batch)
         ids, mask = batch.tokens, batch.attention_mask
-        rep = self.replace
+        rep, last_only = self.replace, reads_last(metric)
         out = np.zeros((len(self.layers), ids.shape[0]))
         for d in range(rep.n_draws):  # draws outside: one draw's source outputs held at a time
             last = d == rep.n_draws - 1
@@ -583,14 +584,16 @@ class _Reuse:
                     if resumed is None:
                         raise RuntimeError(f"no cached residual for layer {layer}")
                     r = rep.tensor(layer, idx, clean_mlp, ids.shape[1], d)
+                    resid = resumed if r is None else resumed + r
                     logits = resume_forward(
-                        self.bridge, layer + 1, resumed if r is None else resumed + r, ids, mask, as_tuple=self.as_tuple
+                        self.bridge, layer + 1, resid, ids, mask, as_tuple=self.as_tuple, last=last_only
                     )
                 else:  # the block does not just add its MLP output: rerun it with the loop's intervention
                     iv, sources = rep.intervention(layer, idx, ids.shape[1], d)
                     with intervene(self.bridge, [iv], sources=sources, attention_mask=mask):
+                        resid = cache[(layer, "resid_pre")]
                         logits = resume_forward(
-                            self.bridge, layer, cache[(layer, "resid_pre")], ids, mask, as_tuple=self.as_tuple
+                            self.bridge, layer, resid, ids, mask, as_tuple=self.as_tuple, last=last_only
                         )
                 out[j] += score_metric(metric, logits, batch) / rep.n_draws
         return clean, out
@@ -624,7 +627,7 @@ def _batched(
     if replace.kind == "resample":  # run the sources before the stacked forward's hooks are registered
         replace.tensor(layers[0], idx, None, width, d)
     with hooked(bridge, hooks):
-        logits = forward(bridge, ids, mask)
+        logits = forward(bridge, ids, mask, last=reads_last(metric))
     if fired != [1] * k:
         raise InterventionError(f"stacked removal hooks fired {fired} times (expected once each)")
     out = np.zeros((k, b))
