@@ -391,3 +391,66 @@ def test_token_strings_decode_each_token_alone(ioi_base):  # noqa: F811
     assert got == [[tok.decode([i]) for i in ids[0].tolist()]]  # the byte-level Ġ shown as a space
     assert "".join(got[0]) == "When Mary and John went" and any(t.startswith(" ") for t in got[0])
     assert token_strings(tok, ids.tolist()) == got  # a nested list works as a tensor
+
+
+def test_the_ioi_circuit_job_runs_every_stage_on_a_tiny_llama(ioi_base, tmp_path):  # noqa: F811
+    """``run_ioi_circuit`` (``experiments/ioi_smollm2.py``'s job) end to end on a folder: every stage
+    recorded, its files written, the accuracy's logit difference equal to plain HF forwards, the maps
+    equal to TransformerLens's own patching, ``results.json`` what it returns."""
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from interp.datasets.ioi import ioi_examples
+    from interp.jobs.ioi_circuit import IOICircuitConfig, run_ioi_circuit
+
+    folder, out = ioi_base[0], tmp_path / "ioi"
+    cfg = IOICircuitConfig(
+        out=str(out), model=str(folder), n_eval=8, n_maps=2, check_layers=[0, 2], top=2, n_boot=50, no_progress=True
+    )
+    said: list[str] = []
+    res = run_ioi_circuit(cfg, command="test", say=said.append)
+    assert list(res["seconds"]) == ["load", "eval", "maps", "tl_check", "attribution", "views", "sweep"]
+    assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(res, default=str))
+    for name in ("eval.md", "patching_heads.png", "patching_resid_pre.html", "top_heads.csv",
+                 "attribution_heads.png", "attention_top_heads.html", "mlp_sweep.png"):  # fmt: skip
+        assert (out / name).is_file(), name
+    tok = AutoTokenizer.from_pretrained(folder)
+    hf = AutoModelForCausalLM.from_pretrained(folder).eval()
+    diffs = []
+    with torch.no_grad():
+        for e in ioi_examples(tok, 8, seed=0):
+            last = hf(torch.tensor([tok(e.prompt)["input_ids"]])).logits[0, -1]
+            diffs.append(float(last[tok(e.correct)["input_ids"][0]] - last[tok(e.foil)["input_ids"][0]]))
+    assert res["eval"]["n"] == 8 and math.isclose(res["eval"]["logit_diff"], float(np.mean(diffs)), abs_tol=1e-4)
+    for comp in ("resid_pre", "heads"):
+        assert res["tl_check"][comp]["max_abs_diff"] < 1e-4
+    assert len(res["sweep"]["layers"]) == 3 and res["views"]["heads"] and any("wrote" in s for s in said)
+
+
+def test_the_ioi_planted_job_plants_judges_and_repairs_on_a_tiny_llama(ioi_base, tmp_path):  # noqa: F811
+    """``run_ioi_planted`` (``experiments/ioi_planted.py``'s job) end to end on a folder, quick: one
+    planting of one layer and one of two, each judged against the unplanted model's sweep, the
+    two-layer one undone a layer at a time and repaired; its files and ``results.json`` agree."""
+    import json
+
+    from interp.jobs.ioi_planted import IOIPlantedConfig, run_ioi_planted
+
+    out = tmp_path / "planted"
+    cfg = IOIPlantedConfig(model=str(ioi_base[0]), out=str(out), plant=["1", "0,2"], repair=["L0+L2"], quick=True,
+                           sweep_batch=16, threads=1, no_progress=True)  # fmt: skip
+    said: list[str] = []
+    report = run_ioi_planted(cfg, log=said.append)
+    assert report == (out / "ioi_planted.md").read_text() and report.startswith("# Planted harm")
+    res = json.loads((out / "results.json").read_text())
+    assert [d["model"] for d in res["detection"]] == ["unplanted", "L1", "L0+L2"]
+    assert [d["planted"] for d in res["detection"]] == [[], [1], [0, 2]]
+    assert res["prompts"]["heldout"] == 24 and res["settings"]["plant"] == ["1", "0,2"]
+    changes = pd.read_csv(out / "changes.csv")
+    assert set(changes["model"]) == {"unplanted", "L1", "L0+L2"} and len(changes) == 3 * 3  # 3 models × 3 layers
+    undone = pd.read_csv(out / "unplanted_layers.csv")
+    assert len(undone) >= 2  # each of the two planted layers put back alone
+    table = pd.read_csv(out / "repair.csv")
+    assert set(table["planting"]) == {"L0+L2"}
+    assert {"planted", "unplanted"} <= set(table["model"]) and any(str(m).startswith("plain") for m in table["model"])
+    assert any("repair" in s for s in said)

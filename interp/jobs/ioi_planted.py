@@ -213,21 +213,32 @@ def repair(
     return table
 
 
+@dataclass
+class PlantedRun:
+    """One run's shared state: the resolved config, the unplanted model's folder, the output folder,
+    the log, and what each stage hands on (the prompts, the models, their sweeps and detections)."""
+
+    cfg: IOIPlantedConfig
+    base: Path
+    out: Path
+    log: Callable[[str], Any]
+    train_task: Any = None
+    task: Any = None
+    dropped: int = 0
+    #: (name, planted layers, folder, "planting" | "control"), the unplanted model first
+    models: list[tuple[str, tuple[int, ...], Path, str]] = field(default_factory=list)
+    sweeps: dict[str, Any] = field(default_factory=dict)  # name → (sweep, verdicts, scores)
+    detection: list[dict[str, Any]] = field(default_factory=list)
+    restored: list[dict[str, Any]] = field(default_factory=list)  # several-layer plantings undone a layer at a time
+
+
 def run_ioi_planted(cfg: IOIPlantedConfig, log: Callable[[str], Any] = print) -> str:
     """Plant, judge and repair as the module docstring says; returns the report ``ioi_planted.md``."""
+    from interp.hardware import machine
+
     cfg = cfg.resolved()
     plantings = [parse_planting(x) for x in (cfg.plant or ["4", "15", "24", "8,20"])]
     torch.set_num_threads(cfg.threads)
-    from transformers import AutoTokenizer
-
-    from interp.analysis.planted.judge import detection_scores, harm_rise, verdict_changes
-    from interp.datasets.contrast import write_contrast
-    from interp.datasets.ioi import split_ioi_prompts
-    from interp.hardware import machine
-    from interp.results import write_json
-    from interp.tasks import ContrastTask
-    from interp.train.plant import PlantSpec, plant_harm
-
     started = datetime.now(UTC)
     t_start = time.perf_counter()
     info = machine()  # the fp32 matmul peak of this run, measured before the work starts
@@ -236,140 +247,158 @@ def run_ioi_planted(cfg: IOIPlantedConfig, log: Callable[[str], Any] = print) ->
         from interp.models.registry import get_model
 
         cfg.model = str(get_model(MODEL))
-    base, out = Path(cfg.model), Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tok = AutoTokenizer.from_pretrained(base)
-    train_ex, held_ex, dropped = split_ioi_prompts(tok, cfg.n_train, cfg.n_heldout)
+    run = PlantedRun(cfg, Path(cfg.model), Path(cfg.out), log)
+    run.out.mkdir(parents=True, exist_ok=True)
+    prompts_stage(run)
+    plant_stage(run, plantings)
+    judge_stage(run)
+    names = ["L" + "+L".join(map(str, x)) for x in plantings]
+    tables = repair_stage(run, names[1] if len(names) > 1 else names[0])
+    return report(run, tables, started, time.perf_counter() - t_start, info)
+
+
+def prompts_stage(run: PlantedRun) -> None:
+    """1. Training and held-out IOI prompts with disjoint name pairs, as contrast files and tasks."""
+    from transformers import AutoTokenizer
+
+    from interp.datasets.contrast import write_contrast
+    from interp.datasets.ioi import split_ioi_prompts
+    from interp.tasks import ContrastTask
+
+    cfg, out = run.cfg, run.out
+    tok = AutoTokenizer.from_pretrained(run.base)
+    train_ex, held_ex, run.dropped = split_ioi_prompts(tok, cfg.n_train, cfg.n_heldout)
     write_contrast(train_ex, out / "train.jsonl")
     write_contrast(held_ex, out / "heldout.jsonl")
-    task = ContrastTask.build(base, out / "heldout.jsonl")
-    train_task = ContrastTask.build(base, out / "train.jsonl")
-    log(
-        f"prompts: {len(train_task)} training, {len(task)} held-out ({len(set(task.groups))} groups); "
-        f"{dropped} training prompts dropped for sharing a name pair with the held-out set"
+    run.task = ContrastTask.build(run.base, out / "heldout.jsonl")
+    run.train_task = ContrastTask.build(run.base, out / "train.jsonl")
+    run.log(
+        f"prompts: {len(run.train_task)} training, {len(run.task)} held-out ({len(set(run.task.groups))} groups); "
+        f"{run.dropped} training prompts dropped for sharing a name pair with the held-out set"
     )
 
-    models: list[tuple[str, tuple[int, ...], Path, str]] = [("unplanted", (), base, "control")]
-    for layers in plantings:
-        name = "L" + "+L".join(map(str, layers))
-        spec = PlantSpec(
-            layers=layers,
-            corruption="foil_share",
-            share=cfg.share,
-            seed=cfg.plant_seed,
-            steps=cfg.steps,
-            batch_size=cfg.batch_size,
-            lr=cfg.lr,
-        )
-        res = plant_harm(base, out / name, spec, train_file=out / "train.jsonl", progress=not cfg.no_progress, log=log)
-        check_frozen(base, res.model, layers)
-        models.append((name, layers, res.model, "planting"))
+
+def plant_stage(run: PlantedRun, plantings: list[tuple[int, ...]]) -> None:
+    """2. Each planting (only its layers' MLPs trained toward S; the rest checked bit-identical) and,
+    unless quick or ``no_control``, the clean-target controls."""
+    from interp.train.plant import PlantSpec, plant_harm
+
+    cfg, base, out = run.cfg, run.base, run.out
+    common = {"seed": cfg.plant_seed, "steps": cfg.steps, "batch_size": cfg.batch_size}
+    run.models = [("unplanted", (), base, "control")]
+    todo = [("L" + "+L".join(map(str, x)), x, PlantSpec(layers=x, corruption="foil_share", share=cfg.share,
+                                                        lr=cfg.lr, **common), "planting") for x in plantings]  # fmt: skip
     if not cfg.quick and not cfg.no_control:
         k = cfg.control_layer
         for lr in cfg.control_lr or [cfg.lr]:
             name = f"L{k}_clean" + ("" if lr == cfg.lr else f"_lr{lr:g}")
-            spec = PlantSpec(
-                layers=(k,),
-                corruption="clean",
-                seed=cfg.plant_seed,
-                steps=cfg.steps,
-                batch_size=cfg.batch_size,
-                lr=lr,
-            )
-            res = plant_harm(
-                base, out / name, spec, train_file=out / "train.jsonl", progress=not cfg.no_progress, log=log
-            )
-            check_frozen(base, res.model, (k,))
-            models.append((name, (), res.model, "control"))
+            todo.append((name, (k,), PlantSpec(layers=(k,), corruption="clean", lr=lr, **common), "control"))
+    for name, layers, spec, kind in todo:
+        res = plant_harm(
+            base, out / name, spec, train_file=out / "train.jsonl", progress=not cfg.no_progress, log=run.log
+        )
+        check_frozen(base, res.model, layers)
+        run.models.append((name, layers if kind == "planting" else (), res.model, kind))
 
-    log("sweeps (30 layers, held-out prompts):")
-    results = {}
-    for name, _layers, folder, _kind in models:
-        results[name] = sweep_model(folder, task, out / name, cfg.sweep_batch, log)
-    base_sweep, base_verdicts, _ = results["unplanted"]
-    detection, changes_all, paths_all, restored_all = [], [], [], []
-    for name, layers, folder, kind in models:
-        sweep, verdicts, scores = results[name]
-        rise = harm_rise(base_sweep, sweep, min_effect=verdicts.min_effect, higher_is_better=True)
-        ch = verdict_changes(base_verdicts, verdicts, layers, rise=rise)
-        ch.insert(0, "model", name)
+
+def judge_stage(run: PlantedRun) -> None:
+    """3. Every model's MLP zero-out sweep on the held-out prompts, judged against the unplanted
+    model's verdicts; ``changes.csv``, ``detection.csv``, ``paths.csv``, ``unplanted_layers.csv``."""
+    out = run.out
+    run.log(f"sweeps (every layer, {len(run.task)} held-out prompts):")
+    for name, _layers, folder, _kind in run.models:
+        run.sweeps[name] = sweep_model(folder, run.task, out / name, run.cfg.sweep_batch, run.log)
+    changes_all, paths_all = [], []
+    for name, layers, folder, kind in run.models:
+        ch, prow, row = judge_model(run, name, layers, folder, kind)
         changes_all.append(ch)
-        d = detection_scores(ch)
-        ranks = (
-            ", ".join(
-                f"L{int(r.layer)}: {int(r['rank'])}" if not math.isnan(r["rank"]) else f"L{int(r.layer)}: –"
-                for _, r in ch[ch.planted].iterrows()
-            )
-            or "–"
-        )
-        others = []
-        if name != "unplanted" and d["other_changed"]:
-            # paths measured for the other changed layers whose removal now helps (benefit > 0); those whose
-            # removal still hurts moved because the planting lowered the clean logit difference they protect
-            helps = [j for j in d["other_changed"] if float(ch.loc[ch.layer == j, "benefit_after"].iloc[0]) > 0]
-            prow = pd.DataFrame(path_rows(folder, task, layers, helps, cfg.sweep_batch)) if helps else pd.DataFrame()
-            if len(prow):
-                prow.insert(0, "model", name)
-                paths_all.append(prow)
-            for j in d["other_changed"]:
-                r = ch[ch.layer == j].iloc[0]
-                line = f"L{j} {r.verdict_before}→{r.verdict_after} (Δ {r.delta_effect:+.2f}"
-                if len(prow):
-                    for _, q in prow[prow.layer == j].iterrows():
-                        line += f"; {q.path} {q.mean_effect:+.2f}"
-                others.append(line + ")")
-        rose = ", ".join(
-            f"L{int(q.layer)} {q.effect_before:+.2f} → {q.effect_after:+.2f} (rise {q.rise:+.2f} [{q.rise_low:+.2f}, "
-            f"{q.rise_high:+.2f}])"
-            for _, q in ch[ch.harm_rose].iterrows()
-        )
-        detection.append(
-            {
-                "model": name,
-                "rose": rose or "–",
-                "kind": kind,
-                "planted": list(layers),
-                **d,
-                "ranks": ranks,
-                "other": "; ".join(others) or "–",
-                **scores,
-            }
-        )
-        log(
-            f"  {name}: newly harmful {d['newly_harmful']} (raw rule {d['raw_newly_harmful']}), planted ranks {ranks}, "
-            f"accuracy {scores['accuracy'][0]:.2f}, logit diff {scores['logit_diff'][0]:.2f}"
-        )
-    changes = pd.concat(changes_all, ignore_index=True)
-    changes.to_csv(out / "changes.csv", index=False)
+        if len(prow):
+            paths_all.append(prow)
+        run.detection.append(row)
+    pd.concat(changes_all, ignore_index=True).to_csv(out / "changes.csv", index=False)
     pd.DataFrame(
-        [{k: (json.dumps(v) if isinstance(v, (list, tuple)) else v) for k, v in r.items()} for r in detection]
+        [{k: (json.dumps(v) if isinstance(v, (list, tuple)) else v) for k, v in r.items()} for r in run.detection]
     ).to_csv(out / "detection.csv", index=False)
-    paths = pd.concat(paths_all, ignore_index=True) if paths_all else pd.DataFrame()
-    paths.to_csv(out / "paths.csv", index=False)
-    for name, layers, folder, kind in models:  # several planted layers: the harm each one carries
+    (pd.concat(paths_all, ignore_index=True) if paths_all else pd.DataFrame()).to_csv(out / "paths.csv", index=False)
+    for name, layers, folder, kind in run.models:  # several planted layers: the harm each one carries
         if kind == "planting" and len(layers) > 1:
-            restored_all += unplant_rows(name, folder, base, task, layers)
-    pd.DataFrame(restored_all).to_csv(out / "unplanted_layers.csv", index=False)
+            run.restored += unplant_rows(name, folder, run.base, run.task, layers)
+    pd.DataFrame(run.restored).to_csv(out / "unplanted_layers.csv", index=False)
 
-    log("repair:")
-    names = ["L" + "+L".join(map(str, x)) for x in plantings]
-    repair_names = (
-        [f"L{x}" if x.isdigit() else x for x in cfg.repair]
-        if cfg.repair
-        else [names[1] if len(names) > 1 else names[0]]
+
+def judge_model(
+    run: PlantedRun, name: str, layers: tuple[int, ...], folder: Path, kind: str
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """One model against the unplanted one: its verdict changes, the paths of the other changed
+    layers whose removal now helps, and its detection row (logged)."""
+    from interp.analysis.planted.judge import detection_scores, harm_rise, verdict_changes
+
+    base_sweep, base_verdicts, _ = run.sweeps["unplanted"]
+    sweep, verdicts, scores = run.sweeps[name]
+    rise = harm_rise(base_sweep, sweep, min_effect=verdicts.min_effect, higher_is_better=True)
+    ch = verdict_changes(base_verdicts, verdicts, layers, rise=rise)
+    ch.insert(0, "model", name)
+    d = detection_scores(ch)
+    ranks = ", ".join(
+        f"L{int(r.layer)}: {int(r['rank'])}" if not math.isnan(r["rank"]) else f"L{int(r.layer)}: –"
+        for _, r in ch[ch.planted].iterrows()
+    ) or "–"  # fmt: skip
+    others, prow = [], pd.DataFrame()
+    if name != "unplanted" and d["other_changed"]:
+        # paths measured for the other changed layers whose removal now helps (benefit > 0); those whose
+        # removal still hurts moved because the planting lowered the clean logit difference they protect
+        helps = [j for j in d["other_changed"] if float(ch.loc[ch.layer == j, "benefit_after"].iloc[0]) > 0]
+        if helps:
+            prow = pd.DataFrame(path_rows(folder, run.task, layers, helps, run.cfg.sweep_batch))
+        if len(prow):
+            prow.insert(0, "model", name)
+        for j in d["other_changed"]:
+            r = ch[ch.layer == j].iloc[0]
+            line = f"L{j} {r.verdict_before}→{r.verdict_after} (Δ {r.delta_effect:+.2f}"
+            if len(prow):
+                for _, q in prow[prow.layer == j].iterrows():
+                    line += f"; {q.path} {q.mean_effect:+.2f}"
+            others.append(line + ")")
+    rose = ", ".join(
+        f"L{int(q.layer)} {q.effect_before:+.2f} → {q.effect_after:+.2f} (rise {q.rise:+.2f} [{q.rise_low:+.2f}, "
+        f"{q.rise_high:+.2f}])"
+        for _, q in ch[ch.harm_rose].iterrows()
     )
-    tables = []
-    for name, _layers, folder, _kind in models:
-        if name not in repair_names:
-            continue
-        found = next(r["newly_harmful"] for r in detection if r["model"] == name)
-        tables.append(repair(name, folder, base, found, train_task, task, cfg, out / name / "repair", log))
-    repair_table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-    summary = repair_summary(repair_table) if tables else pd.DataFrame()
-    repair_table.to_csv(out / "repair.csv", index=False)
-    summary.to_csv(out / "repair_summary.csv", index=False)
+    row = {"model": name, "rose": rose or "–", "kind": kind, "planted": list(layers), **d, "ranks": ranks,
+           "other": "; ".join(others) or "–", **scores}  # fmt: skip
+    run.log(
+        f"  {name}: newly harmful {d['newly_harmful']} (raw rule {d['raw_newly_harmful']}), planted ranks {ranks}, "
+        f"accuracy {scores['accuracy'][0]:.2f}, logit diff {scores['logit_diff'][0]:.2f}"
+    )
+    return ch, prow, row
 
-    seconds = time.perf_counter() - t_start
+
+def repair_stage(run: PlantedRun, default: str) -> list[pd.DataFrame]:
+    """4. The repair tables of the plantings ``cfg.repair`` names (else ``default``), on the layers
+    each one's judging found; ``repair.csv`` and ``repair_summary.csv``."""
+    cfg = run.cfg
+    run.log("repair:")
+    names = [f"L{x}" if x.isdigit() else x for x in cfg.repair] if cfg.repair else [default]
+    tables = []
+    for name, _layers, folder, _kind in run.models:
+        if name not in names:
+            continue
+        found = next(r["newly_harmful"] for r in run.detection if r["model"] == name)
+        tables.append(
+            repair(name, folder, run.base, found, run.train_task, run.task, cfg, run.out / name / "repair", run.log)
+        )
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    table.to_csv(run.out / "repair.csv", index=False)
+    (repair_summary(table) if tables else pd.DataFrame()).to_csv(run.out / "repair_summary.csv", index=False)
+    return tables
+
+
+def report(run: PlantedRun, tables: list[pd.DataFrame], started: datetime, seconds: float, info: dict) -> str:
+    """``ioi_planted.md`` (returned) and ``results.json``."""
+    from interp.results import write_json
+
+    cfg, task, train_task, detection = run.cfg, run.task, run.train_task, run.detection
+    summary = repair_summary(pd.concat(tables, ignore_index=True)) if tables else pd.DataFrame()
     n_found = sum(bool(r["found"]) for r in detection if r["kind"] == "planting")
     n_plant = sum(r["kind"] == "planting" for r in detection)
     head = (
@@ -392,12 +421,12 @@ def run_ioi_planted(cfg: IOIPlantedConfig, log: Callable[[str], Any] = print) ->
         pooled_markdown(detection),
         "",
     ]
-    if restored_all:
+    if run.restored:
         text += [
             "The harm each layer of a several-layer planting carries: its MLP weights put back to the "
             "unplanted model's, one layer at a time (plain HF forwards; nothing removed).",
             "",
-            unplant_markdown(restored_all, results["unplanted"][2]["logit_diff"][0]),
+            unplant_markdown(run.restored, run.sweeps["unplanted"][2]["logit_diff"][0]),
             "",
         ]
     if len(summary):
@@ -417,15 +446,15 @@ def run_ioi_planted(cfg: IOIPlantedConfig, log: Callable[[str], Any] = print) ->
             repair_markdown(summary),
             "",
         ]
-    (out / "ioi_planted.md").write_text("\n".join(text))
+    (run.out / "ioi_planted.md").write_text("\n".join(text))
     write_json(
-        out / "results.json",
+        run.out / "results.json",
         {
             "date": started.isoformat(timespec="seconds"),
             "machine": info,
             "seconds": round(seconds, 1),
             "settings": asdict(cfg),
-            "prompts": {"train": len(train_task), "heldout": len(task), "dropped": dropped},
+            "prompts": {"train": len(train_task), "heldout": len(task), "dropped": run.dropped},
             "detection": detection,
             "repair": summary.to_dict(orient="records") if len(summary) else [],
         },
@@ -433,4 +462,4 @@ def run_ioi_planted(cfg: IOIPlantedConfig, log: Callable[[str], Any] = print) ->
     return "\n".join(text)
 
 
-__all__ = ["MODEL", "IOIPlantedConfig", "parse_planting", "repair", "run_ioi_planted"]
+__all__ = ["MODEL", "IOIPlantedConfig", "PlantedRun", "parse_planting", "repair", "run_ioi_planted"]
