@@ -114,3 +114,42 @@ def test_alteration_effects_are_group_means_per_category_and_layer():
     assert f.loc[("Paraphrase", 0), "n"] == 1
     with pytest.raises(ValueError, match="sweep's frame"):
         alteration_effects(rows.drop(columns="category"))
+
+
+def test_a_run_keeps_the_models_it_finished_and_refuses_another_config(tmp_path, monkeypatch):
+    """``run`` over a folder whose ``results.json`` has a model finished with the same config and
+    seeds keeps it (not rerun) and adds the others; a key an older run did not record counts as its
+    default; a folder of another config is refused, naming the difference, and left as it was."""
+    from dataclasses import asdict, replace
+
+    from interp.studies import pragworld_real as pw
+
+    old_config = {k: v for k, v in asdict(pw.QUICK).items() if k != "removals"}  # an older run, without the key
+    (tmp_path / "results.json").write_text(
+        json.dumps(
+            {
+                "config": old_config,
+                "seeds": [0],
+                "provenance": {"git_commit": "abc"},
+                "models": {"a": {"baseline": {"bare": 1}}},
+            }
+        )  # fmt: skip
+    )
+    assert pw.finished_models(tmp_path, pw.QUICK, [0]) == {
+        "a": {"provenance": {"git_commit": "abc"}, "baseline": {"bare": 1}}
+    }
+    ran = []
+    monkeypatch.setattr(pw, "machine", lambda: {"cpu": "test"})  # no matmul peak measured here
+    monkeypatch.setattr(pw, "run_model", lambda name, c, seeds, out: ran.append(name) or {"baseline": {"bare": 2}})
+    res = pw.run(["a", "b"], pw.QUICK, [0], tmp_path)
+    assert (
+        ran == ["b"] and res["models"]["a"]["baseline"] == {"bare": 1} and res["models"]["b"]["baseline"] == {"bare": 2}
+    )
+    assert res["models"]["b"]["provenance"]["git_commit"] == res["provenance"]["git_commit"]
+    assert set(json.loads((tmp_path / "results.json").read_text())["models"]) == {"a", "b"}
+    before = (tmp_path / "results.json").read_text()
+    with pytest.raises(ValueError, match=r"another config .*'steps': \(2, 5\)"):
+        pw.run(["a"], replace(pw.QUICK, steps=5), [0], tmp_path)
+    with pytest.raises(ValueError, match=r"'seeds': \(\[0\], \[0, 1\]\)"):
+        pw.finished_models(tmp_path, pw.QUICK, [0, 1])
+    assert (tmp_path / "results.json").read_text() == before and ran == ["b"]

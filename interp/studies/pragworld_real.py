@@ -283,17 +283,57 @@ def write_markdown(name: str, c: Config, seeds: list[int], lay: dict, ft: dict, 
     (out / f"finetune_{stem}.md").write_text("\n".join(fmd))
 
 
+def finished_models(out: str | Path, c: Config, seeds: list[int]) -> dict[str, dict]:
+    """The models a run in ``out`` already finished with config ``c`` and ``seeds`` (``results.json``;
+    a key an older run did not record counts as its default); {} when there is none. A
+    ``results.json`` of another config or seeds is refused, naming the difference (nothing is overwritten)."""
+    path = Path(out) / "results.json"
+    if not path.is_file():
+        return {}
+    old = json.loads(path.read_text())
+    want = json.loads(json.dumps({"config": asdict(c), "seeds": seeds}))
+    have = {"config": {**want["config"], **old.get("config", {})}, "seeds": old.get("seeds")}
+    diff = {k: (have["config"].get(k), v) for k, v in want["config"].items() if have["config"].get(k) != v}
+    if have["seeds"] != seeds:
+        diff["seeds"] = (have["seeds"], seeds)
+    if diff:
+        raise ValueError(f"{path} holds a run of another config (in the folder → now: {diff}); choose another --out")
+    return {name: {"provenance": old.get("provenance"), **entry} for name, entry in old.get("models", {}).items()}
+
+
 def run(models: list[str], c: Config, seeds: list[int], out: str | Path) -> dict:
     """Every stage for each of ``models`` (names or folders); ``results.json`` and the Markdown
-    tables written into ``out`` after each model. Returns the results."""
+    tables written into ``out`` after each model, each model's ``provenance`` beside its results.
+    A model already finished in ``out`` with the same config and seeds is kept, not rerun
+    (:func:`finished_models`): an interrupted run resumes at the model it was in. Returns the results."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    kept = finished_models(out, c, seeds)
     results: dict[str, Any] = {"config": asdict(c), "seeds": seeds, "machine": machine(), "provenance": provenance()}
-    results["models"] = {}
+    results["models"] = {name: entry for name, entry in kept.items() if name not in models}  # others already there
     for name in models:
-        results["models"][name] = run_model(name, c, seeds, out)
+        if name in kept:
+            print(f"{name}: finished in {out} with this config: kept (remove it from results.json to rerun)")
+            results["models"][name] = kept[name]
+        else:
+            results["models"][name] = {
+                **run_model(name, c, seeds, out),
+                "provenance": provenance(),
+                "machine": results["machine"],
+            }
         (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
     return results
 
 
-__all__ = ["QUICK", "TEXT", "Config", "finetune_step", "layers_step", "run", "run_model", "splits", "swept_layers"]
+__all__ = [
+    "QUICK",
+    "TEXT",
+    "Config",
+    "finetune_step",
+    "finished_models",
+    "layers_step",
+    "run",
+    "run_model",
+    "splits",
+    "swept_layers",
+]
