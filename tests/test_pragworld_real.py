@@ -63,6 +63,9 @@ def test_quick_run_writes_every_arm(folder, tmp_path):
     assert {"removal", "category", "layer", "mean_effect"} <= set(res["layers"]["alterations"][0])
     assert "hls - plain" in res["finetune"]["differences"] and "hls - hls_random" in res["finetune"]["differences"]
     assert res["layers"]["verdicts"] and ("top_heads" in res["layers"] or res["layers"]["patch_skipped"])
+    if "top_heads" in res["layers"]:  # the exact head map beside AtP's estimate of it
+        exact = res["layers"]["exact_heads"]
+        assert len(exact["top_heads"]) == 6 and -1 <= exact["atp_vs_exact"]["spearman"] <= 1
     for stem in ("baseline", "layers", "finetune"):
         assert (out / f"{stem}_tiny-llama.md").read_text().startswith("# ")
     # the recorded baseline is the library's score of the same evaluation split

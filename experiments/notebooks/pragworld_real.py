@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # PragWorld's question on a real model (SmolLM2-135M-Instruct)
+# # PragWorld's question on real models (SmolLM2-135M-Instruct, Gemma 3 270M)
 #
 # Does a language model track who put what where through a conversation *robustly* — right on an
 # original and on each of its minimal alterations? Which layers help or hurt that, and does
@@ -21,15 +21,16 @@
 # 1. the items: a conversation of the dialogue world, PragWorld's seven alterations and a
 #    paraphrase, asked as a cloze ("So right now the key is in the" → a place or a foil),
 # 2. the baseline, recomputed here with the public API and compared with the recorded run,
-# 3. the layers: the calibrated sweep's verdicts on flip and invariant items, by removal,
+# 3. the layers: the calibrated sweep's verdicts on flip and invariant items, by removal, per model,
 # 4. the head map: activation patching from an original into its flipped alteration, and the
 #    attention of the top heads (CircuitsVis),
-# 5. fine-tuning: plain, HLS on random layers (the control) and what the selection split named,
+# 5. fine-tuning per model: plain, HLS on the layers PragWorld's own rule picks, HLS on random
+#    layers near them (the control), and HLS / ULA on what the calibrated verdicts named,
 # 6. checks.
 #
-# The recorded numbers are those of the reproduction page (*PragWorld's question on SmolLM2*),
-# made by `python experiments/pragworld_real.py --out DIR` (its `results.json`); set
-# `PRAGWORLD_RUN=DIR` to read another run of it. The live cells use `interp.load_model`,
+# The recorded numbers are those of the reproduction page (*PragWorld's question on real models*),
+# made by `python experiments/pragworld_real.py --out DIR --groups 16 --layer-step 3 --steps 48
+# --lr 1e-4` (its `results.json`, both models); set `PRAGWORLD_RUN=DIR` to read another run of it. The live cells use `interp.load_model`,
 # `interp.dialogue`, `interp.patch` and the scoring of `interp.analysis.evaluation.dialogue`; a few
 # minutes on one CPU thread.
 
@@ -65,9 +66,12 @@ config = recorded["config"]
 REPO = PAGE.parents[2]
 shown = RUN.resolve().relative_to(REPO) if RUN.resolve().is_relative_to(REPO) else RUN
 print(
-    f"recorded run: {shown} — {config['groups']} groups a split, layers {config['layers']}, seeds {recorded['seeds']}"
+    f"recorded run: {shown} — {config['groups']} groups a split, every {config['layer_step']}th layer and the "
+    f"last, {config['steps']} steps at lr {config['lr']}, seeds {recorded['seeds']}"
 )
-print(f"git {recorded['provenance'].get('git_commit')}, {recorded['provenance'].get('date')}")
+for name, entry in recorded["models"].items():
+    prov = entry.get("provenance") or recorded["provenance"]
+    print(f"{name}: git {str(prov.get('git_commit'))[:7]}, {prov.get('date')}")
 
 model = interp.load_model(NAME)  # fetched once per machine from the package index, then cached
 print(model)
@@ -111,9 +115,8 @@ print(NAME, "(bare prompt)", score.verdict())
 base = pd.DataFrame(
     {
         f"{name} ({prompt})": scored["summary"]
-        for name, path in ((NAME, RUN / "results.json"), ("gemma-3-270m", PAGE / "gemma_baseline.json"))
-        if path.is_file()
-        for prompt, scored in json.loads(path.read_text())["models"][name]["baseline"].items()
+        for name, entry in recorded["models"].items()
+        for prompt, scored in entry["baseline"].items()
     }
 ).T
 display(base[["original", "altered", "flip", "invariant", "robust", "robust_ci_low", "robust_ci_high"]].round(1))
@@ -128,26 +131,28 @@ display(base[["original", "altered", "flip", "invariant", "robust", "robust_ci_l
 # (*Verdicts* in the concepts). A layer is *harmful* when removing it helps.
 
 # %%
-verdicts = pd.concat(
-    [pd.DataFrame(rows).assign(sweep=key) for key, rows in rec["layers"]["verdicts"].items()], ignore_index=True
-)
-fig, axes = plt.subplots(2, 3, figsize=(12, 5.5), sharex=True)
-for ax, (key, v) in zip(axes.flat, verdicts.groupby("sweep", sort=False)):
-    err = [v["mean_effect"] - v["ci_low"], v["ci_high"] - v["mean_effect"]]
-    colors = v["verdict"].map({"useful": "tab:green", "harmful": "tab:red"}).fillna("tab:gray")
-    ax.bar(v["layer"], v["mean_effect"], color=colors, width=1.6)
-    ax.errorbar(v["layer"], v["mean_effect"], yerr=err, fmt="none", ecolor="black", lw=0.8)
-    ax.axhline(0, color="black", lw=0.5)
-    ax.set_title(key, fontsize=10)
-for ax in axes[1]:
-    ax.set_xlabel("layer (MLP removed)")
-axes[0, 0].set_ylabel("effect (logit diff drop)")
-axes[1, 0].set_ylabel("effect (logit diff drop)")
-fig.suptitle(f"{NAME}: layer effects on the selection split (bars: mean, lines: band interval)")
-fig.tight_layout()
-plt.show()
-display(verdicts.pivot_table(index="layer", columns="sweep", values="verdict", aggfunc="first", sort=False))
-print("harmful:", rec["layers"]["harmful"], "useful:", rec["layers"]["useful"])
+for name, entry in recorded["models"].items():
+    verdicts = pd.concat(
+        [pd.DataFrame(rows).assign(sweep=key) for key, rows in entry["layers"]["verdicts"].items()], ignore_index=True
+    )
+    fig, axes = plt.subplots(2, 3, figsize=(12, 5.5), sharex=True)
+    for ax, (key, v) in zip(axes.flat, verdicts.groupby("sweep", sort=False)):
+        err = [v["mean_effect"] - v["ci_low"], v["ci_high"] - v["mean_effect"]]
+        colors = v["verdict"].map({"useful": "tab:green", "harmful": "tab:red"}).fillna("tab:gray")
+        ax.bar(v["layer"], v["mean_effect"], color=colors, width=1.6)
+        ax.errorbar(v["layer"], v["mean_effect"], yerr=err, fmt="none", ecolor="black", lw=0.8)
+        ax.axhline(0, color="black", lw=0.5)
+        ax.set_title(key, fontsize=10)
+    for ax in axes[1]:
+        ax.set_xlabel("layer (MLP removed)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("effect (logit diff drop)")
+    fig.suptitle(f"{name}: layer effects on the selection split (bars: mean, lines: band interval)")
+    fig.tight_layout()
+    plt.show()
+    display(verdicts.pivot_table(index="layer", columns="sweep", values="verdict", aggfunc="first", sort=False))
+    lay = entry["layers"]
+    print(f"{name} — harmful: {lay['harmful']}, useful: {lay['useful']}, the paper's rule: {lay['paper_layers']}")
 
 # %% [markdown]
 # ## 4. The head map
@@ -184,24 +189,33 @@ print("recorded top heads (layer, head):", rec["layers"]["top_heads"])
 # (HLS on as many layers at similar depth). Paired differences resample whole groups.
 
 # %%
-ft = rec["finetune"]
-print("layers:", ft["layers"], "— skipped:", ft["skipped"])
-for quantity in ("accuracy", "robust"):
-    display(Markdown(f"**{quantity}** (mean over seeds)"))
-    display(pd.DataFrame(ft["tables"][quantity]).set_index("subset").round(3).head(10))
-diffs = pd.DataFrame(
-    [
-        {"comparison": k, "quantity": q, "difference": d["diff"], "low": d["lo"], "high": d["hi"]}
-        for k, per in ft["differences"].items()
-        for q, d in per.items()
-    ]
-)
-display(diffs.round(3))
-ioi = pd.DataFrame(
-    {k: {"before": v["accuracy"]["before"], "after": v["accuracy"]["after"]} for k, v in ft["ioi"].items()}
-).T
-display(Markdown("**IOI accuracy before / after** (the cost elsewhere)"))
-display(ioi)
+for name, entry in recorded["models"].items():
+    ft = entry["finetune"]
+    display(Markdown(f"### {name}\n\nlayers: {ft['layers']} — skipped: {ft['skipped']}"))
+    for quantity in ("accuracy", "robust"):
+        display(Markdown(f"**{quantity}** (mean over seeds)"))
+        display(pd.DataFrame(ft["tables"][quantity]).set_index("subset").round(3).head(10))
+    display(Markdown("**what it costs elsewhere** (after each arm; `none`: before)"))
+    display(pd.DataFrame(ft["tables"]["elsewhere"]).set_index("index").round(3))
+    ioi = pd.DataFrame(
+        {k: {"before": v["logit_diff"]["before"], "after": v["logit_diff"]["after"]} for k, v in ft["ioi"].items()}
+    ).T
+    display(Markdown("**IOI logit difference before / after**, per arm and seed"))
+    display(ioi.round(2))
+    diffs = pd.DataFrame(
+        [
+            {"comparison": k, "quantity": q, "difference": d["diff"], "low": d["lo"], "high": d["hi"]}
+            for k, per in ft["differences"].items()
+            for q, d in per.items()
+        ]
+    )
+    display(
+        diffs[
+            diffs["comparison"].isin(
+                ["hls_paper - plain", "hls_paper - hls_random", "hls_random - plain", "plain - none"]
+            )
+        ].round(3)
+    )
 
 # %% [markdown]
 # ## 6. Checks

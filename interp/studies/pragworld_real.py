@@ -56,7 +56,7 @@ class Config:
     swept ``layers`` (None: all, or every ``layer_step``-th and the last) by ``removals`` (zero
     first: the harmful / useful layers are its verdicts), ``scales`` of the scale
     removal, confirmation ``folds``, bootstrap ``n_boot``, ``ioi_n`` IOI prompts, head-map
-    ``patch_pairs`` by ``patch_kind``, ``paper_k`` layers by the paper's rule, ``text_n``
+    ``patch_pairs`` by ``patch_kind`` (and, ``exact_heads``, by exact patching of the heads alone: :func:`exact_head_map`), ``paper_k`` layers by the paper's rule, ``text_n``
     conversations for the next-token-loss cost."""
 
     groups: int = 40
@@ -72,6 +72,7 @@ class Config:
     ioi_n: int = 48
     patch_pairs: int = 4
     patch_kind: str = "attribution"
+    exact_heads: bool = True
     layer_step: int | None = None
     paper_k: int = 2
     text_n: int = 40
@@ -135,11 +136,36 @@ def layers_step(model, data, c: Config, out: Path) -> dict:
             model, interp.contrast(model, pairs[: c.patch_pairs]), kind=c.patch_kind, rule=rule, out=out / "patch"
         )
         res["top_heads"], res["head_map"] = p.top_heads(6), p.restored("head").round(3).to_dict()
+        if c.exact_heads:
+            res["exact_heads"] = exact_head_map(model, pairs[: c.patch_pairs])
     else:
         res["patch_skipped"] = (
             "no flipped alteration has the token length of its original (patching needs equal lengths)"
         )
     return res
+
+
+def exact_head_map(model, pairs: list) -> dict:
+    """Exact activation patching of every head's output from an original into its flipped
+    alteration (``pairs``: :func:`~interp.worlds.dialogue.natural.flip_pairs`; heads only, no
+    position map), beside AtP's first-order estimate of the same cells: the map (share of the gap
+    restored), its top heads and how AtP agrees (Spearman over all heads and the top 20, sign)."""
+    from interp.analysis.engines.attribution import agreement, top_agreement
+    from interp.analysis.engines.contrast_sweep import contrast_activation_patching
+
+    task = interp.contrast(model, pairs)
+    exact = contrast_activation_patching(model.bridge, task, ("heads",), method="exact")[0]["heads"]
+    atp = contrast_activation_patching(model.bridge, task, ("heads",), method="attribution")[0]["heads"]
+    grid = exact.restored()
+    top = grid.stack().abs().sort_values(ascending=False).index[:6]
+    agree = {**agreement(atp, exact), "spearman_top20": top_agreement(atp, exact, 20)}
+    return {
+        "pairs": len(pairs),
+        "gap": exact.meta["clean_mean"] - exact.meta["corrupted_mean"],
+        "head_map": grid.round(3).to_dict(),
+        "top_heads": [(int(layer), int(head)) for layer, head in top],
+        "atp_vs_exact": {k: float(v) for k, v in agree.items()},
+    }
 
 
 def better(a, b) -> bool:
@@ -330,6 +356,7 @@ __all__ = [
     "TEXT",
     "Config",
     "finetune_step",
+    "exact_head_map",
     "finished_models",
     "layers_step",
     "run",
