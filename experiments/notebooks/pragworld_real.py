@@ -158,9 +158,10 @@ for name, entry in recorded["models"].items():
 # ## 4. The head map
 #
 # Activation patching from an original into its flipped alteration (pairs of equal token length)
-# asks which heads carry the change of answer. The recorded map used attribution patching (AtP)
-# over the run's pairs; here two pairs of the selection split are patched again and the attention
-# of the top heads is drawn on the first.
+# asks which heads carry the change of answer. The recorded maps: attribution patching (AtP) over
+# the run's pairs, and exact patching of each head's output alone on the same pairs, with how well
+# AtP agrees; here two pairs of the selection split are patched again and the attention of the top
+# heads is drawn on the first.
 
 # %%
 selection = interp.dialogue(model, config["groups"], seed=1, split="train")
@@ -178,7 +179,26 @@ ax.set_ylabel("layer")
 ax.set_title("recorded head map: share of the gap restored")
 fig.colorbar(im)
 plt.show()
-print("recorded top heads (layer, head):", rec["layers"]["top_heads"])
+print("recorded top heads by AtP (layer, head):", rec["layers"]["top_heads"])
+for name, entry in recorded["models"].items():  # the exact map, heads only, where the run recorded it
+    exact = entry["layers"].get("exact_heads")
+    if exact is None:
+        continue
+    grid = pd.DataFrame(exact["head_map"]).astype(float)
+    grid.index = grid.index.astype(int)
+    fig, ax = plt.subplots(figsize=(5, 6))
+    lim = float(np.abs(grid.to_numpy()).max())
+    im = ax.imshow(grid.sort_index().to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_title(f"{name}: exact head map ({exact['pairs']} pairs), share of the gap restored", fontsize=9)
+    fig.colorbar(im)
+    plt.show()
+    agree = exact["atp_vs_exact"]
+    print(
+        f"{name}: exact top heads {exact['top_heads']}; AtP vs exact Spearman {agree['spearman']:.2f} "
+        f"(top 20: {agree['spearman_top20']:.2f}), same sign {agree['sign_agreement']:.2f}"
+    )
 
 # %% [markdown]
 # ## 5. Fine-tuning against the controls

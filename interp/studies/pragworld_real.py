@@ -147,7 +147,7 @@ def layers_step(model, data, c: Config, out: Path) -> dict:
 
 def exact_head_map(model, pairs: list) -> dict:
     """Exact activation patching of every head's output from an original into its flipped
-    alteration (``pairs``: :func:`~interp.worlds.dialogue.natural.flip_pairs`; heads only, no
+    alteration (``pairs``: ``interp.worlds.dialogue.natural.flip_pairs``; heads only, no
     position map), beside AtP's first-order estimate of the same cells: the map (share of the gap
     restored), its top heads and how AtP agrees (Spearman over all heads and the top 20, sign)."""
     from interp.analysis.engines.attribution import agreement, top_agreement
