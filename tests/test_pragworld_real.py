@@ -61,6 +61,7 @@ def test_quick_run_writes_every_arm(folder, tmp_path):
 
     assert interp.load_model(best["folder"]).n_layers == interp.load_model(folder).n_layers  # a loadable HF folder
     assert {"removal", "category", "layer", "mean_effect"} <= set(res["layers"]["alterations"][0])
+    assert {"band_low", "band_high", "verdict"} <= set(res["layers"]["alteration_verdicts"][0])
     assert "hls - plain" in res["finetune"]["differences"] and "hls - hls_random" in res["finetune"]["differences"]
     assert res["layers"]["verdicts"] and ("top_heads" in res["layers"] or res["layers"]["patch_skipped"])
     if "top_heads" in res["layers"]:  # the exact head map beside AtP's estimate of it
@@ -117,6 +118,49 @@ def test_alteration_effects_are_group_means_per_category_and_layer():
     assert f.loc[("Paraphrase", 0), "n"] == 1
     with pytest.raises(ValueError, match="sweep's frame"):
         alteration_effects(rows.drop(columns="category"))
+
+
+def test_alteration_verdicts_find_a_planted_cell_and_are_wider_than_per_cell_intervals():
+    """A cell planted with a large effect (removing layer 1 helps Negation by 2 logits in every
+    group) is the one cell called harmful; no other cell is harmful or useful; each band is the
+    cluster band of that removal's (category, layer) matrix and at least as wide as the per-cell
+    interval of :func:`alteration_effects` (it is simultaneous over all 3 × 2 cells)."""
+    import numpy as np
+    import pandas as pd
+
+    from interp.analysis.evaluation.dialogue import alteration_effects, alteration_verdicts
+    from interp.analysis.verdicts.bands import cluster_band
+
+    rng = np.random.default_rng(0)
+    rows, example = [], 0
+    for g in range(14):
+        for cat in ("Negation", "Paraphrase", "Variable Swap"):
+            for _ in range(2):
+                for layer in (0, 1):
+                    planted = 2.0 if (cat, layer) == ("Negation", 1) else 0.0
+                    rows.append({"removal": "zero", "example": example, "layer": layer, "category": cat,
+                                 "group": f"g{g}", "effect": planted + rng.normal(0, 0.3)})  # fmt: skip
+                example += 1
+    rows = pd.DataFrame(rows)
+    v = alteration_verdicts(rows, n_boot=400).set_index(["category", "layer"])
+    assert v.loc[("Negation", 1), "verdict"] == "harmful"
+    assert set(v.drop(index=[("Negation", 1)])["verdict"]) <= {"negligible", "inconclusive"}
+    assert (v["n"] == 28).all() and (v["groups"] == 14).all()
+    # the oracle: the same band from the hand-built matrix (NaN outside each row's own alteration)
+    cells = list(v.index)
+    m = np.full((example, len(cells)), np.nan)
+    for r in rows.itertuples():
+        m[r.example, cells.index((r.category, r.layer))] = r.effect
+    groups = rows.groupby("example")["group"].first().to_numpy()
+    band = cluster_band(m, groups, n_boot=400)
+    np.testing.assert_allclose(v["band_low"], band.low)
+    np.testing.assert_allclose(v["mean_effect"], band.estimate)
+    per_cell = alteration_effects(rows.drop(columns="example"), n_boot=400).set_index(["category", "layer"])
+    assert (
+        (v["band_high"] - v["band_low"]) >= (per_cell["ci_high"] - per_cell["ci_low"]).reindex(v.index) - 1e-9
+    ).all()
+    with pytest.raises(ValueError, match="example"):
+        alteration_verdicts(rows.drop(columns="example"))
 
 
 def test_a_run_keeps_the_models_it_finished_and_refuses_another_config(tmp_path, monkeypatch):

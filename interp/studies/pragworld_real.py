@@ -6,8 +6,9 @@ Per model (:func:`run_model`): (a) train / selection / evaluation splits (select
 templates, another seed; evaluation: held-out templates and words; :func:`splits`); (b) the baseline
 table, bare and (where the tokenizer has one) chat template, heuristics as columns; (c) a sweep of
 removals zero / mean / scale on the selection split's flip and invariant items separately, the head
-map (an original patched into its flipped alteration of equal token length), the sweep's effects per
-alteration and the layers PragWorld's own rule would pick (point estimates, §6.2;
+map (an original patched into its flipped alteration of equal token length; by AtP, and exactly for the
+heads alone), the sweep's effects per alteration (per cell, and as verdicts family-wise over layers ×
+alterations) and the layers PragWorld's own rule would pick (point estimates, §6.2;
 :func:`layers_step`); (d) fine-tuning arms at matched steps, lr and data — none, plain, HLS on the
 harmful layers, HLS on the paper's rule's layers, HLS on as many random non-harmful layers near them
 (the control), ULA on the useful layers — scored on the evaluation split; beside each arm the cost
@@ -32,6 +33,7 @@ import pandas as pd
 import interp
 from interp.analysis.evaluation.dialogue import (
     alteration_effects,
+    alteration_verdicts,
     arm_table,
     control_layers,
     evaluate_dialogue,
@@ -125,10 +127,12 @@ def layers_step(model, data, c: Config, out: Path) -> dict:
                 res["useful"] |= set(v.useful)
     res["harmful"], res["useful"] = sorted(res["harmful"] - res["useful"]), sorted(res["useful"] - res["harmful"])
     rows = pd.concat(frames, ignore_index=True)
+    rows["example"] = rows["effect_kind"] + ":" + rows["example"].astype(str)  # two sweeps' rows, told apart
     paper = paper_rule_layers(rows[rows["removal"] == "zero"], k=c.paper_k)  # the paper's rule, point estimates
     res["paper_rule"] = paper.to_dict("records")
     res["paper_layers"] = [int(x) for x in paper.loc[paper["chosen"], "layer"]]
     res["alterations"] = alteration_effects(rows, n_boot=c.n_boot)
+    res["alteration_verdicts"] = alteration_verdicts(rows, n_boot=c.n_boot)  # family-wise over layers × alterations
     pairs = flip_pairs(model.tokenizer, data["selection"])
     res["patch_pairs_available"] = len(pairs)
     if pairs:
@@ -266,15 +270,17 @@ def run_model(name: str, c: Config, seeds: list[int], out: Path) -> dict:
     write_markdown(name, c, seeds, lay, ft, out)
     return {
         "baseline": {k: s.to_dict() for k, s in base.items()},
-        "layers": {**{k: v for k, v in lay.items() if k not in ("verdicts", "alterations")}, "verdicts": {k: v.to_dict("records") for k, v in lay["verdicts"].items()},
-                   "alterations": lay["alterations"].to_dict("records")},
+        "layers": {**{k: v for k, v in lay.items() if k not in ("verdicts", "alterations", "alteration_verdicts")},
+                   "verdicts": {k: v.to_dict("records") for k, v in lay["verdicts"].items()},
+                   "alterations": lay["alterations"].to_dict("records"),
+                   "alteration_verdicts": lay["alteration_verdicts"].to_dict("records")},
         "finetune": {**{k: v for k, v in ft.items() if k not in ("scores", "tables")}, "tables": {q: t.reset_index().to_dict("records") for q, t in ft["tables"].items()},
                      "scores": {a: [s.to_dict() for s in ss] for a, ss in ft["scores"].items()}},
     }  # fmt: skip
 
 
 def write_markdown(name: str, c: Config, seeds: list[int], lay: dict, ft: dict, out: Path) -> None:
-    """``layers_<model>.md`` (verdicts, the paper's rule, effects per alteration) and
+    """``layers_<model>.md`` (verdicts, the paper's rule, effects and calibrated verdicts per alteration) and
     ``finetune_<model>.md`` (the arms' tables, the paired differences, the kept checkpoint)."""
     stem = Path(name).name
     lmd = [
@@ -295,6 +301,15 @@ def write_markdown(name: str, c: Config, seeds: list[int], lay: dict, ft: dict, 
         grid = cell.pivot(index="layer", columns="category", values="v")
         lmd.append(
             f"## per alteration, {removal} (mean effect; * interval excludes 0, per cell)\n\n{grid.to_markdown(disable_numparse=True)}\n"
+        )
+    av = lay["alteration_verdicts"]
+    for removal, f in av.groupby("removal", sort=False):  # the family-wise reading of the same cells
+        named = f[f["verdict"].isin(["harmful", "useful"])]
+        cells = ", ".join(f"{r.category} × layer {r.layer}: {r.verdict} ({r.mean_effect:+.2f} [{r.band_low:+.2f}, {r.band_high:+.2f}])"
+                          for r in named.itertuples()) or "none"  # fmt: skip
+        counts = f["verdict"].value_counts().to_dict()
+        lmd.append(
+            f"## per alteration, {removal}: calibrated verdicts (band over all {len(f)} cells)\n\n{cells}; {counts}\n"
         )
     (out / f"layers_{stem}.md").write_text("\n".join(lmd))
     fmd = [

@@ -367,9 +367,55 @@ def alteration_effects(
     return pd.DataFrame(out)
 
 
+def alteration_verdicts(
+    rows: pd.DataFrame, *, margin: float = 0.1, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
+    """Calibrated verdicts per alteration: for each removal of ``rows`` (a sweep's frame, as
+    :func:`alteration_effects` takes; ``example`` too), every (category, layer) cell judged at once —
+    the layer verdicts' statistic (:func:`~interp.analysis.verdicts.bands.cluster_band`: studentized
+    bootstrap of whole groups, a max-|t| band simultaneous over *all* cells of the removal, so over
+    layers and alterations together) against ±``margin`` (harmful: removing the layer raises the
+    score by more than the margin, :func:`~interp.analysis.verdicts.layers.classify`). One row per
+    (removal, category, layer): ``n``, ``groups``, ``mean_effect``, ``band_low`` / ``band_high``,
+    ``verdict``. Where :func:`alteration_effects` describes each cell alone, this is the family-wise
+    reading: a cell called harmful here is not one of the ~5 % that per-cell intervals flag by chance."""
+    from interp.analysis.verdicts.bands import cluster_band
+    from interp.analysis.verdicts.layers import classify
+
+    missing = {"removal", "layer", "category", "group", "effect", "example"} - set(rows.columns)
+    if missing:
+        raise ValueError(f"alteration_verdicts needs a sweep's frame; missing columns {sorted(missing)}")
+    out = []
+    for removal, f in rows.groupby("removal", sort=True):
+        wide = f.pivot_table(index="example", columns=["category", "layer"], values="effect", aggfunc="first")
+        cat_of = f.groupby("example")["category"].first().reindex(wide.index)
+        for category, layer in wide.columns:  # a row's effect belongs to its own alteration's cells only
+            wide.loc[cat_of != category, (category, layer)] = np.nan
+        groups = f.groupby("example")["group"].first().reindex(wide.index).astype(str).to_numpy()
+        band = cluster_band(wide.to_numpy(float), groups, n_boot=n_boot, confidence=confidence, seed=seed)
+        verdicts = classify(band.low, band.high, margin)
+        for j, (category, layer) in enumerate(wide.columns):
+            has = ~np.isnan(wide.iloc[:, j].to_numpy(float))
+            out.append(
+                {
+                    "removal": removal,
+                    "category": category,
+                    "layer": int(layer),
+                    "n": int(has.sum()),
+                    "groups": len(set(groups[has])),
+                    "mean_effect": float(band.estimate[j]),
+                    "band_low": float(band.low[j]),
+                    "band_high": float(band.high[j]),
+                    "verdict": verdicts[j],
+                }  # fmt: skip
+            )
+    return pd.DataFrame(out)
+
+
 __all__ = [
     "DialogueScore",
     "alteration_effects",
+    "alteration_verdicts",
     "arm_table",
     "control_layers",
     "evaluate_dialogue",
