@@ -284,15 +284,19 @@ def plant_stage(run: PlantedRun, plantings: list[tuple[int, ...]]) -> None:
     from interp.train.plant import PlantSpec, plant_harm
 
     cfg, base, out = run.cfg, run.base, run.out
-    common = {"seed": cfg.plant_seed, "steps": cfg.steps, "batch_size": cfg.batch_size}
+
+    def make_spec(layers: tuple[int, ...], corruption: str, lr: float) -> PlantSpec:
+        share = cfg.share if corruption == "foil_share" else PlantSpec.share
+        return PlantSpec(layers=layers, corruption=corruption, share=share, seed=cfg.plant_seed, steps=cfg.steps,
+                         batch_size=cfg.batch_size, lr=lr)  # fmt: skip
+
     run.models = [("unplanted", (), base, "control")]
-    todo = [("L" + "+L".join(map(str, x)), x, PlantSpec(layers=x, corruption="foil_share", share=cfg.share,
-                                                        lr=cfg.lr, **common), "planting") for x in plantings]  # fmt: skip
+    todo = [("L" + "+L".join(map(str, x)), x, make_spec(x, "foil_share", cfg.lr), "planting") for x in plantings]
     if not cfg.quick and not cfg.no_control:
         k = cfg.control_layer
         for lr in cfg.control_lr or [cfg.lr]:
             name = f"L{k}_clean" + ("" if lr == cfg.lr else f"_lr{lr:g}")
-            todo.append((name, (k,), PlantSpec(layers=(k,), corruption="clean", lr=lr, **common), "control"))
+            todo.append((name, (k,), make_spec((k,), "clean", lr), "control"))
     for name, layers, spec, kind in todo:
         res = plant_harm(
             base, out / name, spec, train_file=out / "train.jsonl", progress=not cfg.no_progress, log=run.log
