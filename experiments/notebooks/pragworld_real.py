@@ -66,7 +66,7 @@ config = recorded["config"]
 REPO = PAGE.parents[2]
 shown = RUN.resolve().relative_to(REPO) if RUN.resolve().is_relative_to(REPO) else RUN
 print(
-    f"recorded run: {shown} — {config['groups']} groups a split, every {config['layer_step']}th layer and the "
+    f"recorded run: {shown} — {config['groups']} groups a split, layers swept at a step of {config['layer_step']} and the "
     f"last, {config['steps']} steps at lr {config['lr']}, seeds {recorded['seeds']}"
 )
 for name, entry in recorded["models"].items():
