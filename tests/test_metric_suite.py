@@ -51,7 +51,7 @@ def test_suite_equals_the_metric_functions(setup, tiny_city):
 def test_table_and_repair_rows_report_the_same_numbers(setup, tiny_city):
     from interp.metrics.table import SUITE_NAMES, evaluate_lm
     from interp.models.lm import BridgeLM
-    from interp.train.plant import world_model_metrics as repair_rows
+    from interp.train.plant import repair_metrics as repair_rows
 
     ckpt, seqs = setup
     cells, _ = evaluate_lm(

@@ -25,7 +25,7 @@ from interp.train.plant import (
     plant_harm,
     planted_layers,
     random_turns,
-    world_model_metrics,
+    repair_metrics,
 )
 from interp.worlds.streets.graph import DIRECTIONS
 
@@ -188,10 +188,10 @@ def test_zeroing_through_the_context_equals_zero_weights(base_run, tmp_path, tin
     save_checkpoint(hf, tiny_city, tmp_path / "zeroed")
     test = read_sequences(base_run / "data" / "test.txt", tiny_city)
     bridge = load_bridge(base_run / "best")
-    hooked = world_model_metrics(bridge, tiny_city, test, zeroed=[1], mn_pairs=8, mn_depth=2)
+    hooked = repair_metrics(bridge, tiny_city, test, zeroed=[1], mn_pairs=8, mn_depth=2)
     assert not bridge.hook_dict["blocks.1.hook_mlp_out"].fwd_hooks  # no hook left behind
-    edited = world_model_metrics(load_bridge(tmp_path / "zeroed"), tiny_city, test, mn_pairs=8, mn_depth=2)
-    plain = world_model_metrics(bridge, tiny_city, test, mn_pairs=8, mn_depth=2)
+    edited = repair_metrics(load_bridge(tmp_path / "zeroed"), tiny_city, test, mn_pairs=8, mn_depth=2)
+    plain = repair_metrics(bridge, tiny_city, test, mn_pairs=8, mn_depth=2)
     for h, e, p in zip(hooked, edited, plain):
         assert h["metric"] == e["metric"] == p["metric"]
         assert h["value"] == pytest.approx(e["value"], abs=1e-5), h["metric"]
@@ -199,7 +199,7 @@ def test_zeroing_through_the_context_equals_zero_weights(base_run, tmp_path, tin
     assert loss != pytest.approx({r["metric"]: r["value"] for r in hooked}["heldout_loss"], abs=1e-4)
 
 
-def test_world_model_metrics_match_the_finetune_evaluation(base_run):
+def test_repair_metrics_match_the_finetune_evaluation(base_run):
     """The repair rows share the definitions of interp.analysis.evaluation.finetune.evaluate (held-out loss on
     the HF model, next-token test and MN metrics on the bridge)."""
     from interp.analysis.evaluation.finetune import evaluate
@@ -213,9 +213,7 @@ def test_world_model_metrics_match_the_finetune_evaluation(base_run):
     ref = {r["metric"]: r["value"] for r in rows}
     mine = {
         r["metric"]: r["value"]
-        for r in world_model_metrics(
-            load_bridge(base_run / "best"), task.world, task.eval_sequences, mn_pairs=8, mn_depth=2
-        )
+        for r in repair_metrics(load_bridge(base_run / "best"), task.world, task.eval_sequences, mn_pairs=8, mn_depth=2)
     }
     for k, v in mine.items():
         assert v == pytest.approx(ref[k], abs=1e-5, nan_ok=True), k

@@ -448,7 +448,7 @@ def _inference_rows(
     on the held-out sequences and state pairs the fine-tuning report used. Returns the rows and the
     model names of the repair table."""
     from interp.models.checkpoint import load_bridge, load_checkpoint
-    from interp.train.plant import route_metrics, world_model_metrics
+    from interp.train.plant import repair_metrics, route_metrics
     from interp.worlds.io import read_sequences
 
     ev = ft.eval
@@ -457,7 +457,7 @@ def _inference_rows(
     routes = cfg.routes if getattr(ckpt.world, "kind", None) == "streets" else 0
     extra = [
         {**r, "model": "zeroed", "seed": None}
-        for r in world_model_metrics(
+        for r in repair_metrics(
             ckpt.bridge,
             ckpt.world,
             heldout,
@@ -484,7 +484,7 @@ def _inference_rows(
     if model.resolve() != (run_dir / "best").resolve():
         extra += [
             {**r, "model": "unplanted", "seed": None}
-            for r in world_model_metrics(
+            for r in repair_metrics(
                 load_bridge(run_dir / "best"),
                 ckpt.world,
                 heldout,

@@ -150,7 +150,7 @@ def repair(
     from interp.config import FinetuneConfig, FinetuneData, FinetuneEval, RegulariserConfig, TrainConfig
     from interp.models.checkpoint import load_bridge, load_checkpoint
     from interp.train.finetune import run_finetune
-    from interp.train.plant import route_metrics, world_model_metrics
+    from interp.train.plant import repair_metrics, route_metrics
     from interp.train.regularisers import layers_from_verdicts
     from interp.worlds.io import read_sequences
 
@@ -194,7 +194,7 @@ def repair(
     ckpt = load_checkpoint(model)
     heldout = read_sequences(model.resolve().parent / "data" / "test.txt", ckpt.world)[: cfg.n_eval]
     for label, bridge, zeroed in (("zeroed", ckpt.bridge, harmful), ("unplanted", load_bridge(base), ())):
-        rows = world_model_metrics(
+        rows = repair_metrics(
             bridge,
             ckpt.world,
             heldout,

@@ -2,7 +2,7 @@
 
 The world-model table (:func:`interp.metrics.table.evaluate_lm`), the before/after evaluation of a
 fine-tune (:func:`interp.analysis.evaluation.finetune.evaluate`, the pipeline's fix stage and ``interp
-finetune``) and the repair metrics of a planted model (:func:`interp.train.plant.world_model_metrics`)
+finetune``) and the repair metrics of a planted model (:func:`interp.train.plant.repair_metrics`)
 all get these numbers from :func:`world_model_metrics`, so a name means the same computation,
 settings aside, in every table, results file and report::
 

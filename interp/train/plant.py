@@ -577,7 +577,7 @@ def route_metrics(
     return out
 
 
-def world_model_metrics(
+def repair_metrics(
     bridge: Any,
     world: Any,
     sequences: Sequence[Sequence[str]],
@@ -675,6 +675,6 @@ __all__ = [
     "plant_harm",
     "planted_layers",
     "random_turns",
+    "repair_metrics",
     "route_metrics",
-    "world_model_metrics",
 ]
