@@ -169,31 +169,31 @@ pairs = flip_pairs(model.tokenizer, list(selection.examples))
 print(f"{len(pairs)} flip pairs of equal token length on the selection split")
 patched = interp.patch(model, interp.contrast(model, pairs[:2]), kind="attribution")
 patched.show(k=4)
-head_map = pd.DataFrame(rec["layers"]["head_map"]).astype(float)
-head_map.index = head_map.index.astype(int)
-fig, ax = plt.subplots(figsize=(5, 6))
-lim = float(np.abs(head_map.to_numpy()).max())
-im = ax.imshow(head_map.sort_index().to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
-ax.set_xlabel("head")
-ax.set_ylabel("layer")
-ax.set_title("recorded head map: share of the gap restored")
-fig.colorbar(im)
-plt.show()
+
+
+def show_head_map(recorded_map: dict, title: str) -> pd.DataFrame:
+    """A recorded layer × head map (share of the gap restored), drawn; returned as a frame."""
+    grid = pd.DataFrame(recorded_map).astype(float)
+    grid.index = grid.index.astype(int)
+    grid = grid.sort_index()
+    fig, ax = plt.subplots(figsize=(5, 6))
+    lim = float(np.abs(grid.to_numpy()).max())
+    im = ax.imshow(grid.to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im)
+    plt.show()
+    return grid
+
+
+head_map = show_head_map(rec["layers"]["head_map"], f"{NAME}: recorded AtP head map, share of the gap restored")
 print("recorded top heads by AtP (layer, head):", rec["layers"]["top_heads"])
 for name, entry in recorded["models"].items():  # the exact map, heads only, where the run recorded it
     exact = entry["layers"].get("exact_heads")
     if exact is None:
         continue
-    grid = pd.DataFrame(exact["head_map"]).astype(float)
-    grid.index = grid.index.astype(int)
-    fig, ax = plt.subplots(figsize=(5, 6))
-    lim = float(np.abs(grid.to_numpy()).max())
-    im = ax.imshow(grid.sort_index().to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
-    ax.set_title(f"{name}: exact head map ({exact['pairs']} pairs), share of the gap restored", fontsize=9)
-    fig.colorbar(im)
-    plt.show()
+    show_head_map(exact["head_map"], f"{name}: exact head map ({exact['pairs']} pairs), share of the gap restored")
     agree = exact["atp_vs_exact"]
     print(
         f"{name}: exact top heads {exact['top_heads']}; AtP vs exact Spearman {agree['spearman']:.2f} "
