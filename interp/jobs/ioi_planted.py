@@ -253,8 +253,8 @@ def run_ioi_planted(cfg: IOIPlantedConfig, log: Callable[[str], Any] = print) ->
     plant_stage(run, plantings)
     judge_stage(run)
     names = ["L" + "+L".join(map(str, x)) for x in plantings]
-    tables = repair_stage(run, names[1] if len(names) > 1 else names[0])
-    return report(run, tables, started, time.perf_counter() - t_start, info)
+    tables, summary = repair_stage(run, names[1] if len(names) > 1 else names[0])
+    return report(run, tables, summary, started, time.perf_counter() - t_start, info)
 
 
 def prompts_stage(run: PlantedRun) -> None:
@@ -377,7 +377,7 @@ def judge_model(
     return ch, prow, row
 
 
-def repair_stage(run: PlantedRun, default: str) -> list[pd.DataFrame]:
+def repair_stage(run: PlantedRun, default: str) -> tuple[list[pd.DataFrame], pd.DataFrame]:
     """4. The repair tables of the plantings ``cfg.repair`` names (else ``default``), on the layers
     each one's judging found; ``repair.csv`` and ``repair_summary.csv``."""
     cfg = run.cfg
@@ -393,16 +393,18 @@ def repair_stage(run: PlantedRun, default: str) -> list[pd.DataFrame]:
         )
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     table.to_csv(run.out / "repair.csv", index=False)
-    (repair_summary(table) if tables else pd.DataFrame()).to_csv(run.out / "repair_summary.csv", index=False)
-    return tables
+    summary = repair_summary(table) if tables else pd.DataFrame()
+    summary.to_csv(run.out / "repair_summary.csv", index=False)
+    return tables, summary
 
 
-def report(run: PlantedRun, tables: list[pd.DataFrame], started: datetime, seconds: float, info: dict) -> str:
+def report(
+    run: PlantedRun, tables: list[pd.DataFrame], summary: pd.DataFrame, started: datetime, seconds: float, info: dict
+) -> str:
     """``ioi_planted.md`` (returned) and ``results.json``."""
     from interp.results import write_json
 
     cfg, task, train_task, detection = run.cfg, run.task, run.train_task, run.detection
-    summary = repair_summary(pd.concat(tables, ignore_index=True)) if tables else pd.DataFrame()
     n_found = sum(bool(r["found"]) for r in detection if r["kind"] == "planting")
     n_plant = sum(r["kind"] == "planting" for r in detection)
     head = (

@@ -140,8 +140,9 @@ def layers_step(model, data, c: Config, out: Path) -> dict:
             model, interp.contrast(model, pairs[: c.patch_pairs]), kind=c.patch_kind, rule=rule, out=out / "patch"
         )
         res["top_heads"], res["head_map"] = p.top_heads(6), p.restored("head").round(3).to_dict()
-        if c.exact_heads:
-            res["exact_heads"] = exact_head_map(model, pairs[: c.patch_pairs])
+        if c.exact_heads:  # beside the AtP map just computed on the same pairs (not run again)
+            atp = p.maps["heads"] if c.patch_kind == "attribution" else None
+            res["exact_heads"] = exact_head_map(model, pairs[: c.patch_pairs], atp)
     else:
         res["patch_skipped"] = (
             "no flipped alteration has the token length of its original (patching needs equal lengths)"
@@ -149,25 +150,25 @@ def layers_step(model, data, c: Config, out: Path) -> dict:
     return res
 
 
-def exact_head_map(model, pairs: list) -> dict:
+def exact_head_map(model, pairs: list, atp: Any = None) -> dict:
     """Exact activation patching of every head's output from an original into its flipped
     alteration (``pairs``: ``interp.worlds.dialogue.natural.flip_pairs``; heads only, no
-    position map), beside AtP's first-order estimate of the same cells: the map (share of the gap
-    restored), its top heads and how AtP agrees (Spearman over all heads and the top 20, sign)."""
-    from interp.analysis.engines.attribution import agreement, top_agreement
+    position map), beside AtP's first-order estimate of the same cells (``atp``: its head map when
+    already computed on these pairs): the map (share of the gap restored), its top heads and how
+    AtP agrees (Spearman over all heads and the top 20, sign)."""
+    from interp.analysis.engines.attribution import agreement, top_agreement, top_patching_sites
     from interp.analysis.engines.contrast_sweep import contrast_activation_patching
 
     task = interp.contrast(model, pairs)
     exact = contrast_activation_patching(model.bridge, task, ("heads",), method="exact")[0]["heads"]
-    atp = contrast_activation_patching(model.bridge, task, ("heads",), method="attribution")[0]["heads"]
-    grid = exact.restored()
-    top = grid.stack().abs().sort_values(ascending=False).index[:6]
+    if atp is None:
+        atp = contrast_activation_patching(model.bridge, task, ("heads",), method="attribution")[0]["heads"]
     agree = {**agreement(atp, exact), "spearman_top20": top_agreement(atp, exact, 20)}
     return {
         "pairs": len(pairs),
         "gap": exact.meta["clean_mean"] - exact.meta["corrupted_mean"],
-        "head_map": grid.round(3).to_dict(),
-        "top_heads": [(int(layer), int(head)) for layer, head in top],
+        "head_map": exact.restored().round(3).to_dict(),
+        "top_heads": [(int(r.layer), int(r.head)) for r in top_patching_sites(exact, 6).itertuples()],
         "atp_vs_exact": {k: float(v) for k, v in agree.items()},
     }
 
@@ -370,8 +371,8 @@ __all__ = [
     "QUICK",
     "TEXT",
     "Config",
-    "finetune_step",
     "exact_head_map",
+    "finetune_step",
     "finished_models",
     "layers_step",
     "run",

@@ -387,10 +387,8 @@ def alteration_verdicts(
         raise ValueError(f"alteration_verdicts needs a sweep's frame; missing columns {sorted(missing)}")
     out = []
     for removal, f in rows.groupby("removal", sort=True):
+        # one column per (alteration, layer); an example has values only in its own alteration's columns
         wide = f.pivot_table(index="example", columns=["category", "layer"], values="effect", aggfunc="first")
-        cat_of = f.groupby("example")["category"].first().reindex(wide.index)
-        for category, layer in wide.columns:  # a row's effect belongs to its own alteration's cells only
-            wide.loc[cat_of != category, (category, layer)] = np.nan
         groups = f.groupby("example")["group"].first().reindex(wide.index).astype(str).to_numpy()
         band = cluster_band(wide.to_numpy(float), groups, n_boot=n_boot, confidence=confidence, seed=seed)
         verdicts = classify(band.low, band.high, margin)
