@@ -45,13 +45,11 @@ def gemma_270m(random: bool) -> tuple[torch.nn.Module, str]:
     return AutoModelForCausalLM.from_config(cfg), "random weights, Gemma 3 270M's shape"
 
 
-def median_time(fn, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def seconds(fn) -> float:
+    """Wall time of one call."""
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 def main() -> None:
@@ -86,7 +84,7 @@ def main() -> None:
     fwd = {}
     for _ in range(args.rounds):  # alternate, so drift hits both alike
         for name, fn in (("all positions", full_forward), ("last only", kept_forward)):
-            fwd.setdefault(name, []).append(median_time(fn, 1))
+            fwd.setdefault(name, []).append(seconds(fn))
 
     targets = torch.full((b, n), -100)
     targets[:, -1] = inputs[:, 0]  # the answer token only, as the fine-tuning recipes train
@@ -104,22 +102,19 @@ def main() -> None:
     trn = {}
     for _ in range(args.rounds):
         for name, few in (("all positions", False), ("answer only", True)):
-            trn.setdefault(name, []).append(median_time(lambda few=few: step(few), 1))
+            trn.setdefault(name, []).append(seconds(lambda few=few: step(few)))
     peak = max(peak_before, matmul_peak())
 
+    f = {k: statistics.median(v) for k, v in fwd.items()}
+    t = {k: statistics.median(v) for k, v in trn.items()}
     print(f"model: {what}; batch {b} × {n} tokens; threads {torch.get_num_threads()}; rounds {args.rounds}")
     print(f"matmul peak (best fp32 torch.mm, before and after): {peak / 1e9:.1f} GFLOP/s")
-    print(f"scoring forward (no grad): all positions {statistics.median(fwd['all positions']):.2f} s, "
-          f"last only {statistics.median(fwd['last only']):.2f} s; max |logit gap| {gap:.2e}")  # fmt: skip
-    print(f"training step (answer-token loss, forward + backward): all positions "
-          f"{statistics.median(trn['all positions']):.2f} s, answer only {statistics.median(trn['answer only']):.2f} s; "
-          f"|loss gap| {loss_gap:.2e}")  # fmt: skip
-    print(
-        f"speed-up, scoring forward: {statistics.median(fwd['all positions']) / statistics.median(fwd['last only']):.2f}x"
-    )
-    print(
-        f"speed-up, training step: {statistics.median(trn['all positions']) / statistics.median(trn['answer only']):.2f}x"
-    )
+    print(f"scoring forward (no grad): all positions {f['all positions']:.2f} s, last only {f['last only']:.2f} s; "
+          f"max |logit gap| {gap:.2e}")  # fmt: skip
+    print(f"training step (answer-token loss, forward + backward): all positions {t['all positions']:.2f} s, "
+          f"answer only {t['answer only']:.2f} s; |loss gap| {loss_gap:.2e}")  # fmt: skip
+    print(f"speed-up, scoring forward: {f['all positions'] / f['last only']:.2f}x")
+    print(f"speed-up, training step: {t['all positions'] / t['answer only']:.2f}x")
 
 
 if __name__ == "__main__":

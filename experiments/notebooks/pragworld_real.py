@@ -243,21 +243,22 @@ for name, entry in recorded["models"].items():
 # The recipe above (lr 1e-4) costs Gemma most of its language modelling. The same command at
 # lr 2e-5 (`--models gemma-3-270m ... --lr 2e-5`, its own run folder; the page's
 # `results_gemma_lr2e5.json`) asks the same question of a model the training leaves intact. Per
-# arm, the mean over seeds of the held-out score beside what it costs elsewhere, both learning rates.
+# arm, the run's own mean over seeds of the held-out score (shares) beside what it costs elsewhere,
+# both learning rates.
 
 
 # %%
 def arm_means(entry: dict) -> pd.DataFrame:
-    """One row per arm: held-out accuracy / robust / flip / invariant (%, mean over seeds) and the
-    costs elsewhere (next-token loss on human-written text, the cloze's compression / distinction)."""
-    ft = entry["finetune"]
-    rows = {
-        arm: pd.DataFrame([s["summary"] for s in scores])[["total", "robust", "flip", "invariant"]].mean()
-        for arm, scores in ft["scores"].items()
-        if scores
-    }
-    elsewhere = pd.DataFrame(ft["tables"]["elsewhere"]).set_index("index")
-    return pd.DataFrame(rows).T.join(elsewhere[["text_loss", "compression", "distinction"]])
+    """One row per arm, read from the run's own arm tables (means over seeds): held-out accuracy,
+    robust, flip and invariant accuracy, and the costs elsewhere (next-token loss on human-written
+    text, the cloze's compression / distinction)."""
+    tables = entry["finetune"]["tables"]
+    acc, robust = (pd.DataFrame(tables[q]).set_index("subset") for q in ("accuracy", "robust"))
+    arms = [a for a in acc.columns if not a.endswith(" sd")]
+    means = pd.DataFrame({"accuracy": acc.loc["all", arms], "robust": robust.loc["all", arms],
+                          "flip": acc.loc["flip", arms], "invariant": acc.loc["invariant", arms]})  # fmt: skip
+    elsewhere = pd.DataFrame(tables["elsewhere"]).set_index("index")
+    return means.join(elsewhere[["text_loss", "compression", "distinction"]])
 
 
 GENTLE = RUN / "results_gemma_lr2e5.json"
